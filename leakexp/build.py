@@ -1,0 +1,238 @@
+"""Controlled-leakage training sets (paper, Section 4, "Training Datasets").
+
+Per test corpus, three types × the configured sizes:
+
+- ``none``: random non-leaking training queries, balanced between MS MARCO and ORCAS (±1);
+- ``msm``: a fixed number of verified leaking queries of the corpus, then non-leaking fillers;
+- ``test``: the corpus's own topics (each ``k`` times, different TREC-judged documents each time), then fillers.
+
+Every query contributes a positive then a negative instance (kept consecutive). Fillers are the prefix of
+one seeded, source-interleaved permutation of all non-candidate queries, so each size's fillers are a
+prefix of the next size's and the three types of one size share their fillers: comparisons differ only in
+the leaked part. Negatives of training queries are a seeded random non-relevant document from the query's
+BM25 top-100 on the training collection (Nogueira et al.); a query always gets the same pair.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from leakexp.data.types import SOURCES, Collection, TrainPool
+
+log = logging.getLogger(__name__)
+
+LEAKAGE_TYPES = ("none", "msm", "test")
+INSTANCE_COLUMNS = ["pair", "qid", "query", "docno", "text", "label", "origin", "source"]
+
+
+class BuildError(ValueError):
+    """A training set that cannot be built as configured; the message names corpus, type, size, numbers."""
+
+
+def stable_rng(*parts) -> np.random.Generator:
+    """A generator seeded by a stable hash of ``parts`` (independent of PYTHONHASHSEED and call order)."""
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+
+
+def filler_order(pool: TrainPool, excluded: set[tuple[str, str]], seed: int) -> pd.DataFrame:
+    """All non-candidate queries in one seeded permutation, alternating MS MARCO and ORCAS.
+
+    Any prefix is balanced between the sources (±1) until the smaller source runs out.
+    """
+    per_source = []
+    for source in SOURCES:
+        q = pool.source_queries(source)
+        keep = [(source, qid) not in excluded for qid in q.qid]
+        q = q[keep].reset_index(drop=True)
+        perm = stable_rng(seed, "fillers", source).permutation(len(q))
+        per_source.append(q.iloc[perm].reset_index(drop=True))
+    a, b = per_source
+    n = min(len(a), len(b))
+    inter = np.empty(2 * n, dtype=np.int64)
+    inter[0::2], inter[1::2] = np.arange(n), np.arange(n) + len(a)
+    both = pd.concat([a, b], ignore_index=True)
+    tail = list(range(n, len(a))) + list(range(len(a) + n, len(a) + len(b)))
+    return both.iloc[list(inter) + tail].reset_index(drop=True)[["qid", "text", "source"]]
+
+
+@dataclass
+class Negatives:
+    """Positive and negative documents of training queries, from their qrels and BM25 top-k."""
+
+    qrels: dict[str, list[str]]  # qid -> relevant docnos (sorted)
+    ranked: dict[str, list[str]]  # qid -> BM25 top-k docnos, in rank order
+    seed: int
+
+    @classmethod
+    def from_frames(cls, qrels: pd.DataFrame, run: pd.DataFrame, seed: int) -> "Negatives":
+        rel = qrels.groupby("qid").docno.apply(lambda s: sorted(set(s))).to_dict()
+        run = run.sort_values(["qid", "rank"], kind="mergesort")
+        ranked = run.groupby("qid", sort=False).docno.apply(list).to_dict()
+        return cls(rel, ranked, seed)
+
+    def pair(self, source: str, qid: str) -> tuple[str, str] | None:
+        """(relevant docno, non-relevant docno) for a query, or None if it has no candidate negative."""
+        rel = self.qrels.get(qid)
+        if not rel:
+            return None
+        rel_set = set(rel)
+        negs = [d for d in self.ranked.get(qid, []) if d not in rel_set]
+        if not negs:
+            return None
+        rng = stable_rng(self.seed, "pair", source, qid)
+        return rel[int(rng.integers(len(rel)))], negs[int(rng.integers(len(negs)))]
+
+
+def _pairs_from_queries(queries: pd.DataFrame, negatives: Negatives, need: int, origin: str) -> tuple[list, int]:
+    """Walk ``queries`` in order and keep the first ``need`` that have a positive and a negative."""
+    out, skipped = [], 0
+    for r in queries.itertuples(index=False):
+        if len(out) == need:
+            break
+        p = negatives.pair(r.source, r.qid)
+        if p is None:
+            skipped += 1
+            continue
+        out.append((r.qid, r.text, r.source, p[0], p[1], origin))
+    return out, skipped
+
+
+def test_pairs(
+    collection: Collection, n_queries: int, *, seed: int, field: str = "title", with_replacement: bool = False,
+    where: str = "",
+) -> list:
+    """Test-leakage pairs: each topic repeated, every occurrence with a different rel and non-rel doc."""
+    topics = list(collection.topics.values())
+    if not topics:
+        raise BuildError(f"{where}: the corpus has no topics")
+    repeats = np.full(len(topics), n_queries // len(topics))
+    order = stable_rng(seed, "test-topics", collection.name).permutation(len(topics))
+    repeats[order[: n_queries % len(topics)]] += 1
+    qrels = collection.qrels
+    out = []
+    for topic, k in zip(topics, repeats):
+        if k == 0:
+            continue
+        q = qrels[qrels.qid == topic.qid]
+        rel = sorted(q[q.label >= 1].docno)
+        non = sorted(q[q.label == 0].docno)
+        rng = stable_rng(seed, "test", collection.name, topic.qid)
+        for name, docs in (("relevant", rel), ("judged non-relevant", non)):
+            if len(docs) == 0 or (len(docs) < k and not with_replacement):
+                raise BuildError(
+                    f"{where}: topic {topic.qid} has {len(docs)} {name} document(s) but needs {k} distinct ones "
+                    "for its test-leakage occurrences; set build.test_with_replacement=true to sample with "
+                    "replacement"
+                )
+        pos = rng.choice(len(rel), size=k, replace=len(rel) < k)
+        neg = rng.choice(len(non), size=k, replace=len(non) < k)
+        for i in range(k):
+            out.append((topic.qid, topic.text(field), "test", rel[pos[i]], non[neg[i]], "test-leak"))
+    return out
+
+
+def build_set(
+    *,
+    corpus: str,
+    leakage: str,
+    size: int,
+    fixed_queries: int,
+    fillers: pd.DataFrame,
+    negatives: Negatives,
+    leaks: pd.DataFrame | None = None,
+    collection: Collection | None = None,
+    pool_docs=None,
+    seed: int = 0,
+    test_field: str = "title",
+    take_all_leaks: bool = False,
+    test_with_replacement: bool = False,
+) -> tuple[pd.DataFrame, dict]:
+    """One training set as an instance frame (INSTANCE_COLUMNS) and its manifest."""
+    where = f"corpus={corpus} leakage={leakage} size={size}"
+    if leakage not in LEAKAGE_TYPES:
+        raise BuildError(f"{where}: unknown leakage type; use one of {', '.join(LEAKAGE_TYPES)}")
+    if size <= 0 or size % 2:
+        raise BuildError(f"{where}: size must be a positive even number of instances (query = pos + neg)")
+    n_queries = size // 2
+    leaked: list = []
+    note = {}
+    if leakage in ("msm", "test") and 2 * fixed_queries > size:
+        raise BuildError(
+            f"{where}: size {size} is smaller than the {2 * fixed_queries} fixed leaked instances "
+            f"({fixed_queries} queries x 2); choose size >= {2 * fixed_queries}"
+        )
+    if leakage == "msm":
+        if leaks is None or len(leaks) == 0:
+            raise BuildError(f"{where}: no verified leaking queries for this corpus")
+        perm = stable_rng(seed, "msm", corpus).permutation(len(leaks))
+        ordered = leaks.iloc[perm][["qid", "text", "source"]].reset_index(drop=True)
+        leaked, skipped = _pairs_from_queries(ordered, negatives, fixed_queries, "msm-leak")
+        if len(leaked) < fixed_queries:
+            usable = len(leaked)
+            if not take_all_leaks:
+                raise BuildError(
+                    f"{where}: {usable} verified leaking queries are usable ({len(leaks)} verified, {skipped} "
+                    f"without a BM25 negative) but {fixed_queries} are requested; annotate more candidates, "
+                    "lower corpus.fixed_leak_queries, or set build.take_all_leaks=true"
+                )
+            note = {"leaks_requested": fixed_queries, "leaks_taken": usable}
+    elif leakage == "test":
+        if collection is None:
+            raise BuildError(f"{where}: test leakage needs the test collection")
+        leaked = test_pairs(collection, fixed_queries, seed=seed, field=test_field,
+                            with_replacement=test_with_replacement, where=where)
+    need = n_queries - len(leaked)
+    filled, skipped = _pairs_from_queries(fillers, negatives, need, "filler")
+    if len(filled) < need:
+        raise BuildError(
+            f"{where}: the filler pool is exhausted: {len(filled)} non-leaking queries with a BM25 negative are "
+            f"available ({skipped} skipped) but {need} are needed; use a smaller size or a larger training pool"
+        )
+    rows = []
+    for pair, (qid, text, source, pos, neg, origin) in enumerate(leaked + filled):
+        for docno, label in ((pos, 1), (neg, 0)):
+            doc_text = collection.docs[docno] if origin == "test-leak" else pool_docs[docno]
+            rows.append((pair, qid, text, docno, doc_text, label, origin, source))
+    frame = pd.DataFrame(rows, columns=INSTANCE_COLUMNS)
+    counts = frame.groupby(["origin", "source"]).size()
+    manifest = {
+        "corpus": corpus, "leakage": leakage, "size": size, "instances": len(frame), "queries": n_queries,
+        "by_origin": {k: int(v) for k, v in frame.origin.value_counts().sort_index().items()},
+        "by_source": {k: int(v) for k, v in frame.source.value_counts().sort_index().items()},
+        "by_origin_source": {f"{o}/{s}": int(v) for (o, s), v in counts.items()},
+        "leaked_instances": 2 * len(leaked),
+        "leakage_ratio": round(2 * len(leaked) / size, 6),
+        "content_hash": content_hash(frame),
+        "build_seed": seed,
+        **note,
+    }
+    return frame, manifest
+
+
+def content_hash(frame: pd.DataFrame) -> str:
+    h = hashlib.sha256()
+    for row in frame[INSTANCE_COLUMNS].itertuples(index=False):
+        h.update(json.dumps(list(row), default=str).encode())
+    return h.hexdigest()
+
+
+def write_set(out: Path, frame: pd.DataFrame, manifest: dict) -> None:
+    frame.to_parquet(out / "instances.parquet", index=False)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def export_monot5(frame: pd.DataFrame, path: Path) -> Path:
+    """The monoT5 text format: ``Query: q Document: d Relevant:`` TAB ``true``/``false``, one per line."""
+    with open(path, "w", encoding="utf-8") as f:
+        for r in frame.itertuples(index=False):
+            q, d = " ".join(r.query.split()), " ".join(r.text.split())
+            f.write(f"Query: {q} Document: {d} Relevant:\t{'true' if r.label else 'false'}\n")
+    return path

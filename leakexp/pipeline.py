@@ -1,0 +1,346 @@
+"""The pipeline: each stage a cached artifact in the store, computed once from its config.
+
+Stages, in data-flow order: data (toy world) -> index (PISA) -> detect (SBERT + Faiss) -> verify
+(annotations) -> negatives (BM25 of training queries) -> set (training set) -> train -> rerank -> eval.
+Each stage's config hash includes the hashes of the artifacts it reads, so a changed value redoes that
+stage and those below it, and nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from leakexp import build as builder
+from leakexp import detect as detector
+from leakexp import verify as verifier
+from leakexp.config import corpus_config, model_config
+from leakexp.data import sources
+from leakexp.data.types import Collection, TrainPool
+from leakexp.evaluate import per_query
+from leakexp.models import get as get_model_class
+from leakexp.models import load_checkpoint
+from leakexp.rerank import rerank, write_trec_run
+from leakexp.retrieval import bm25_run, build_index
+from leakexp.store import Store, atomic_write_json, config_hash, read_json
+from leakexp.train import TrainConfig, resolve_device, set_seed, train
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid cell: a training set (corpus, leakage, size) and a model trained on it with a seed."""
+
+    corpus: str
+    leakage: str
+    size: int
+    model: str
+    seed: int
+
+    @property
+    def set_key(self) -> tuple:
+        return (self.corpus, self.leakage, self.size)
+
+    def parts(self) -> list[str]:
+        return [self.corpus, self.leakage, str(self.size), self.model, f"seed-{self.seed}"]
+
+    def __str__(self) -> str:
+        return f"{self.corpus}/{self.leakage}/{self.size}/{self.model}/seed-{self.seed}"
+
+
+def cell_from_config(cfg: DictConfig) -> Cell:
+    return Cell(cfg.corpus.name, cfg.leakage.name, int(cfg.size), cfg.model.name, int(cfg.seed))
+
+
+def grid_cells(cfg: DictConfig) -> list[Cell]:
+    g = cfg.grid
+    return [Cell(c, l, int(s), m, int(seed)) for c in g.corpora for l in g.leakages for s in g.sizes
+            for m in g.models for seed in g.seeds]
+
+
+class Pipeline:
+    """Runs stages for one config; loaded data and models are shared by all cells of one process."""
+
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+        self.store = Store(cfg.store)
+        self.device = resolve_device(cfg.get("device", "auto"))
+        self.verbose = bool(cfg.get("verbose", False))
+        self._collections: dict[str, Collection] = {}
+        self._hashes: dict[str, str] = {}
+
+    # -- configs --------------------------------------------------------------------------------------
+    def corpus_cfg(self, name: str) -> DictConfig:
+        return self.cfg.corpus if name == self.cfg.corpus.name else corpus_config(name)
+
+    def model_cfg(self, name: str) -> DictConfig:
+        return self.cfg.model if name == self.cfg.model.name else model_config(name)
+
+    @property
+    def corpora(self) -> list[str]:
+        return list(self.cfg.data.corpora)
+
+    # -- data -----------------------------------------------------------------------------------------
+    @cached_property
+    def pool(self) -> TrainPool:
+        return sources.load_train_pool(self.store, self.cfg.data)
+
+    @cached_property
+    def pool_fingerprint(self) -> str:
+        return sources.data_fingerprint(self.store, self.cfg.data)
+
+    def collection(self, name: str) -> Collection:
+        if name not in self._collections:
+            self._collections[name] = sources.load_collection(self.store, self.cfg.data, self.corpus_cfg(name))
+        return self._collections[name]
+
+    def corpus_fingerprint(self, name: str) -> str:
+        return sources.corpus_fingerprint(self.store, self.cfg.data, self.corpus_cfg(name))
+
+    # -- BM25 -----------------------------------------------------------------------------------------
+    def _bm25_kwargs(self) -> dict:
+        b = self.cfg.bm25
+        return dict(k1=float(b.k1), b=float(b.b), threads=int(b.threads), verbose=self.verbose)
+
+    def index(self, name: str) -> Path:
+        """PISA index of a test collection (``name`` = corpus) or of the training pool (``train``)."""
+        if name == "train":
+            return build_index(self.store, f"train-{self.pool.name}", iter(self.pool.docs),
+                               fingerprint=self.pool_fingerprint, **self._bm25_kwargs())
+        c = self.collection(name)
+        return build_index(self.store, name, iter(c.docs), fingerprint=self.corpus_fingerprint(name),
+                           **self._bm25_kwargs())
+
+    def test_run(self, corpus: str) -> pd.DataFrame:
+        """BM25 top-k of every topic of ``corpus`` (the query field from ``rerank.query_field``)."""
+        field = self.cfg.rerank.query_field
+        topics = self.collection(corpus).topics_frame(field)
+        return bm25_run(self.store, self.index(corpus), f"{corpus}/{field}", topics,
+                        depth=int(self.cfg.rerank.depth), **self._bm25_kwargs())
+
+    # -- detection and verification --------------------------------------------------------------------
+    def candidates(self) -> pd.DataFrame:
+        d = self.cfg.detect
+        return detector.detect(
+            self.store, self.pool, [self.collection(c) for c in self.corpora], sbert=d.sbert, k=int(d.k),
+            fields=list(d.fields), batch_size=int(d.batch_size), fingerprint=self.pool_fingerprint,
+        )
+
+    def _detect_hash(self) -> str:
+        slug = Path(self.cfg.detect.sbert).name if self.cfg.detect.sbert != "bundled" else "all-MiniLM-L6-v2"
+        marker = self.store.marker(self.store.path("detect", self.pool.name, slug))
+        return marker.config_hash if marker else ""
+
+    def excluded(self) -> set[tuple[str, str]]:
+        """(source, qid) of every training query above the threshold for any topic of any corpus."""
+        pairs = detector.above_threshold(self.candidates(), float(self.cfg.detect.threshold))
+        return set(zip(pairs.source, pairs.train_qid))
+
+    def annotations(self) -> pd.DataFrame:
+        """Verified candidates of all corpora (the verify artifact), from files or the toy ground truth."""
+        cands = self.candidates()
+        v, threshold = self.cfg.verify, float(self.cfg.detect.threshold)
+        spec = v.annotations
+        files = [] if spec == "truth" else [Path(p) for p in (spec if OmegaConf.is_list(spec) else [spec])]
+        if spec == "truth" and self.cfg.data.kind != "toy":
+            raise ValueError("verify.annotations=truth needs the toy world (data=toy); give annotation files")
+        config = {
+            "stage": "verify", "detect": self._detect_hash(), "threshold": threshold,
+            "top_k": int(v.review_top_k),
+            "annotations": "truth" if spec == "truth" else sources.file_fingerprint(*files),
+        }
+        path = self.store.path("verify", self.pool.name, config_hash(config))
+        collections = [self.collection(c) for c in self.corpora]
+
+        def compute(tmp: Path) -> dict:
+            review = verifier.review_candidates(detector.leak_pairs(cands, threshold), int(v.review_top_k))
+            if spec == "truth":
+                truth = pd.read_csv(sources.toy_world(self.store, self.cfg.data) / "truth" / "leaks.tsv", sep="\t",
+                                    dtype=str)
+                labels = verifier.truth_labels(review, truth)
+                records = verifier.to_annotation_records(review, collections, labels)
+                verifier.write_annotations(tmp / "annotations.jsonl", records)
+                ann = verifier.read_annotations([tmp / "annotations.jsonl"])
+            else:
+                verifier.write_annotations(tmp / "review.jsonl", verifier.to_annotation_records(review, collections))
+                ann = verifier.read_annotations(files)
+            ann.assign(labels=ann.labels.map(lambda x: "|".join(x))).to_parquet(tmp / "annotations.parquet",
+                                                                                 index=False)
+            return {"reviewed": len(review), "annotated": len(ann), "true": int(ann.leak.sum())}
+
+        self.store.ensure(path, config, compute)
+        self._hashes["verify"] = config_hash(config)
+        ann = pd.read_parquet(path / "annotations.parquet")
+        ann["labels"] = ann.labels.str.split("|")
+        return ann
+
+    def verified_leaks(self, corpus: str) -> pd.DataFrame:
+        """Verified leaking training queries of one corpus, with their text and source."""
+        ann = self.annotations()
+        leaks = verifier.verified_leaks(ann, list(self.collection(corpus).topics))
+        q = self.pool.queries
+        merged = leaks.merge(q, left_on=["train_qid", "query"], right_on=["qid", "text"], how="left")
+        missing = merged.qid.isna()
+        if missing.any():  # the annotation's query text may be normalised differently: fall back to the id
+            by_id = q.drop_duplicates("qid").set_index("qid")
+            for i in merged.index[missing]:
+                tq = merged.at[i, "train_qid"]
+                if tq not in by_id.index:
+                    raise ValueError(f"annotated training query {tq} is not in the training pool {self.pool.name}")
+                merged.loc[i, ["qid", "text", "source"]] = [tq, by_id.at[tq, "text"], by_id.at[tq, "source"]]
+        return merged.drop_duplicates(["source", "qid"])[["qid", "text", "source", "topic_qid", "type"]].reset_index(drop=True)
+
+    # -- training sets ---------------------------------------------------------------------------------
+    def negatives(self) -> builder.Negatives:
+        """BM25 top-k of every training query that any configured set can use, computed once, shared."""
+        seed = int(self.cfg.build.seed)
+        fillers = self.fillers()
+        max_size = max(int(s) for s in self.cfg.grid.sizes) if self.cfg.get("grid") else int(self.cfg.size)
+        max_size = max(max_size, int(self.cfg.size))
+        need = min(len(fillers), int(max_size // 2 * 1.1) + 100)  # slack for queries without a negative
+        leaks = pd.concat([self.verified_leaks(c) for c in self.corpora], ignore_index=True)
+        queries = pd.concat([fillers.iloc[:need], leaks[["qid", "text", "source"]]], ignore_index=True)
+        queries = queries.drop_duplicates("qid").rename(columns={"text": "query"})[["qid", "query"]]
+        queries = queries.sort_values("qid", kind="mergesort").reset_index(drop=True)
+        run = bm25_run(self.store, self.index("train"), f"train-{self.pool.name}/{config_hash(list(queries.qid))}",
+                       queries, depth=int(self.cfg.build.negatives_depth), **self._bm25_kwargs())
+        return builder.Negatives.from_frames(self.pool.qrels, run, seed)
+
+    @cached_property
+    def _fillers(self) -> pd.DataFrame:
+        return builder.filler_order(self.pool, self.excluded(), int(self.cfg.build.seed))
+
+    def fillers(self) -> pd.DataFrame:
+        return self._fillers
+
+    def set_config(self, corpus: str, leakage: str, size: int) -> dict:
+        c, b = self.corpus_cfg(corpus), self.cfg.build
+        self.annotations()
+        return {
+            "stage": "set", "corpus": corpus, "leakage": leakage, "size": int(size),
+            "pool": self.pool_fingerprint, "collection": self.corpus_fingerprint(corpus),
+            "detect": self._detect_hash(), "threshold": float(self.cfg.detect.threshold),
+            "verify": self._hashes.get("verify"), "seed": int(b.seed), "negatives_depth": int(b.negatives_depth),
+            "fixed": int(c.fixed_leak_queries if leakage == "msm" else c.test_leak_queries if leakage == "test" else 0),
+            "test_field": b.test_query_field, "take_all_leaks": bool(b.take_all_leaks),
+            "test_with_replacement": bool(b.test_with_replacement),
+            "bm25": {"k1": float(self.cfg.bm25.k1), "b": float(self.cfg.bm25.b)},
+        }
+
+    def training_set(self, corpus: str, leakage: str, size: int) -> Path:
+        """The training set artifact ``sets/<corpus>/<leakage>/<size>``."""
+        config = self.set_config(corpus, leakage, size)
+        path = self.store.path("sets", corpus, leakage, size)
+
+        def compute(tmp: Path) -> dict:
+            b = self.cfg.build
+            frame, manifest = builder.build_set(
+                corpus=corpus, leakage=leakage, size=int(size), fixed_queries=config["fixed"],
+                fillers=self.fillers(), negatives=self.negatives(),
+                leaks=self.verified_leaks(corpus) if leakage == "msm" else None,
+                collection=self.collection(corpus), pool_docs=self.pool.docs, seed=int(b.seed),
+                test_field=b.test_query_field, take_all_leaks=bool(b.take_all_leaks),
+                test_with_replacement=bool(b.test_with_replacement),
+            )
+            builder.write_set(tmp, frame, manifest)
+            return {k: manifest[k] for k in ("instances", "leaked_instances", "leakage_ratio", "content_hash")}
+
+        return self.store.ensure(path, config, compute)
+
+    # -- train, rerank, evaluate ----------------------------------------------------------------------
+    def _model_params(self, name: str) -> tuple[dict, TrainConfig]:
+        m = OmegaConf.to_container(self.model_cfg(name), resolve=True)
+        train_cfg = m.pop("train", {}) or {}
+        m.pop("name", None)
+        known = TrainConfig.__dataclass_fields__
+        return m, TrainConfig(**{k: v for k, v in train_cfg.items() if k in known})
+
+    def train_config(self, cell: Cell) -> dict:
+        set_path = self.training_set(cell.corpus, cell.leakage, cell.size)
+        params, _ = self._model_params(cell.model)
+        return {"stage": "train", "set": self.store.marker(set_path).figures["content_hash"], "model": cell.model,
+                "params": OmegaConf.to_container(self.model_cfg(cell.model), resolve=True), "seed": cell.seed,
+                "device": "cuda" if self.device.startswith("cuda") else "cpu"}
+
+    def trained(self, cell: Cell) -> Path:
+        config = self.train_config(cell)
+        path = self.store.path("train", *cell.parts())
+
+        def compute(tmp: Path) -> dict:
+            instances = pd.read_parquet(self.store.path("sets", *cell.set_key) / "instances.parquet")
+            params, tcfg = self._model_params(cell.model)
+            set_seed(cell.seed)  # the seed also fixes the random initialisation
+            model = get_model_class(cell.model)(**params)
+            figures = train(model, instances, seed=cell.seed, cfg=tcfg, device=self.device, progress=self.verbose or None)
+            model.save(tmp)
+            atomic_write_json(tmp / "manifest.json", {"cell": str(cell), "seed": cell.seed, **figures})
+            return {k: figures[k] for k in ("instances", "steps", "final_loss", "seconds")}
+
+        return self.store.ensure(path, config, compute)
+
+    def reranked(self, cell: Cell) -> Path:
+        model_path = self.trained(cell)
+        run = self.test_run(cell.corpus)
+        config = {"stage": "rerank", "train": self.store.marker(model_path).config_hash,
+                  "bm25": config_hash(run[["qid", "docno"]].values.tolist()), "field": self.cfg.rerank.query_field,
+                  "depth": int(self.cfg.rerank.depth)}
+        path = self.store.path("rerank", *cell.parts())
+
+        def compute(tmp: Path) -> dict:
+            model = load_checkpoint(model_path).to(self.device)
+            batch = int(self.model_cfg(cell.model).get("train", {}).get("score_batch_size", 64))
+            res = rerank(model, run, self.collection(cell.corpus).docs, batch_size=batch, device=self.device)
+            res.to_parquet(tmp / "run.parquet", index=False)
+            write_trec_run(res, tmp / "run.trec.gz", f"leakexp-{cell.model}-{cell.leakage}-{cell.size}-s{cell.seed}")
+            return {"queries": int(res.qid.nunique()), "rows": len(res)}
+
+        return self.store.ensure(path, config, compute)
+
+    def evaluated(self, cell: Cell) -> pd.DataFrame:
+        run_path = self.reranked(cell)
+        e = self.cfg.evaluate
+        config = {"stage": "eval", "rerank": self.store.marker(run_path).config_hash, "measures": list(e.measures),
+                  "mfr_missing": e.mfr_missing, "qrels": self.corpus_fingerprint(cell.corpus)}
+        path = self.store.path("eval", *cell.parts())
+
+        def compute(tmp: Path) -> dict:
+            run = pd.read_parquet(run_path / "run.parquet")
+            pq = per_query(run, self.collection(cell.corpus).qrels, list(e.measures), mfr_missing=e.mfr_missing,
+                           depth=int(self.cfg.rerank.depth))
+            pq.to_parquet(tmp / "perquery.parquet", index=False)
+            return {m: round(float(v), 6) for m, v in pq.groupby("measure").value.mean().items()}
+
+        self.store.ensure(path, config, compute)
+        out = pd.read_parquet(path / "perquery.parquet")
+        return out.assign(corpus=cell.corpus, leakage=cell.leakage, size=cell.size, model=cell.model, seed=cell.seed)
+
+    def run_cell(self, cell: Cell) -> dict:
+        """Everything one cell needs, computing only what the store lacks; returns its mean measures."""
+        pq = self.evaluated(cell)
+        return pq.groupby("measure").value.mean().to_dict()
+
+
+def stored_results(store: Store, cells: list[Cell]) -> pd.DataFrame:
+    """Per-query values of the finished cells among ``cells``, read from the store alone."""
+    frames = []
+    for cell in cells:
+        path = store.path("eval", *cell.parts())
+        if store.marker(path) is None:
+            continue
+        pq = pd.read_parquet(path / "perquery.parquet")
+        frames.append(pq.assign(corpus=cell.corpus, leakage=cell.leakage, size=cell.size, model=cell.model,
+                                seed=cell.seed))
+    if not frames:
+        return pd.DataFrame(columns=["qid", "measure", "value", "corpus", "leakage", "size", "model", "seed"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def set_manifest(store: Store, corpus: str, leakage: str, size: int) -> dict | None:
+    path = store.path("sets", corpus, leakage, size, "manifest.json")
+    return read_json(path) if path.exists() else None

@@ -1,0 +1,35 @@
+"""Re-ranking: the BM25 top-k of every topic of a corpus, scored by a trained model."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pandas as pd
+
+from leakexp.models.base import Reranker, rank_with_docno_ties
+
+
+def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, device: str = "cpu") -> pd.DataFrame:
+    """Score a BM25 run (qid, query, docno, …) with ``model``; ties are broken by docno (the paper)."""
+    df = bm25[["qid", "query", "docno"]].copy()
+    df["text"] = [docs[d] for d in df.docno]
+    df["score"] = model.score(df["query"].tolist(), df["text"].tolist(), batch_size=batch_size, device=device)
+    return rank_with_docno_ties(df.drop(columns=["text"]))
+
+
+def write_trec_run(run: pd.DataFrame, path: Path, tag: str) -> Path:
+    """A gzipped TREC run file (1-based ranks) in the run's order."""
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for r in run.itertuples(index=False):
+            f.write(f"{r.qid} Q0 {r.docno} {int(r.rank) + 1} {float(r.score):.8g} {tag}\n")
+    return path
+
+
+def read_trec_run(path: Path) -> pd.DataFrame:
+    rows = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            qid, _, docno, rank, score, _ = line.split()
+            rows.append((qid, docno, int(rank) - 1, float(score)))
+    return pd.DataFrame(rows, columns=["qid", "docno", "rank", "score"])
