@@ -68,8 +68,11 @@ class IrdsDocStore:
         return _guard(self.dataset_id, "documents", lambda: self._store.get(docno)).default_text()
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
-        it = _guard(self.dataset_id, "documents", self._ds.docs_iter)
-        for doc in it:
+        it = iter(_guard(self.dataset_id, "documents", self._ds.docs_iter))
+        while True:  # errors surface lazily, on the first read
+            doc = _guard(self.dataset_id, "documents", lambda: next(it, None))
+            if doc is None:
+                return
             yield doc.doc_id, doc.default_text()
 
     def __len__(self) -> int:

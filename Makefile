@@ -1,0 +1,56 @@
+# leakexp — `make demo` runs the pipeline on the toy world, `make test` runs the tests.
+# Both create the virtual environment on first use.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+# one grid cell: make cell CORPUS=robust04 LEAKAGE=msm SIZE=16000 MODEL=monot5 SEED=3
+CORPUS ?= toy_robust
+LEAKAGE ?= msm
+SIZE ?= 1024
+MODEL ?= knrm
+SEED ?= 1
+CELL_EXPERIMENT = $(if $(filter toy_%,$(CORPUS)),demo,paper)
+EXPERIMENT ?= demo
+ARGS ?=
+
+.PHONY: help setup test test-all demo grid cell tables status plan bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+setup: $(STAMP) ## create .venv: torch 2.13.0 (CPU build) first, then leakexp with dev extras
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+test: setup ## the default test suite (CPU, toy data; slow tests excluded)
+	$(BIN)/python -m pytest -m "not slow" -q $(ARGS)
+
+test-all: setup ## every test, slow ones included
+	$(BIN)/python -m pytest -q $(ARGS)
+
+demo: setup ## the whole pipeline on the embedded toy world (CPU, minutes); prints where the tables are
+	$(BIN)/leakexp demo $(ARGS)
+
+grid: setup ## the paper's grid (experiment=paper) as a Hydra multirun; add hydra/launcher=submitit_slurm on a cluster
+	$(BIN)/leakexp-run -m experiment=paper $(ARGS)
+
+cell: setup ## one grid cell: make cell CORPUS=… LEAKAGE=… SIZE=… MODEL=… SEED=…
+	$(BIN)/leakexp cell experiment=$(CELL_EXPERIMENT) corpus=$(CORPUS) leakage=$(LEAKAGE) size=$(SIZE) model=$(MODEL) seed=$(SEED) $(ARGS)
+
+tables: setup ## regenerate the tables from the store alone (EXPERIMENT=demo|paper)
+	$(BIN)/leakexp tables experiment=$(EXPERIMENT) $(ARGS)
+
+bench: setup ## benchmarks: one `name: value` line per measured figure
+	$(BIN)/python benchmarks/run.py $(ARGS)
+
+clean: ## remove the store, Hydra outputs and caches (keeps .venv)
+	rm -rf store outputs multirun .pytest_cache
+	find . -name __pycache__ -not -path './.venv/*' -prune -exec rm -rf {} +

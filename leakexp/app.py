@@ -1,0 +1,36 @@
+"""``leakexp-run``: one grid cell per Hydra job, for multiruns and cluster launchers.
+
+    leakexp-run -m experiment=paper                                # the paper's grid (make grid)
+    leakexp-run -m experiment=paper model=knrm,duet seed=1,2       # a partial grid
+    leakexp-run -m experiment=paper hydra/launcher=submitit_slurm  # on a SLURM cluster
+"""
+
+from __future__ import annotations
+
+import logging
+
+import hydra
+from omegaconf import DictConfig
+
+from leakexp.config import conf_dir, validate
+
+log = logging.getLogger("leakexp")
+
+
+@hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> dict | None:
+    from leakexp.pipeline import Pipeline, cell_from_config
+
+    validate(cfg)
+    cell = cell_from_config(cfg)
+    try:
+        means = Pipeline(cfg).run_cell(cell)
+    except Exception as exc:  # the failure is recorded next to the artifact; the other jobs go on
+        log.error("cell %s failed: %s: %s", cell, type(exc).__name__, exc)
+        return None
+    log.info("cell %s: %s", cell, means)
+    return means
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Shared fixtures: a small toy-world pipeline run once per session, and a config composer."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SMALL = ["data.queries_per_source=600", "grid.sizes=[128,256]", "grid.seeds=[1]"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _irds_home(tmp_path_factory):
+    """ir_datasets creates folders in its home on import: keep them out of the user's home."""
+    os.environ["IR_DATASETS_HOME"] = str(tmp_path_factory.mktemp("irds"))
+
+
+@pytest.fixture(scope="session")
+def small_store(tmp_path_factory):
+    return tmp_path_factory.mktemp("store")
+
+
+@pytest.fixture(scope="session")
+def small_cfg(small_store):
+    from leakexp.config import compose
+
+    return compose([f"store={small_store}", *SMALL])
+
+
+@pytest.fixture(scope="session")
+def small_run(small_cfg):
+    """The thin pipeline over the small grid (3 corpora x 3 leakages x 2 sizes x KNRM x 1 seed)."""
+    from leakexp.pipeline import Pipeline, grid_cells
+    from leakexp.tables import write_tables
+
+    p = Pipeline(small_cfg)
+    cells = grid_cells(small_cfg)
+    means = {c: p.run_cell(c) for c in cells}
+    return p, cells, means, write_tables(small_cfg)

@@ -1,0 +1,45 @@
+import pytest
+
+from leakexp.config import ConfigError, compose
+
+
+def test_demo_is_the_default_and_paper_describes_the_study():
+    demo = compose([])
+    assert demo.data.kind == "toy" and demo.corpus.name == "toy_robust" and demo.model.name == "knrm"
+    paper = compose(["experiment=paper", "verify.annotations=[a.jsonl]"])
+    assert list(paper.grid.sizes) == [1000 * 2**i for i in range(8)]
+    assert list(paper.grid.corpora) == ["robust04", "core17", "core18"]
+    assert list(paper.grid.seeds) == [1, 2, 3, 4, 5] and len(paper.grid.models) == 5
+    assert paper.corpus.fixed_leak_queries == 500
+    assert compose(["experiment=paper", "corpus=core17"]).corpus.fixed_leak_queries == 100
+    assert paper.detect.threshold == 0.91 and paper.bm25.k1 == 0.9 and paper.bm25.b == 0.4
+
+
+def test_paper_sweep_matches_the_grid():
+    from omegaconf import OmegaConf
+
+    from leakexp.config import conf_dir
+
+    sweep = OmegaConf.load(conf_dir() / "experiment" / "paper.yaml").hydra.sweeper.params
+    grid = OmegaConf.load(conf_dir() / "grid" / "paper.yaml")
+    assert sweep.corpus.split(",") == list(grid.corpora)
+    assert sweep.leakage.split(",") == list(grid.leakages)
+    assert [int(s) for s in sweep.size.split(",")] == list(grid.sizes)
+    assert sweep.model.split(",") == list(grid.models)
+    assert [int(s) for s in sweep.seed.split(",")] == list(grid.seeds)
+
+
+@pytest.mark.parametrize("override, key", [
+    ("corpus=robust05", "corpus=robust05 is unknown"),
+    ("model=bm42", "model=bm42 is unknown"),
+    ("experiment=nope", "experiment=nope is unknown"),
+    ("size=1001", "size=1001"),
+    ("size=100", "size=100 is smaller than the 120 fixed leaked instances of corpus=toy_robust leakage=msm"),
+    ("corpus=robust04", "corpus=robust04 is not one of data.corpora"),
+    ("evaluate.mfr_missing=zero", "evaluate.mfr_missing=zero"),
+    ("grid.models=[knrm,bm42]", "model=bm42 is unknown"),
+])
+def test_bad_values_name_the_key(override, key):
+    extra = ["leakage=msm"] if override.startswith("size=100") else []
+    with pytest.raises(ConfigError, match=key.replace("[", r"\[")):
+        compose([override, *extra])

@@ -1,0 +1,41 @@
+import math
+
+import pandas as pd
+
+from leakexp.evaluate import per_query
+from leakexp.models.base import rank_with_docno_ties
+
+QRELS = pd.DataFrame([("q1", "a", 0), ("q1", "b", 2), ("q1", "c", 1), ("q2", "x", 1), ("q3", "z", 0)],
+                     columns=["qid", "docno", "label"])
+RUN = pd.DataFrame([("q1", "a", 3.0), ("q1", "c", 2.0), ("q1", "b", 1.0),  # first relevant at rank 2
+                    ("q2", "x", 5.0), ("q2", "y", 1.0),                     # rank 1
+                    ("q3", "z", 1.0)],                                      # no relevant doc at all
+                   columns=["qid", "docno", "score"])
+
+
+def _values(pq, measure):
+    return pq[pq.measure == measure].set_index("qid").value.to_dict()
+
+
+def test_mfr_skips_misses_by_default_and_counts_depth_plus_one_on_request():
+    skip = _values(per_query(RUN, QRELS, ["MFR"]), "MFR")
+    assert skip["q1"] == 2.0 and skip["q2"] == 1.0 and math.isnan(skip["q3"])
+    depth = _values(per_query(RUN, QRELS, ["MFR"], mfr_missing="depth", depth=100), "MFR")
+    assert depth == {"q1": 2.0, "q2": 1.0, "q3": 101.0}
+
+
+def test_p1_and_ndcg_on_hand_made_rankings():
+    pq = per_query(RUN, QRELS, ["P@1", "nDCG@10"])
+    assert _values(pq, "P@1") == {"q1": 0.0, "q2": 1.0, "q3": 0.0}
+    dcg = 1 / math.log2(3) + 2 / math.log2(4)  # trec_eval's linear gains: label 1 at rank 2, label 2 at rank 3
+    idcg = 2 + 1 / math.log2(3)
+    assert abs(_values(pq, "nDCG@10")["q1"] - dcg / idcg) < 1e-6
+
+
+def test_ties_are_broken_by_docno():
+    df = pd.DataFrame({"qid": ["1"] * 3, "docno": ["d9", "d10", "d2"], "score": [1.0, 1.0, 2.0]})
+    r = rank_with_docno_ties(df)
+    assert r.docno.tolist() == ["d2", "d10", "d9"] and r["rank"].tolist() == [0, 1, 2]
+    tie = pd.DataFrame([("q", "b", 1.0), ("q", "a", 1.0)], columns=["qid", "docno", "score"])
+    qrels = pd.DataFrame([("q", "a", 1)], columns=["qid", "docno", "label"])
+    assert _values(per_query(tie, qrels, ["MFR", "P@1"]), "MFR") == {"q": 1.0}

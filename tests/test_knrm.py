@@ -1,0 +1,81 @@
+import math
+
+import pandas as pd
+import torch
+
+from leakexp.models.knrm import KNRM, kernel_features
+from leakexp.models.vectors import TextIds, WordVectors, similarity_matrix, tokenize
+from leakexp.train import TrainConfig, set_seed, train
+
+
+def test_kernel_features_on_a_2x3_similarity_matrix():
+    sim = torch.tensor([[[0.5, 1.0, 0.0], [0.0, 0.0, 0.0]]])  # second query term matches nothing: masked
+    mus, sigmas = torch.tensor([0.5, 1.0]), torch.tensor([0.1, 0.001])
+    got = kernel_features(sim, mus, sigmas)
+    k05 = 1 + math.exp(-0.5 * 0.25 / 0.01) + math.exp(-0.5 * 0.25 / 0.01)
+    k10 = math.exp(-0.5 * 0.25 / 1e-6) + 1 + 0.0
+    assert torch.allclose(got, torch.tensor([[math.log(k05 + 1e-6), math.log(k10 + 1e-6)]]), atol=1e-6)
+
+
+def test_padding_feeds_the_near_zero_kernels_unless_masked():
+    sim = torch.tensor([[[0.9, 0.0, 0.0, 0.0]]])  # one real doc token, three padded positions
+    mus, sigmas = torch.tensor([0.1]), torch.tensor([0.1])
+    quirk = kernel_features(sim, mus, sigmas)
+    masked = kernel_features(sim, mus, sigmas, mask_doc_padding=True, doc_mask=torch.tensor([[1.0, 0, 0, 0]]))
+    assert abs(quirk.item() - math.log(math.exp(-0.5 * 0.64 / 0.01) + 3 * math.exp(-0.5) + 1e-6)) < 1e-6
+    assert masked.item() < quirk.item()
+
+
+def test_similarity_matrix_cosine_exact_match_for_oov_and_zero_padding():
+    vec = WordVectors({"tick": 1, "bite": 2}, torch.tensor([[0, 0], [1.0, 0], [1.0, 1.0]]).numpy(), "hand")
+    ids = TextIds(vec)
+    q = ids.batch(["tick borreliosis"], 3)  # [1, -1, 0]
+    d = ids.batch(["bite borreliosis tick"], 4)  # [2, -1, 1, 0]
+    assert q.tolist() == [[1, -1, 0]] and d.tolist() == [[2, -1, 1, 0]]
+    emb = torch.nn.Embedding.from_pretrained(torch.from_numpy(vec.matrix))
+    s = similarity_matrix(emb, q, d)[0]
+    assert torch.allclose(s[0], torch.tensor([1 / math.sqrt(2), 0.0, 1.0, 0.0]), atol=1e-6)
+    assert s[1].tolist() == [0.0, 1.0, 0.0, 0.0]  # OOV matches OOV exactly
+    assert s[2].tolist() == [0.0] * 4  # padded query position
+
+
+def test_tokenizer_lowercases_and_drops_possessives():
+    assert tokenize("Hubble's Telescope, NASA-built; don't") == ["hubble", "telescope", "nasa", "built", "don't"]
+
+
+def _toy_task(n=64):
+    """Positives share the query's words; negatives are about something else."""
+    words = ["lyme", "tick", "hubble", "galaxy", "ferry", "ship", "bear", "forest"]
+    rows = []
+    for i in range(n):
+        a, b = words[i % 8], words[(i + 1) % 8]
+        rows += [(i, f"q{i}", f"{a} {b}", f"d{i}+", f"{a} {b} report {a}", 1, "filler", "msmarco"),
+                 (i, f"q{i}", f"{a} {b}", f"d{i}-", "weather sports market economy", 0, "filler", "msmarco")]
+    return pd.DataFrame(rows, columns=["pair", "qid", "query", "docno", "text", "label", "origin", "source"])
+
+
+def test_knrm_training_lowers_the_loss_and_separates_pairs():
+    data = _toy_task()
+    set_seed(1)
+    m = KNRM(maxdoclen=16)
+    pos, neg = data[data.label == 1], data[data.label == 0]
+    before = torch.tensor(m.score(pos["query"].tolist(), pos.text.tolist())) - torch.tensor(m.score(neg["query"].tolist(), neg.text.tolist()))
+    figs = train(m, pd.concat([data] * 4, ignore_index=True).assign(pair=lambda d: d.index // 2), seed=1,
+                 cfg=TrainConfig(batch_size=8, lr=1e-2), progress=False)
+    after = torch.tensor(m.score(pos["query"].tolist(), pos.text.tolist())) - torch.tensor(m.score(neg["query"].tolist(), neg.text.tolist()))
+    assert figs["final_loss"] < figs["first_loss"]
+    assert after.min().item() > 1.0 > before.mean().item()  # every positive beats its negative by the margin
+
+
+def test_same_seed_same_checkpoint_other_seed_differs():
+    data = _toy_task(16)
+
+    def run(seed):
+        set_seed(seed)
+        m = KNRM(maxdoclen=16)
+        train(m, data, seed=seed, cfg=TrainConfig(batch_size=4), progress=False)
+        return m.state_dict()
+
+    a, b, c = run(3), run(3), run(4)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], c[k]) for k in a)
