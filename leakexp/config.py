@@ -103,3 +103,30 @@ def validate(cfg: DictConfig) -> None:
     for s in cfg.grid.sizes:
         if int(s) <= 0 or int(s) % 2:
             raise ConfigError(f"grid.sizes has {s}; sizes must be positive even numbers of instances")
+
+
+def _diff(a, b):
+    """Keys of ``a`` whose values differ from ``b`` (nested dicts compared key by key)."""
+    out = {}
+    for k, v in a.items():
+        if isinstance(v, dict) and isinstance(b.get(k), dict):
+            d = _diff(v, b[k])
+            if d:
+                out[k] = d
+        elif b.get(k, object()) != v:
+            out[k] = v
+    return out
+
+
+def resolved_model_config(cfg: DictConfig, name: str) -> DictConfig:
+    """A model's config: its file, then ``model_overrides.<name>`` of the experiment, then — for the
+    selected model — what the command line changed in ``model.*``."""
+    base = model_config(name)
+    layers = [base]
+    extra = cfg.get("model_overrides", {}) or {}
+    if name in extra:
+        layers.append(extra[name])
+    if cfg.model.name == name:
+        selected = OmegaConf.to_container(cfg.model, resolve=True)
+        layers.append(OmegaConf.create(_diff(selected, OmegaConf.to_container(base, resolve=True))))
+    return OmegaConf.merge(*layers)

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from leakexp import build as builder
 from leakexp import detect as detector
 from leakexp import verify as verifier
-from leakexp.config import corpus_config, model_config
+from leakexp.config import corpus_config, resolved_model_config
 from leakexp.data import sources
 from leakexp.data.types import Collection, TrainPool
 from leakexp.evaluate import per_query
@@ -80,7 +80,7 @@ class Pipeline:
         return self.cfg.corpus if name == self.cfg.corpus.name else corpus_config(name)
 
     def model_cfg(self, name: str) -> DictConfig:
-        return self.cfg.model if name == self.cfg.model.name else model_config(name)
+        return resolved_model_config(self.cfg, name)
 
     @property
     def corpora(self) -> list[str]:

@@ -35,7 +35,7 @@ def toy_world(store: Store, data: DictConfig) -> Path:
         "seed": int(data.seed),
         "queries_per_source": int(data.queries_per_source),
         "leak_fraction": float(data.leak_fraction),
-        "generator": 2,
+        "generator": 4,
     }
     path = store.path("data", "toy", f"seed-{data.seed}")
 

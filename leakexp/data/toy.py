@@ -206,18 +206,18 @@ def generate(
             th = test_themes[i]
             title_words = th.title.split()
             pool = list(th.words)
-            # highly relevant: on topic throughout, the title mentioned once or twice
+            # highly relevant: on topic throughout, the title mentioned a few times
             for _ in range(rng.randint(3, 5)):
-                judged.append((i, add(writer.doc(title_words, pool, cname, rng.randint(*doc_words), (1, 2))), 2))
+                judged.append((i, add(writer.doc(title_words, pool, cname, rng.randint(*doc_words), (1, 3))), 2))
             # relevant: on topic, one title word
             for _ in range(rng.randint(3, 5)):
                 focus = [rng.choice(title_words)] + rng.sample(pool, 2)
                 judged.append((i, add(writer.doc(focus, pool[:6], cname, rng.randint(*doc_words), (1, 1))), 1))
-            # judged non-relevant: keyword-stuffed but about something else (BM25's trap), or the decoy topic
+            # judged non-relevant: the title's words in a text about something else, or the decoy topic
             for _ in range(rng.randint(6, 10)):
                 other = rng.choice(background)
                 focus = th.decoy.split() + [rng.choice(title_words)] if rng.random() < 0.3 else title_words
-                judged.append((i, add(writer.doc(focus, list(other.words), cname, rng.randint(*doc_words), (2, 4))), 0))
+                judged.append((i, add(writer.doc(focus, list(other.words), cname, rng.randint(*doc_words), (1, 2))), 0))
             # unjudged documents that mention a title word in passing: they fill the BM25 top-100
             for _ in range(spec["distractors_per_topic"]):
                 other = rng.choice(background)
@@ -266,10 +266,11 @@ def generate(
     for source in ("msmarco", "orcas"):
         count = sum(p[1] == source for p in planned)
         while count < queries_per_source:
-            th = rng.choice(background)
+            b = rng.randrange(len(background))
+            th = background[b]
             k = rng.randint(1, 3)
             text = " ".join(rng.sample(list(th.words), k)) if rng.random() < 0.7 else f"{th.title} {rng.choice(th.words)}"
-            count += plan(text, source, -1, "Background")
+            count += plan(text, source, -1 - b, "Background")  # negative index: a background theme
 
     queries, train_docs, train_qrels, truth = [], [], [], []
     qid_numbers = {"msmarco": rng.sample(range(10**6, 2 * 10**6), len(planned)),
@@ -278,8 +279,9 @@ def generate(
     for n, (text, source, i, kind) in enumerate(planned):
         qid = str(qid_numbers[source][n])
         docno = f"D{doc_numbers[n]}"
-        theme = test_themes[i] if i >= 0 else None
-        pool = list(theme.words) if theme and kind != DECOY else list(rng.choice(background).words)
+        theme = test_themes[i] if i >= 0 else background[-1 - i]
+        # a relevant document is about the query's own theme (a decoy's theme is some other one)
+        pool = list(theme.words) if kind != DECOY else list(rng.choice(background).words)
         focus = [w for w in text.split() if w not in ("what", "is", "are", "how", "does", "work", "facts", "about", "definition")]
         train_docs.append((docno, writer.doc(focus, pool, "train", rng.randint(*doc_words), (2, 3))))
         queries.append((qid, text, source))
