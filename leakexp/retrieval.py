@@ -113,6 +113,9 @@ def bm25_search(
         retriever = index.bm25(k1=k1, b=b, num_results=depth, threads=threads)
     res = retriever(q) if len(q) else pd.DataFrame(columns=["qid", "query", "docno", "score", "rank"])
     res = res.merge(queries[["qid", "query"]], on="qid", suffixes=("_clean", ""))
+    # PISA's threads may return queries out of order: fix the input order, then rank
+    position = {qid: i for i, qid in enumerate(queries.qid)}
+    res = res.assign(_pos=res.qid.map(position)).sort_values(["_pos", "rank"], kind="mergesort")
     return res[["qid", "query", "docno", "score", "rank"]].reset_index(drop=True)
 
 
