@@ -24,7 +24,8 @@ STAGES = {
     "index": "build the PISA BM25 indexes of the training pool and every test corpus",
     "detect": "SBERT + Faiss leakage candidates; prints Table 1 counts",
     "verify": "review the top candidates per topic and import annotations; prints verified leaks per corpus",
-    "build": "build the training sets of the grid (corpus x leakage x size); prints a summary",
+    "build": "build the training sets of the grid (corpus x leakage x size); prints a summary "
+             "(--export-monot5: also write the monoT5 text format)",
     "train": "train the model(s) of the given cell(s) (and whatever they lack upstream)",
     "rerank": "re-rank the BM25 top-100 of the cell(s)' corpus",
     "evaluate": "nDCG@10, P@1 and MFR of the cell(s)",
@@ -32,6 +33,7 @@ STAGES = {
     "grid": "run every cell of the configured grid, then write the tables",
     "demo": "the whole pipeline on the embedded toy world (experiment=demo), then the tables",
     "tables": "write the tables from the store alone (no training)",
+    "plan": "job counts, training instances, embedding size and estimated GPU-hours of the configured grid",
 }
 CELL_KEYS = ("corpus", "leakage", "size", "model", "seed")
 
@@ -145,44 +147,183 @@ def cmd_index(overrides: list[str]) -> int:
 
 
 def cmd_detect(overrides: list[str]) -> int:
-    from leakexp.detect import table1
-    from leakexp.report import markdown_table
+    from leakexp.detect import table1, table1_wide
+    from leakexp.report import markdown_table, write_table
+    from leakexp.tables import tables_dir
 
     cfg, p = _pipeline(overrides)
     cands = p.candidates()
     corpora = {c: list(p.collection(c).topics) for c in p.corpora}
-    t = table1(cands, corpora, float(cfg.detect.threshold))
+    wide = table1_wide(table1(cands, corpora, float(cfg.detect.threshold)))
+    caption = (f"Table 1. Topics (T) and training queries (Q) with a Sentence-BERT similarity > {cfg.detect.threshold} "
+               f"to a topic's title, description or a query variant, for MS MARCO (MSM) and MS MARCO + ORCAS (+ORC); "
+               f"data={cfg.data.name}, model={cfg.detect.sbert}, top-{cfg.detect.k} exact neighbours per field.")
+    out = tables_dir(cfg)
+    write_table(wide, out, "table1", caption)
     print(f"{len(cands)} candidate rows; threshold {cfg.detect.threshold}")
-    print(markdown_table(t))
+    print(markdown_table(wide))
+    print(f"table 1: {out}/table1.{{md,csv,tex}}")
     return 0
+
+
+def cmd_plan(overrides: list[str]) -> int:
+    from leakexp.plan import plan, render
+
+    cfg, p = _pipeline(overrides)
+    print(render(plan(cfg, p)))
+    return 0
+
+
+def _corpus_topics(specs: list[str]) -> dict[str, list[str]]:
+    from leakexp.data.files import read_topic_ids
+
+    out = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit(f"leakexp: --corpus expects NAME=TOPICS (a TREC topic file or a list of ids), got {spec!r}")
+        out[name] = read_topic_ids(Path(path))
+    return out
+
+
+def cmd_annotations(args) -> int:
+    import pandas as pd
+
+    from leakexp import verify as v
+    from leakexp.report import markdown_table, write_table
+    from leakexp.store import atomic_write_text
+
+    if args.action == "table2":
+        ann = v.read_annotations([Path(f) for f in args.annotations])
+        a, b = v.table2(ann, _corpus_topics(args.corpus))
+        out = Path(args.out)
+        write_table(a, out, "table2a", "Table 2 (a). Manually annotated leakage candidates: true and false "
+                    "candidates as queries and topics per corpus.")
+        write_table(b, out, "table2b", "Table 2 (b). Annotated query reformulation types (queries).")
+        print(markdown_table(a))
+        print(markdown_table(b))
+        print(f"table 2: {out}")
+        return 0
+    if args.action == "kappa":
+        k = v.kappa(v.read_annotations([Path(args.first)]), v.read_annotations([Path(args.second)]))
+        print(f"candidates: {k['candidates']}")
+        print(f"kappa_leak: {k['kappa_leak']:.4f}")
+        print(f"kappa_type: {k['kappa_type']:.4f}")
+        return 0
+    if args.action == "import":
+        ann = v.read_annotations([Path(f) for f in args.annotations])
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, ids in _corpus_topics(args.corpus).items():
+            leaks = v.verified_leaks(ann, ids)
+            atomic_write_text(out / f"verified-{name}.csv",
+                              leaks[["train_qid", "query", "topic_qid", "type", "similarity"]].to_csv(index=False))
+            print(f"{name}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics")
+        print(f"verified leaks: {out}")
+        return 0
+    if args.action == "calibrate":
+        ann = v.read_annotations([Path(f) for f in args.judged])
+        threshold, curve = v.calibrate(ann, args.target)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "calibration.csv", curve.to_csv(index=False))
+        _plot_calibration(curve, threshold, args.target, out / "calibration.png")
+        print(f"{len(ann)} judged pairs; lowest threshold with precision >= {args.target}: "
+              f"{'none' if threshold is None else f'{threshold:.4f}'}")
+        print(f"curve: {out}/calibration.csv, {out}/calibration.png")
+        return 0 if threshold is not None else 1
+    # sample / review need the pipeline's candidates
+    from leakexp import detect as d
+
+    cfg, p = _pipeline(args.overrides)
+    collections = [p.collection(c) for c in p.corpora]
+    if args.action == "sample":
+        pairs = d.leak_pairs(p.candidates(), args.lower)
+        chosen = v.stratified_sample(pairs, n=args.n, lower=args.lower, seed=args.seed)
+    else:
+        pairs = d.leak_pairs(p.candidates(), float(cfg.detect.threshold))
+        chosen = v.review_candidates(pairs, int(cfg.verify.review_top_k))
+    labels = None
+    if args.label_with_truth:
+        if cfg.data.kind != "toy":
+            raise SystemExit("leakexp: --label-with-truth needs the toy world (data=toy)")
+        from leakexp.data.sources import toy_world
+
+        truth = pd.read_csv(toy_world(p.store, cfg.data) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        labels = v.truth_labels(chosen, truth)
+    records = v.to_annotation_records(chosen, collections, labels)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(args.out), "".join(__import__("json").dumps(r) + "\n" for r in records))
+    print(f"{len(records)} candidates for annotation: {args.out}")
+    return 0
+
+
+def _plot_calibration(curve, threshold, target, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(curve.threshold, curve.precision, label="precision")
+    ax.plot(curve.threshold, curve.recall, label="recall")
+    ax.axhline(target, color="grey", lw=0.8, ls="--")
+    if threshold is not None:
+        ax.axvline(threshold, color="black", lw=0.8, ls=":", label=f"threshold {threshold:.3f}")
+    ax.set_xlabel("similarity threshold (pairs with similarity > t)")
+    ax.set_ylim(0, 1.02)
+    ax.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=150)
+    plt.close(fig)
+    tmp.replace(path)
 
 
 def cmd_verify(overrides: list[str]) -> int:
     cfg, p = _pipeline(overrides)
     ann = p.annotations()
     print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
+    if cfg.data.kind == "toy":
+        q = p.detection_quality()
+        print(f"detection vs planted leaks at threshold {cfg.detect.threshold}: recall {q['recall']:.3f} "
+              f"precision {q['precision']:.3f} ({q['true_positives']} of {q['planted']} planted, "
+              f"{q['candidates']} candidate pairs)")
     for c in p.corpora:
         leaks = p.verified_leaks(c)
         print(f"{c}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics")
     return 0
 
 
-def cmd_build(overrides: list[str]) -> int:
+def cmd_build(overrides: list[str], export: bool = False) -> int:
     import pandas as pd
 
     from leakexp.report import markdown_table
     from leakexp.store import read_json
 
     cfg, p = _pipeline(overrides)
+    from leakexp.build import export_monot5
+
     rows = []
     for corpus in cfg.grid.corpora:
         for leakage in cfg.grid.leakages:
             for size in cfg.grid.sizes:
-                m = read_json(p.training_set(corpus, leakage, int(size)) / "manifest.json")
-                rows.append({"corpus": corpus, "leakage": leakage, "size": int(size), "instances": m["instances"],
-                             "leaked": m["leaked_instances"], "ratio": m["leakage_ratio"],
-                             **{f"{k}": v for k, v in m["by_source"].items()}})
-    print(markdown_table(pd.DataFrame(rows).fillna(0), floatfmt="{:.4f}"))
+                path = p.training_set(corpus, leakage, int(size))
+                m = read_json(path / "manifest.json")
+                row = {"corpus": corpus, "leakage": leakage, "size": int(size), "instances": m["instances"],
+                       "leaked": m["leaked_instances"], "ratio": float(m["leakage_ratio"])}
+                for source in ("msmarco", "orcas", "test"):
+                    row[source] = int(m["by_source"].get(source, 0))
+                rows.append(row)
+                if export:
+                    target = p.store.path("exports", "monot5", corpus, leakage, f"{size}.tsv")
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = target.with_name(f".{target.name}.tmp")
+                    export_monot5(pd.read_parquet(path / "instances.parquet"), tmp)
+                    tmp.replace(target)
+    print(markdown_table(pd.DataFrame(rows), floatfmt="{:.4f}"))
+    if export:
+        print(f"monoT5 text exports: {p.store.path('exports', 'monot5')}")
     return 0
 
 
@@ -199,21 +340,59 @@ def main(argv: list[str] | None = None) -> int:
     for name, help_text in STAGES.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. corpus=toy_core17 seed=2")
+        if name == "build":
+            sp.add_argument("--export-monot5", action="store_true",
+                            help="also write each set in the monoT5 text format under <store>/exports/monot5/")
+    ann = sub.add_parser("annotations", help="sample / review candidates for annotation; import, calibrate, "
+                         "Table 2 and Cohen's kappa from annotation files (the study's JSONL format)")
+    asub = ann.add_subparsers(dest="action", required=True, metavar="action")
+    a = asub.add_parser("sample", help="stratified sample of query-topic pairs above a lower bound (JSONL)")
+    a.add_argument("overrides", nargs="*")
+    a.add_argument("--out", required=True)
+    a.add_argument("--n", type=int, default=100, help="pairs to sample (paper: 100)")
+    a.add_argument("--lower", type=float, default=0.8, help="similarity lower bound (paper: 0.8)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--label-with-truth", action="store_true", help="toy world: let the ground truth annotate")
+    a = asub.add_parser("review", help="top-k candidates per topic above the threshold, for annotation (JSONL)")
+    a.add_argument("overrides", nargs="*")
+    a.add_argument("--out", required=True)
+    a.add_argument("--label-with-truth", action="store_true", help="toy world: let the ground truth annotate")
+    a = asub.add_parser("calibrate", help="lowest threshold with precision >= target on judged pairs")
+    a.add_argument("--judged", nargs="+", required=True)
+    a.add_argument("--target", type=float, default=0.9)
+    a.add_argument("--out", required=True)
+    for action, help_text in (("import", "verified leaks per corpus as CSV"), ("table2", "Table 2 (a) and (b)")):
+        a = asub.add_parser(action, help=help_text)
+        a.add_argument("--annotations", nargs="+", required=True)
+        a.add_argument("--corpus", action="append", required=True, metavar="NAME=TOPICS")
+        a.add_argument("--out", required=True)
+    a = asub.add_parser("kappa", help="Cohen's kappa between two annotators' files")
+    a.add_argument("first")
+    a.add_argument("second")
     args = parser.parse_args(argv)
     _setup_logging(args.verbose)
     from leakexp.config import ConfigError
 
     handlers = {
         "toy": cmd_toy, "index": cmd_index, "detect": cmd_detect, "verify": cmd_verify, "build": cmd_build,
-        "tables": cmd_tables,
+        "tables": cmd_tables, "plan": cmd_plan, "annotations": cmd_annotations,
         "grid": lambda o: cmd_grid(o), "demo": lambda o: cmd_grid(o, demo=True),
         "train": lambda o: cmd_cells("train", o), "rerank": lambda o: cmd_cells("rerank", o),
         "evaluate": lambda o: cmd_cells("evaluate", o), "cell": lambda o: cmd_cells("evaluate", o),
     }
+    from leakexp.data.files import DataFormatError
+
     try:
+        if args.command == "annotations":
+            return cmd_annotations(args)
+        if args.command == "build":
+            return cmd_build(args.overrides, export=args.export_monot5)
         return handlers[args.command](args.overrides)
     except ConfigError as exc:
         print(f"leakexp: config error: {exc}", file=sys.stderr)
+        return 2
+    except (DataFormatError, FileNotFoundError) as exc:
+        print(f"leakexp: {exc}", file=sys.stderr)
         return 2
 
 

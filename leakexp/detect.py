@@ -39,6 +39,9 @@ def load_sbert(name: str, device: str | None = None):
 
     import torch
 
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the 'Loading weights' bar on every load
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = SentenceTransformer(sbert_path(name), device=device)
     if device.startswith("cuda"):
@@ -240,4 +243,18 @@ def table1(cands: pd.DataFrame, corpora: dict[str, list[str]], threshold: float)
                     "corpus": corpus, "field": label, "sources": slabel,
                     "T": s.topic_qid.nunique(), "Q": s[["source", "train_qid"]].drop_duplicates().shape[0],
                 })
+    return pd.DataFrame(rows)
+
+
+def table1_wide(t: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 in the paper's layout: rows = field, columns = corpus x (MSM, +ORC) x (T, Q)."""
+    rows = []
+    for field_name in ("Title", "Description", "Variants", "Union"):
+        row = {"Candidates": field_name}
+        for corpus in dict.fromkeys(t.corpus):
+            for sources in ("MSM", "+ORC"):
+                hit = t[(t.corpus == corpus) & (t.field == field_name) & (t.sources == sources)].iloc[0]
+                row[f"{corpus} {sources} T"] = int(hit["T"])
+                row[f"{corpus} {sources} Q"] = int(hit["Q"])
+        rows.append(row)
     return pd.DataFrame(rows)

@@ -180,6 +180,12 @@ class Pipeline:
         ann["labels"] = ann.labels.str.split("|")
         return ann
 
+    def detection_quality(self) -> dict:
+        """Toy world only: candidates above the threshold against the planted leaks."""
+        truth = pd.read_csv(sources.toy_world(self.store, self.cfg.data) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        pairs = detector.leak_pairs(self.candidates(), float(self.cfg.detect.threshold))
+        return verifier.detection_quality(pairs, truth)
+
     def verified_leaks(self, corpus: str) -> pd.DataFrame:
         """Verified leaking training queries of one corpus, with their text and source."""
         ann = self.annotations()

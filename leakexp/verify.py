@@ -118,3 +118,106 @@ def verified_leaks(annotations: pd.DataFrame, topic_ids: list[str]) -> pd.DataFr
     """
     a = annotations[annotations.leak & annotations.topic_qid.isin({str(t) for t in topic_ids})]
     return a.drop_duplicates(["train_qid", "topic_qid"]).reset_index(drop=True)
+
+
+# -- calibration -------------------------------------------------------------------------------------
+def stratified_sample(pairs: pd.DataFrame, *, n: int, lower: float, bins: int = 4, seed: int = 0) -> pd.DataFrame:
+    """``n`` query-topic pairs above ``lower``, equally many from each similarity bin (paper: 100 > 0.8).
+
+    Bins split (lower, max] evenly; a bin with too few pairs gives its share to the others.
+    """
+    import numpy as np
+
+    above = pairs[pairs.similarity > lower].reset_index(drop=True)
+    if len(above) <= n:
+        return above
+    edges = np.linspace(lower, float(above.similarity.max()) + 1e-9, bins + 1)
+    which = np.clip(np.searchsorted(edges, above.similarity.values, side="left") - 1, 0, bins - 1)
+    rng = np.random.default_rng(seed)
+    groups = [list(rng.permutation(np.flatnonzero(which == b))) for b in range(bins)]
+    picked: list[int] = []
+    while len(picked) < n and any(groups):  # round robin over bins = equal shares, spill-over included
+        for g in groups:
+            if g and len(picked) < n:
+                picked.append(int(g.pop()))
+    return above.iloc[sorted(picked)].reset_index(drop=True)
+
+
+def calibrate(judged: pd.DataFrame, target: float) -> tuple[float | None, pd.DataFrame]:
+    """Lowest threshold t such that judged pairs with similarity > t have precision >= ``target``.
+
+    ``judged`` has columns similarity and leak (bool). Returns (threshold or None, curve) where the curve
+    lists, for each candidate threshold (just below each judged similarity), precision and recall.
+    """
+    j = judged.sort_values("similarity", kind="mergesort").reset_index(drop=True)
+    total_true = int(j.leak.sum())
+    rows = []
+    sims = sorted(set(j.similarity.round(6)))
+    for s in sims:
+        t = s - 1e-6  # "similarity > t" keeps s itself
+        kept = j[j.similarity > t]
+        tp = int(kept.leak.sum())
+        rows.append({"threshold": round(t, 6), "kept": len(kept), "true": tp,
+                     "precision": tp / len(kept) if len(kept) else float("nan"),
+                     "recall": tp / total_true if total_true else float("nan")})
+    curve = pd.DataFrame(rows)
+    ok = curve[curve.precision >= target]
+    return (float(ok.threshold.min()) if len(ok) else None), curve
+
+
+# -- annotation statistics ---------------------------------------------------------------------------
+TYPES = ("Identical", "Specialization", "Generalization", "Reformulation", DIFFERENT)
+
+
+def table2(annotations: pd.DataFrame, corpora: dict[str, list[str]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(a) true / false candidates as queries and topics per corpus; (b) queries per reformulation type."""
+    rows_a, per_corpus = [], {}
+    for corpus, topic_ids in corpora.items():
+        a = annotations[annotations.topic_qid.isin({str(t) for t in topic_ids})]
+        a = a.drop_duplicates(["train_qid", "topic_qid"])
+        per_corpus[corpus] = a
+        for flag in (True, False):
+            s = a[a.leak == flag]
+            rows_a.append({"corpus": corpus, "candidates": "true" if flag else "false",
+                           "queries": len(s), "topics": s.topic_qid.nunique()})
+    all_ann = annotations.drop_duplicates(["train_qid", "topic_qid"])
+    rows_b = []
+    for t in TYPES:
+        row = {"type": t, "queries": int((all_ann.type == t).sum())}
+        for corpus, a in per_corpus.items():
+            row[corpus] = int((a.type == t).sum())
+        rows_b.append(row)
+    return pd.DataFrame(rows_a), pd.DataFrame(rows_b)
+
+
+def cohen_kappa(a: list, b: list) -> float:
+    """Cohen's kappa of two aligned label lists."""
+    if len(a) != len(b) or not a:
+        raise ValueError("kappa needs two non-empty label lists of the same length")
+    n = len(a)
+    labels = sorted(set(a) | set(b), key=str)
+    po = sum(x == y for x, y in zip(a, b)) / n
+    pe = sum((a.count(l) / n) * (b.count(l) / n) for l in labels)
+    return 1.0 if pe == 1 else (po - pe) / (1 - pe)
+
+
+def kappa(first: pd.DataFrame, second: pd.DataFrame) -> dict:
+    """Agreement of two annotators on the candidates both judged (joined on training query and topic)."""
+    m = first.merge(second, on=["train_qid", "topic_qid"], suffixes=("_a", "_b"))
+    if m.empty:
+        raise ValueError("the two annotation files share no (ms-marco-qid, topic) candidate")
+    return {
+        "candidates": len(m),
+        "kappa_leak": cohen_kappa(m.leak_a.tolist(), m.leak_b.tolist()),
+        "kappa_type": cohen_kappa(m.type_a.tolist(), m.type_b.tolist()),
+    }
+
+
+def detection_quality(pairs: pd.DataFrame, truth: pd.DataFrame) -> dict:
+    """Recall and precision of candidate pairs (above the threshold) against the toy world's planted leaks."""
+    planted = {(str(r.train_qid), str(r.topic_qid)) for r in truth.itertuples(index=False) if r.type != DIFFERENT}
+    found = {(str(a), str(b)) for a, b in zip(pairs.train_qid, pairs.topic_qid)}
+    hit = len(planted & found)
+    return {"planted": len(planted), "candidates": len(found), "true_positives": hit,
+            "recall": hit / len(planted) if planted else float("nan"),
+            "precision": hit / len(found) if found else float("nan")}

@@ -71,3 +71,31 @@ def test_tables_regenerate_from_the_store_alone(small_run, small_cfg):
     assert len(stored_results(p.store, cells)) > 0
     missing = stored_results(p.store, [Cell("toy_robust", "none", 4096, "knrm", 9)])
     assert len(missing) == 0
+
+
+def test_every_toy_set_has_exact_counts_balance_and_no_candidate_filler(small_run, small_cfg):
+    p = small_run[0]
+    excluded = p.excluded()
+    fixed = {c: p.corpus_cfg(c) for c in small_cfg.grid.corpora}
+    for corpus in small_cfg.grid.corpora:
+        prefix = None
+        for size in small_cfg.grid.sizes:
+            for leakage in small_cfg.grid.leakages:
+                f = pd.read_parquet(p.training_set(corpus, leakage, size) / "instances.parquet")
+                leaked = {"none": 0, "msm": 2 * fixed[corpus].fixed_leak_queries,
+                          "test": 2 * fixed[corpus].test_leak_queries}[leakage]
+                origin = {"none": None, "msm": "msm-leak", "test": "test-leak"}[leakage]
+                assert len(f) == size
+                assert (f.origin != "filler").sum() == leaked and (origin is None or (f.origin == origin).sum() == leaked)
+                fill = f[f.origin == "filler"]
+                assert not set(zip(fill.source, fill.qid)) & excluded
+                counts = fill.source.value_counts()
+                assert abs(counts.get("msmarco", 0) - counts.get("orcas", 0)) <= 2  # +-1 query = 2 instances
+                if leakage == "msm":
+                    leaks = p.verified_leaks(corpus)
+                    assert set(f[f.origin == "msm-leak"].qid) <= set(leaks.qid)
+                qids = fill.qid.tolist()[::2]
+                if leakage == "none":
+                    if prefix is not None:
+                        assert qids[: len(prefix)] == prefix  # each size's fillers start with the last's
+                    prefix = qids

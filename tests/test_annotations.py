@@ -1,0 +1,112 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from leakexp.cli import main
+from leakexp.verify import (calibrate, cohen_kappa, detection_quality, kappa, read_annotations,
+                            stratified_sample, table2)
+
+
+def _rec(i, qid, topic, labels, sim=0.95):
+    return {"id": i, "data": f"query {qid}", "label": labels, "title": "t", "topic": topic, "variant": "",
+            "narrative": "", "description": "", "ms-marco-qid": qid, "cosine_similarity": sim}
+
+
+def _write(path, recs):
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_calibration_finds_the_lowest_threshold_with_the_target_precision():
+    # similarities and truth: above 0.9 all true but one; 0.85 false; 0.80 true
+    judged = pd.DataFrame({"similarity": [0.99, 0.97, 0.95, 0.93, 0.91, 0.88, 0.85, 0.80],
+                           "leak": [True, True, False, True, True, True, False, True]})
+    t, curve = calibrate(judged, 0.8)
+    # > 0.88-: 5 of 6 true = 0.833 >= 0.8; > 0.85-: 5/7 = 0.714; > 0.80-: 6/8 = 0.75
+    assert t == pytest.approx(0.88 - 1e-6)
+    row = curve.set_index("threshold").loc[round(0.88 - 1e-6, 6)]
+    assert (row.kept, row.true) == (6, 5) and row.recall == pytest.approx(5 / 6)
+    assert calibrate(judged, 0.99)[0] == pytest.approx(0.97 - 1e-6)
+    assert calibrate(judged.assign(leak=False), 0.9)[0] is None
+
+
+def test_cohen_kappa_against_a_hand_computation():
+    a = ["y", "y", "n", "n", "y", "n", "y", "y", "n", "y"]
+    b = ["y", "n", "n", "n", "y", "y", "y", "y", "n", "y"]
+    po = 8 / 10
+    pe = (6 / 10) * (6 / 10) + (4 / 10) * (4 / 10)
+    assert cohen_kappa(a, b) == pytest.approx((po - pe) / (1 - pe))
+    assert cohen_kappa(a, a) == 1.0
+
+
+def test_kappa_of_two_annotators_joins_on_query_and_topic(tmp_path):
+    first = _write(tmp_path / "a.jsonl", [_rec(0, "1", "301", ["Title-Identical"]),
+                                         _rec(1, "2", "301", ["Different Topic"]),
+                                         _rec(2, "3", "302", ["Title-Specialization"]),
+                                         _rec(3, "4", "302", ["Title-Generalization"])])
+    second = _write(tmp_path / "b.jsonl", [_rec(10, "1", "301", ["Title-Identical"]),
+                                          _rec(11, "2", "301", ["Title-Reformulation"]),
+                                          _rec(12, "3", "302", ["Title-Specialization"]),
+                                          _rec(13, "4", "302", ["Title-Specialization"])])
+    k = kappa(read_annotations([first]), read_annotations([second]))
+    assert k["candidates"] == 4
+    assert k["kappa_leak"] == pytest.approx(cohen_kappa([1, 0, 1, 1], [1, 1, 1, 1]))
+    assert k["kappa_type"] == pytest.approx(cohen_kappa(["I", "D", "S", "G"], ["I", "R", "S", "S"]))
+
+
+def test_table2_counts_per_corpus_with_shared_topics(tmp_path):
+    f = _write(tmp_path / "a.jsonl", [_rec(0, "1", "301", ["Title-Identical"]),
+                                      _rec(1, "2", "301", ["Different Topic"]),
+                                      _rec(2, "3", "302", ["Title-Specialization"]),
+                                      _rec(3, "4", "900", ["Title-Identical"])])
+    a, b = table2(read_annotations([f]), {"robust": ["301", "302"], "core": ["301", "900"]})
+    a = a.set_index(["corpus", "candidates"])
+    assert a.loc[("robust", "true")].tolist() == [2, 2] and a.loc[("robust", "false")].tolist() == [1, 1]
+    assert a.loc[("core", "true")].tolist() == [2, 2] and a.loc[("core", "false")].tolist() == [1, 1]
+    b = b.set_index("type")
+    assert b.loc["Identical", "queries"] == 2 and b.loc["Different Topic", "queries"] == 1
+    assert b.loc["Identical", "core"] == 2 and b.loc["Specialization", "robust"] == 1
+
+
+def test_cli_table2_and_kappa_contract(tmp_path, capsys):
+    f = _write(tmp_path / "a.jsonl", [_rec(0, "1", "301", ["Title-Identical"]),
+                                      _rec(1, "2", "302", ["Different Topic"])])
+    topics = tmp_path / "robust.txt"
+    topics.write_text("301\n302\n")
+    assert main(["annotations", "table2", "--annotations", str(f), "--corpus", f"robust04={topics}",
+                 "--out", str(tmp_path / "out")]) == 0
+    a = pd.read_csv(tmp_path / "out" / "table2a.csv", dtype={"candidates": str})
+    assert a.columns.tolist() == ["corpus", "candidates", "queries", "topics"]
+    assert a.values.tolist() == [["robust04", "true", 1, 1], ["robust04", "false", 1, 1]]
+    assert {p.name for p in (tmp_path / "out").iterdir()} >= {"table2a.md", "table2a.tex", "table2b.csv"}
+    assert main(["annotations", "kappa", str(f), str(f)]) == 0
+    assert "kappa_leak: 1.0000" in capsys.readouterr().out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1}\n')
+    assert main(["annotations", "kappa", str(bad), str(f)]) == 2
+    assert "bad.jsonl:1: missing field(s)" in capsys.readouterr().err
+
+
+def test_stratified_sample_draws_equally_from_similarity_bins():
+    rng = np.random.default_rng(1)
+    sims = np.concatenate([rng.uniform(0.8, 0.85, 500), rng.uniform(0.85, 1.0, 60)])
+    pairs = pd.DataFrame({"similarity": sims, "train_qid": [str(i) for i in range(len(sims))], "topic_qid": "1"})
+    s = stratified_sample(pairs, n=40, lower=0.8, bins=4)
+    assert len(s) == 40 and (s.similarity > 0.8).all()
+    assert (s.similarity > 0.85).sum() >= 25  # the sparse high bins are not drowned by the dense low one
+    assert stratified_sample(pairs, n=40, lower=0.8, bins=4).equals(s)
+
+
+def test_detection_quality_counts_planted_leaks_only():
+    truth = pd.DataFrame({"train_qid": ["1", "2", "3"], "topic_qid": ["301"] * 3,
+                          "type": ["Identical", "Reformulation", "Different Topic"]})
+    pairs = pd.DataFrame({"train_qid": ["1", "3"], "topic_qid": ["301", "301"]})
+    q = detection_quality(pairs, truth)
+    assert (q["recall"], q["precision"]) == (0.5, 0.5)
+
+
+def test_toy_detection_recovers_planted_leaks(small_run):
+    q = small_run[0].detection_quality()
+    assert q["recall"] > 0.8 and q["precision"] > 0.9
