@@ -114,6 +114,11 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
         except Exception as exc:
             failed.append((cell, exc))
             log.error("cell %s failed: %s: %s", cell, type(exc).__name__, exc)
+    if demo:
+        from leakexp.tables import write_table1, write_table2
+
+        write_table1(cfg, p)
+        write_table2(cfg, p)
     out = write_tables(cfg)
     print(f"{len(cells) - len(failed)}/{len(cells)} cells done in {time.time() - start:.1f}s")
     for cell, exc in failed:
@@ -147,22 +152,13 @@ def cmd_index(overrides: list[str]) -> int:
 
 
 def cmd_detect(overrides: list[str]) -> int:
-    from leakexp.detect import table1, table1_wide
-    from leakexp.report import markdown_table, write_table
-    from leakexp.tables import tables_dir
+    from leakexp.tables import write_table1
 
     cfg, p = _pipeline(overrides)
-    cands = p.candidates()
-    corpora = {c: list(p.collection(c).topics) for c in p.corpora}
-    wide = table1_wide(table1(cands, corpora, float(cfg.detect.threshold)))
-    caption = (f"Table 1. Topics (T) and training queries (Q) with a Sentence-BERT similarity > {cfg.detect.threshold} "
-               f"to a topic's title, description or a query variant, for MS MARCO (MSM) and MS MARCO + ORCAS (+ORC); "
-               f"data={cfg.data.name}, model={cfg.detect.sbert}, top-{cfg.detect.k} exact neighbours per field.")
-    out = tables_dir(cfg)
-    write_table(wide, out, "table1", caption)
-    print(f"{len(cands)} candidate rows; threshold {cfg.detect.threshold}")
-    print(markdown_table(wide))
-    print(f"table 1: {out}/table1.{{md,csv,tex}}")
+    path = write_table1(cfg, p)
+    print(f"{len(p.candidates())} candidate rows; threshold {cfg.detect.threshold}")
+    print(path.read_text())
+    print(f"table 1: {path.with_suffix('')}.{{md,csv,tex}}")
     return 0
 
 
@@ -292,6 +288,9 @@ def cmd_verify(overrides: list[str]) -> int:
     for c in p.corpora:
         leaks = p.verified_leaks(c)
         print(f"{c}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics")
+    from leakexp.tables import write_table2
+
+    print(f"table 2: {write_table2(cfg, p).parent}/table2{{a,b}}.{{md,csv,tex}}")
     return 0
 
 

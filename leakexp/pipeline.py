@@ -74,6 +74,7 @@ class Pipeline:
         self.verbose = bool(cfg.get("verbose", False))
         self._collections: dict[str, Collection] = {}
         self._hashes: dict[str, str] = {}
+        self._memo: dict[str, object] = {}
 
     # -- configs --------------------------------------------------------------------------------------
     def corpus_cfg(self, name: str) -> DictConfig:
@@ -126,15 +127,17 @@ class Pipeline:
 
     # -- detection and verification --------------------------------------------------------------------
     def candidates(self) -> pd.DataFrame:
-        d = self.cfg.detect
-        return detector.detect(
-            self.store, self.pool, [self.collection(c) for c in self.corpora], sbert=d.sbert, k=int(d.k),
-            fields=list(d.fields), batch_size=int(d.batch_size), fingerprint=self.pool_fingerprint,
-        )
+        if "candidates" not in self._memo:
+            d = self.cfg.detect
+            self._memo["candidates"] = detector.detect(
+                self.store, self.pool, [self.collection(c) for c in self.corpora], sbert=d.sbert, k=int(d.k),
+                fields=list(d.fields), batch_size=int(d.batch_size), fingerprint=self.pool_fingerprint,
+            )
+        return self._memo["candidates"]
 
     def _detect_hash(self) -> str:
         slug = Path(self.cfg.detect.sbert).name if self.cfg.detect.sbert != "bundled" else "all-MiniLM-L6-v2"
-        marker = self.store.marker(self.store.path("detect", self.pool.name, slug))
+        marker = self.store.marker(self.store.path("detect", self.cfg.data.name, slug))
         return marker.config_hash if marker else ""
 
     def excluded(self) -> set[tuple[str, str]]:
@@ -142,25 +145,44 @@ class Pipeline:
         pairs = detector.above_threshold(self.candidates(), float(self.cfg.detect.threshold))
         return set(zip(pairs.source, pairs.train_qid))
 
+    def _annotation_files(self) -> list[Path]:
+        spec = self.cfg.verify.annotations
+        if spec == "truth":
+            if self.cfg.data.kind != "toy":
+                raise ValueError("verify.annotations=truth needs the toy world (data=toy); give annotation files")
+            return []
+        if OmegaConf.is_missing(self.cfg.verify, "annotations"):
+            raise ValueError("verify.annotations is not set: give the annotation files, e.g. "
+                             "verify.annotations=[a.jsonl,b.jsonl] (see `leakexp annotations review`)")
+        return [Path(p) for p in (spec if OmegaConf.is_list(spec) else [spec])]
+
+    def verify_config(self) -> dict:
+        v = self.cfg.verify
+        files = self._annotation_files()
+        return {
+            "stage": "verify", "detect": self._detect_hash(), "threshold": float(self.cfg.detect.threshold),
+            "top_k": int(v.review_top_k), "corpora": self.corpora,
+            "annotations": "truth" if not files else sources.file_fingerprint(*files),
+        }
+
+    def verify_path(self) -> Path:
+        """Where the verify artifact of this config lives (cheap: loads no data)."""
+        return self.store.path("verify", self.cfg.data.name, config_hash(self.verify_config()))
+
     def annotations(self) -> pd.DataFrame:
         """Verified candidates of all corpora (the verify artifact), from files or the toy ground truth."""
+        if "annotations" in self._memo:
+            return self._memo["annotations"]
         cands = self.candidates()
-        v, threshold = self.cfg.verify, float(self.cfg.detect.threshold)
-        spec = v.annotations
-        files = [] if spec == "truth" else [Path(p) for p in (spec if OmegaConf.is_list(spec) else [spec])]
-        if spec == "truth" and self.cfg.data.kind != "toy":
-            raise ValueError("verify.annotations=truth needs the toy world (data=toy); give annotation files")
-        config = {
-            "stage": "verify", "detect": self._detect_hash(), "threshold": threshold,
-            "top_k": int(v.review_top_k),
-            "annotations": "truth" if spec == "truth" else sources.file_fingerprint(*files),
-        }
-        path = self.store.path("verify", self.pool.name, config_hash(config))
+        config = self.verify_config()  # after candidates(): the detect hash is known now
+        files = self._annotation_files()
+        threshold, top_k = float(self.cfg.detect.threshold), int(self.cfg.verify.review_top_k)
+        path = self.store.path("verify", self.cfg.data.name, config_hash(config))
         collections = [self.collection(c) for c in self.corpora]
 
         def compute(tmp: Path) -> dict:
-            review = verifier.review_candidates(detector.leak_pairs(cands, threshold), int(v.review_top_k))
-            if spec == "truth":
+            review = verifier.review_candidates(detector.leak_pairs(cands, threshold), top_k)
+            if not files:
                 truth = pd.read_csv(sources.toy_world(self.store, self.cfg.data) / "truth" / "leaks.tsv", sep="\t",
                                     dtype=str)
                 labels = verifier.truth_labels(review, truth)
@@ -172,12 +194,16 @@ class Pipeline:
                 ann = verifier.read_annotations(files)
             ann.assign(labels=ann.labels.map(lambda x: "|".join(x))).to_parquet(tmp / "annotations.parquet",
                                                                                  index=False)
+            leaking = {c.name: sorted(verifier.verified_leaks(ann, list(c.topics)).topic_qid.unique())
+                       for c in collections}
+            atomic_write_json(tmp / "leaking_topics.json", leaking)
             return {"reviewed": len(review), "annotated": len(ann), "true": int(ann.leak.sum())}
 
         self.store.ensure(path, config, compute)
         self._hashes["verify"] = config_hash(config)
         ann = pd.read_parquet(path / "annotations.parquet")
         ann["labels"] = ann.labels.str.split("|")
+        self._memo["annotations"] = ann
         return ann
 
     def detection_quality(self) -> dict:
@@ -188,6 +214,12 @@ class Pipeline:
 
     def verified_leaks(self, corpus: str) -> pd.DataFrame:
         """Verified leaking training queries of one corpus, with their text and source."""
+        key = f"leaks:{corpus}"
+        if key not in self._memo:
+            self._memo[key] = self._verified_leaks(corpus)
+        return self._memo[key]
+
+    def _verified_leaks(self, corpus: str) -> pd.DataFrame:
         ann = self.annotations()
         leaks = verifier.verified_leaks(ann, list(self.collection(corpus).topics))
         q = self.pool.queries

@@ -62,10 +62,15 @@ def write_table(df: pd.DataFrame, out_dir: Path, name: str, caption: str) -> dic
     return paths
 
 
+def latex_escape(s) -> str:
+    return (str(s).replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("%", r"\%")
+            .replace("&", r"\&").replace("#", r"\#").replace("†", r"$^\dagger$"))
+
+
 def latex_table(df: pd.DataFrame, caption: str) -> str:
+    """A booktabs table of a plain frame."""
     cols = "l" * len(df.columns)
-    def esc(s: str) -> str:
-        return str(s).replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")
+    esc = latex_escape
     lines = [r"\begin{table}", r"\centering", rf"\caption{{{esc(caption)}}}", rf"\begin{{tabular}}{{{cols}}}",
              r"\toprule", " & ".join(esc(c) for c in df.columns) + r" \\", r"\midrule"]
     for row in df.itertuples(index=False):

@@ -1,0 +1,113 @@
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from leakexp.stats import assign_folds, bonferroni, cross_validate, evaluate_corpus, order_swaps, paired_t
+
+
+def test_folds_are_deterministic_balanced_and_seeded():
+    qids = [str(i) for i in range(301, 351)]
+    f = assign_folds(qids, 5, seed=0)
+    assert f == assign_folds(list(reversed(qids)), 5, seed=0)
+    assert sorted(pd.Series(f).value_counts().tolist()) == [10] * 5
+    assert f != assign_folds(qids, 5, seed=1)
+
+
+def _grid(values: dict[int, list[float]], qids):
+    return pd.DataFrame([(s, q, v) for s, vs in values.items() for q, v in zip(qids, vs)],
+                        columns=["size", "qid", "value"])
+
+
+def test_size_selection_on_a_hand_made_grid():
+    qids = ["a", "b", "c", "d"]
+    folds = {"a": 0, "b": 1, "c": 2, "d": 3}
+    # size 1000 is best on every topic except d, where 2000 is far better
+    grid = _grid({1000: [0.9, 0.8, 0.7, 0.0], 2000: [0.5, 0.5, 0.5, 0.9]}, qids)
+    cv = cross_validate(grid, folds, "nDCG@10", leakage="none")
+    # folds 0-2 train on d's fold too: means (1000: [0.8+0.7+0.0]/3 ...) -> recompute by hand
+    # fold 0 (held out a): train b,c,d: 1000 -> 0.5, 2000 -> 0.633 => 2000; fold 3 (d): 1000 -> 0.8 => 1000
+    assert cv.sizes == {0: 2000, 1: 2000, 2: 2000, 3: 1000}
+    assert cv.values.to_dict() == {"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.0}
+    # MFR: lower is better, so the same grid picks the other size
+    mfr = cross_validate(grid, folds, "MFR", leakage="none")
+    assert mfr.sizes == {0: 1000, 1: 1000, 2: 1000, 3: 2000}
+
+
+def test_max_effect_selects_the_largest_gain_over_none():
+    qids = ["a", "b", "c"]
+    folds = {"a": 0, "b": 1, "c": 2}
+    none = _grid({1: [0.5, 0.5, 0.5], 2: [0.1, 0.1, 0.1]}, qids)
+    msm = _grid({1: [0.6, 0.6, 0.6], 2: [0.4, 0.4, 0.4]}, qids)  # best absolute: 1; largest gain: 2 (+0.3)
+    assert cross_validate(msm, folds, "P@1", leakage="msm").sizes == {0: 1, 1: 1, 2: 1}
+    eff = cross_validate(msm, folds, "P@1", leakage="msm", selection="max_effect", baseline=none)
+    assert eff.sizes == {0: 2, 1: 2, 2: 2} and eff.values.tolist() == [0.4, 0.4, 0.4]
+
+
+def test_paired_t_and_bonferroni_equal_scipy_and_statsmodels():
+    rng = np.random.default_rng(3)
+    a = pd.Series(rng.random(40), index=[str(i) for i in range(40)])
+    b = a + rng.normal(0.05, 0.1, 40)
+    c = a + rng.normal(0.0, 0.1, 40)
+    p_b, n = paired_t(b, a)
+    assert n == 40 and p_b == pytest.approx(sps.ttest_rel(b.values, a.values).pvalue)
+    p_c, _ = paired_t(c, a)
+    assert bonferroni([p_b, p_c]) == pytest.approx([min(1, 2 * p_b), min(1, 2 * p_c)])
+    # NaN (an MFR miss) drops the query from the pair
+    b2 = b.copy()
+    b2.iloc[0] = np.nan
+    assert paired_t(b2, a) == pytest.approx((sps.ttest_rel(b.values[1:], a.values[1:]).pvalue, 39))
+
+
+def test_corrected_p_values_match_pt_experiment():
+    """Three fixed runs through pt.Experiment (baseline none, Bonferroni) and through leakexp's stats."""
+    import pyterrier as pt
+
+    from leakexp.evaluate import per_query
+
+    rng = np.random.default_rng(7)
+    qids = [str(q) for q in range(30)]
+    qrels = pd.DataFrame([(q, f"{q}-d{j}", int(j < 3)) for q in qids for j in range(10)], columns=["qid", "docno", "label"])
+
+    def run(noise):
+        rows = [(q, f"{q}-d{j}", float((j < 3) * noise[int(q)] + rng.random())) for q in qids for j in range(10)]
+        df = pd.DataFrame(rows, columns=["qid", "docno", "score"])
+        df["rank"] = df.groupby("qid").score.rank(ascending=False, method="first").astype(int) - 1
+        return df
+
+    runs = {"none": run(np.full(30, 0.3)), "msm": run(np.full(30, 0.8)), "test": run(np.full(30, 0.35))}
+    topics = pd.DataFrame({"qid": qids, "query": ["q"] * 30})
+    import ir_measures
+
+    exp = pt.Experiment(list(runs.values()), topics, qrels, [ir_measures.parse_measure("nDCG@10")],
+                        names=list(runs), baseline=0, correction="bonferroni")
+    exp = exp.set_index("name")
+    ours = {k: per_query(v, qrels, ["nDCG@10"]).set_index("qid").value for k, v in runs.items()}
+    raw = [paired_t(ours[k], ours["none"])[0] for k in ("msm", "test")]
+    corrected = bonferroni(raw)
+    assert raw == pytest.approx(exp.loc[["msm", "test"], "nDCG@10 p-value"].tolist())
+    assert corrected == pytest.approx(exp.loc[["msm", "test"], "nDCG@10 p-value corrected"].tolist())
+
+
+def test_order_swaps_on_a_hand_made_case():
+    means = {"duet": {"none": 0.201, "msm": 0.198}, "knrm": {"none": 0.194, "msm": 0.214},
+             "monot5": {"none": 0.461, "msm": 0.457}}
+    assert order_swaps(means) == [("knrm", "duet")]  # the paper's Robust04 example
+    mfr = {"pacrr": {"none": 1.649, "msm": 1.383}, "monot5": {"none": 1.577, "msm": 1.503}}
+    assert order_swaps(mfr, lower_better=True) == [("pacrr", "monot5")]  # the paper's Core 2018 example
+
+
+def test_evaluate_corpus_flags_a_clear_improvement():
+    rng = np.random.default_rng(0)
+    qids = [str(i) for i in range(50)]
+    rows = []
+    for leakage, shift in (("none", 0.0), ("msm", 0.0), ("test", 0.3)):
+        for size in (1000, 2000):
+            base = rng.random(50) * 0.5
+            rows += [("c", "knrm", leakage, size, "nDCG@10", q, v + shift) for q, v in zip(qids, base)]
+    avg = pd.DataFrame(rows, columns=["corpus", "model", "leakage", "size", "measure", "qid", "value"])
+    summary, sizes = evaluate_corpus(avg, "c", ["nDCG@10"])
+    s = summary.set_index("leakage")
+    assert s.loc["test", "significant"] and not s.loc["none", "significant"]
+    assert s.loc["test", "p_bonferroni"] == pytest.approx(min(1, 2 * s.loc["test", "p"]))
+    assert len(sizes) == 15 and set(sizes["size"]) <= {1000, 2000}
