@@ -98,7 +98,33 @@ def bench_build(root: Path) -> None:
     emit("build_paper_estimate_s", 66000 / qps + sets_s / instances * paper_instances)
 
 
-SECTIONS = {"detect": bench_detect, "build": bench_build}
+def bench_rerank(root: Path) -> None:
+    """Re-ranking throughput (docs/s) of each registered model on the toy world's BM25 top-100, on CPU."""
+    from leakexp.config import compose, resolved_model_config
+    from leakexp.models import REGISTRY
+    from leakexp.pipeline import Pipeline
+    from leakexp.rerank import rerank
+    from leakexp.train import set_seed
+
+    cfg = compose([f"store={root / 'rerank'}"])
+    p = Pipeline(cfg)
+    run = p.test_run("toy_robust")
+    docs = p.collection("toy_robust").docs
+    for name, cls in REGISTRY.items():
+        from omegaconf import OmegaConf
+
+        params = OmegaConf.to_container(resolved_model_config(cfg, name), resolve=True)
+        batch = params.pop("train", {}).get("score_batch_size", 64)
+        params.pop("name", None)
+        set_seed(0)
+        model = cls(**params)
+        rerank(model, run.head(200), docs, batch_size=batch)  # warm-up
+        start = time.perf_counter()
+        rerank(model, run, docs, batch_size=batch)
+        emit(f"rerank_{name}_docs_per_s_cpu", len(run) / (time.perf_counter() - start))
+
+
+SECTIONS = {"detect": bench_detect, "build": bench_build, "rerank": bench_rerank}
 
 
 def main(argv: list[str]) -> int:

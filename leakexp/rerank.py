@@ -11,11 +11,18 @@ from leakexp.models.base import Reranker, rank_with_docno_ties
 
 
 def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, device: str = "cpu") -> pd.DataFrame:
-    """Score a BM25 run (qid, query, docno, …) with ``model``; ties are broken by docno (the paper)."""
-    df = bm25[["qid", "query", "docno"]].copy()
-    df["text"] = [docs[d] for d in df.docno]
-    df["score"] = model.score(df["query"].tolist(), df["text"].tolist(), batch_size=batch_size, device=device)
-    return rank_with_docno_ties(df.drop(columns=["text"]))
+    """Re-rank a stored BM25 run with the PyTerrier pipeline ``bm25 >> text >> model``.
+
+    Ties in the model's score are broken by docno (the paper), not by BM25's order.
+    """
+    import pyterrier as pt
+
+    first_stage = pt.Transformer.from_df(bm25[["qid", "query", "docno", "score", "rank"]])
+    text = pt.apply.generic(lambda df: df.assign(text=[docs[d] for d in df.docno]))
+    pipeline = first_stage >> text >> model.transformer(batch_size=batch_size, device=device)
+    topics = bm25[["qid", "query"]].drop_duplicates("qid")
+    res = pipeline(topics)
+    return rank_with_docno_ties(res[["qid", "query", "docno", "score"]])
 
 
 def write_trec_run(run: pd.DataFrame, path: Path, tag: str) -> Path:

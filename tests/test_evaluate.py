@@ -39,3 +39,42 @@ def test_ties_are_broken_by_docno():
     tie = pd.DataFrame([("q", "b", 1.0), ("q", "a", 1.0)], columns=["qid", "docno", "score"])
     qrels = pd.DataFrame([("q", "a", 1)], columns=["qid", "docno", "label"])
     assert _values(per_query(tie, qrels, ["MFR", "P@1"]), "MFR") == {"q": 1.0}
+
+
+def test_mfr_works_inside_pt_experiment():
+    import ir_measures
+    import pyterrier as pt
+
+    from leakexp.evaluate import mfr_measure
+
+    topics = pd.DataFrame({"qid": ["q1", "q2"], "query": ["a", "b"]})
+    qrels = QRELS[QRELS.qid.isin(["q1", "q2"])]
+    run = RUN[RUN.qid.isin(["q1", "q2"])].assign(rank=[0, 1, 2, 0, 1])
+    flipped = run.assign(score=-run.score)
+    res = pt.Experiment([run, flipped], topics, qrels, [mfr_measure("depth", 100), ir_measures.P @ 1],
+                        names=["run", "flipped"], baseline=0)
+    assert res.set_index("name").loc["run", "MFR"] == 1.5  # (2 + 1) / 2
+    assert res.set_index("name").loc["flipped", "MFR"] == 1.5  # q1: b (relevant) first, q2: x second
+
+
+def test_reranker_as_a_pyterrier_transformer_breaks_ties_by_docno_and_handles_empty_input():
+    import torch
+
+    from leakexp.models.base import Reranker
+    from leakexp.rerank import rerank
+
+    class Constant(Reranker):
+        name = "constant"
+
+        def featurize(self, queries, docs):
+            return {"n": torch.zeros(len(docs))}
+
+        def forward(self, n):
+            return n
+
+    bm25 = pd.DataFrame({"qid": ["1"] * 3, "query": ["q"] * 3, "docno": ["d3", "d1", "d2"], "score": [3.0, 2.0, 1.0],
+                         "rank": [0, 1, 2]})
+    out = rerank(Constant(), bm25, {"d1": "x", "d2": "y", "d3": "z"})
+    assert out.docno.tolist() == ["d1", "d2", "d3"] and out["rank"].tolist() == [0, 1, 2]
+    empty = Constant().transformer()(bm25.head(0).assign(text=[]))
+    assert len(empty) == 0 and {"score", "rank"} <= set(empty.columns)

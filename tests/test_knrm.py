@@ -79,3 +79,14 @@ def test_same_seed_same_checkpoint_other_seed_differs():
     a, b, c = run(3), run(3), run(4)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert any(not torch.equal(a[k], c[k]) for k in a)
+
+
+def test_trimmed_padding_scores_exactly_like_full_padding():
+    set_seed(0)
+    m = KNRM(maxdoclen=50)
+    q, d = ["lyme disease ticks"], ["ticks carry lyme disease in the forest", "a short one"]
+    trimmed = m.featurize(q * 2, d)
+    full = {"q": trimmed["q"], "d": m.ids.batch(d, 50)}
+    assert trimmed["d"].shape[1] == 7 and full["d"].shape[1] == 50
+    with torch.no_grad():
+        assert torch.allclose(m(**trimmed), m(**full), atol=1e-5)

@@ -14,16 +14,21 @@ MUS = (-0.9, -0.7, -0.5, -0.3, -0.1, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 
 
 def kernel_features(sim: torch.Tensor, mus: torch.Tensor, sigmas: torch.Tensor, *,
-                    mask_doc_padding: bool = False, doc_mask: torch.Tensor | None = None) -> torch.Tensor:
+                    mask_doc_padding: bool = False, doc_mask: torch.Tensor | None = None,
+                    extra_padding: int = 0) -> torch.Tensor:
     """Log soft-TF per kernel summed over valid query terms: (B, Q, D) -> (B, K).
 
     Capreolus sums the kernels over *all* document positions, padding included (``mask_doc_padding=False``),
     and counts a query term as valid iff its similarity row sums to something other than 0.
+    ``extra_padding`` padded positions (similarity 0) not present in ``sim`` are added analytically, so a
+    batch padded to its longest document scores exactly like one padded to maxdoclen.
     """
     k = torch.exp(-0.5 * (sim.unsqueeze(-1) - mus) ** 2 / sigmas**2)  # (B, Q, D, K)
     if mask_doc_padding and doc_mask is not None:
         k = k * doc_mask[:, None, :, None]
     soft_tf = k.sum(dim=2)  # (B, Q, K)
+    if extra_padding and not mask_doc_padding:
+        soft_tf = soft_tf + extra_padding * torch.exp(-0.5 * mus**2 / sigmas**2)
     valid = (sim.sum(dim=2) != 0).float().unsqueeze(-1)  # (B, Q, 1)
     return (torch.log(soft_tf + 1e-6) * valid).sum(dim=1)  # (B, K)
 
@@ -52,12 +57,14 @@ class KNRM(Reranker):
                         else nn.Sequential(nn.Linear(len(MUS), 30), nn.Tanh(), nn.Linear(30, 1)))
 
     def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
-        return {"q": self.ids.batch(queries, self.hparams["maxqlen"]), "d": self.ids.batch(docs, self.hparams["maxdoclen"])}
+        # documents are padded to the batch's longest one; the rest of maxdoclen is added analytically
+        return {"q": self.ids.batch(queries, self.hparams["maxqlen"]),
+                "d": self.ids.batch(docs, self.hparams["maxdoclen"], trim=True)}
 
     def forward(self, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         sim = similarity_matrix(self.embedding, q, d)  # (B, Q, D)
         feats = kernel_features(sim, self.mus, self.sigmas, mask_doc_padding=self.hparams["mask_doc_padding"],
-                                doc_mask=(d != 0).float())
+                                doc_mask=(d != 0).float(), extra_padding=self.hparams["maxdoclen"] - d.shape[1])
         score = self.combine(feats).squeeze(-1)  # (B,)
         return torch.tanh(score) if self.hparams["scoretanh"] else score
 

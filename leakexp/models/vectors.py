@@ -17,12 +17,18 @@ _TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
 
 def tokenize(text: str) -> list[str]:
     """Anserini-like analysis: standard tokenisation, possessive removal, lower case, no stemming."""
+    return list(_tokenize(text))
+
+
+@lru_cache(maxsize=200_000)
+def _tokenize(text: str) -> tuple[str, ...]:
+    # cached: every cell re-ranks the same documents of its collection
     out = []
     for tok in _TOKEN.findall(text.lower()):
         if tok.endswith(("'s", "’s")):
             tok = tok[:-2]
         out.append(tok)
-    return out
+    return tuple(out)
 
 
 @dataclass
@@ -109,8 +115,13 @@ class TextIds:
             out.append(i)
         return out + [0] * (length - len(out))
 
-    def batch(self, texts: list[str], length: int) -> torch.Tensor:
-        return torch.tensor([self.ids(t, length) for t in texts], dtype=torch.long)
+    def batch(self, texts: list[str], length: int, trim: bool = False) -> torch.Tensor:
+        """(B, length) ids; with ``trim``, only as wide as the longest text (at least 1)."""
+        rows = [self.ids(t, length) for t in texts]
+        if trim and rows:
+            width = max(1, max(sum(1 for i in r if i != 0) for r in rows))
+            rows = [r[:width] for r in rows]
+        return torch.tensor(rows, dtype=torch.long)
 
 
 def similarity_matrix(embedding: torch.nn.Embedding, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
