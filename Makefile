@@ -48,6 +48,12 @@ cell: setup ## one grid cell: make cell CORPUS=… LEAKAGE=… SIZE=… MODEL=�
 tables: setup ## regenerate the tables from the store alone (EXPERIMENT=demo|paper)
 	$(BIN)/leakexp tables experiment=$(EXPERIMENT) $(ARGS)
 
+status: setup ## what the grid has done, is running, failed or lacks (EXPERIMENT=demo|paper)
+	$(BIN)/leakexp status experiment=$(EXPERIMENT) $(ARGS)
+
+plan: setup ## job counts and estimated GPU-hours of the grid (EXPERIMENT=demo|paper)
+	$(BIN)/leakexp plan experiment=$(EXPERIMENT) $(ARGS)
+
 bench: setup ## benchmarks: one `name: value` line per measured figure
 	$(BIN)/python benchmarks/run.py $(ARGS)
 

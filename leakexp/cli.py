@@ -33,6 +33,7 @@ STAGES = {
     "grid": "run every cell of the configured grid, then write the tables",
     "demo": "the whole pipeline on the embedded toy world (experiment=demo), then the tables",
     "tables": "write the tables from the store alone (no training)",
+    "status": "done / running / failed / missing artifacts of the configured grid per stage (exit 1 while incomplete)",
     "plan": "job counts, training instances, embedding size and estimated GPU-hours of the configured grid",
 }
 CELL_KEYS = ("corpus", "leakage", "size", "model", "seed")
@@ -162,11 +163,29 @@ def cmd_detect(overrides: list[str]) -> int:
     return 0
 
 
+def cmd_status(overrides: list[str]) -> int:
+    from leakexp.config import compose
+    from leakexp.grid import complete, grid_status, render_status
+
+    status = grid_status(compose(overrides))
+    print(render_status(status))
+    return 0 if complete(status) else 1
+
+
 def cmd_plan(overrides: list[str]) -> int:
     from leakexp.plan import plan, render
 
+    import pandas as pd
+
+    from leakexp.pipeline import grid_cells
+    from leakexp.store import atomic_write_text
+
     cfg, p = _pipeline(overrides)
     print(render(plan(cfg, p)))
+    jobs = pd.DataFrame([vars(c) for c in grid_cells(cfg)])
+    path = p.store.path("plan", f"{cfg.data.name}-jobs.tsv")
+    atomic_write_text(path, jobs.to_csv(sep="\t", index=False))
+    print(f"  job list ({len(jobs)} cells, one per line): {path}")
     return 0
 
 
@@ -374,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
 
     handlers = {
         "toy": cmd_toy, "index": cmd_index, "detect": cmd_detect, "verify": cmd_verify, "build": cmd_build,
-        "tables": cmd_tables, "plan": cmd_plan, "annotations": cmd_annotations,
+        "tables": cmd_tables, "plan": cmd_plan, "status": cmd_status, "annotations": cmd_annotations,
         "grid": lambda o: cmd_grid(o), "demo": lambda o: cmd_grid(o, demo=True),
         "train": lambda o: cmd_cells("train", o), "rerank": lambda o: cmd_cells("rerank", o),
         "evaluate": lambda o: cmd_cells("evaluate", o), "cell": lambda o: cmd_cells("evaluate", o),

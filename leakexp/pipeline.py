@@ -73,7 +73,6 @@ class Pipeline:
         self.device = resolve_device(cfg.get("device", "auto"))
         self.verbose = bool(cfg.get("verbose", False))
         self._collections: dict[str, Collection] = {}
-        self._hashes: dict[str, str] = {}
         self._memo: dict[str, object] = {}
 
     # -- configs --------------------------------------------------------------------------------------
@@ -200,7 +199,6 @@ class Pipeline:
             return {"reviewed": len(review), "annotated": len(ann), "true": int(ann.leak.sum())}
 
         self.store.ensure(path, config, compute)
-        self._hashes["verify"] = config_hash(config)
         ann = pd.read_parquet(path / "annotations.parquet")
         ann["labels"] = ann.labels.str.split("|")
         self._memo["annotations"] = ann
@@ -258,13 +256,13 @@ class Pipeline:
         return self._fillers
 
     def set_config(self, corpus: str, leakage: str, size: int) -> dict:
+        """What a training set depends on; cheap (reads markers, loads no data)."""
         c, b = self.corpus_cfg(corpus), self.cfg.build
-        self.annotations()
         return {
             "stage": "set", "corpus": corpus, "leakage": leakage, "size": int(size),
             "pool": self.pool_fingerprint, "collection": self.corpus_fingerprint(corpus),
             "detect": self._detect_hash(), "threshold": float(self.cfg.detect.threshold),
-            "verify": self._hashes.get("verify"), "seed": int(b.seed), "negatives_depth": int(b.negatives_depth),
+            "verify": config_hash(self.verify_config()), "seed": int(b.seed), "negatives_depth": int(b.negatives_depth),
             "fixed": int(c.fixed_leak_queries if leakage == "msm" else c.test_leak_queries if leakage == "test" else 0),
             "test_field": b.test_query_field, "take_all_leaks": bool(b.take_all_leaks),
             "test_with_replacement": bool(b.test_with_replacement),
@@ -275,6 +273,9 @@ class Pipeline:
         """The training set artifact ``sets/<corpus>/<leakage>/<size>``."""
         config = self.set_config(corpus, leakage, size)
         path = self.store.path("sets", corpus, leakage, size)
+        if not self.store.is_done(path, config):
+            self.annotations()  # detection and verification first; their hashes enter the set's config
+            config = self.set_config(corpus, leakage, size)
 
         def compute(tmp: Path) -> dict:
             b = self.cfg.build

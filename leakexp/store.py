@@ -187,4 +187,23 @@ class Store:
                 },
             )
             self.failure_path(path).unlink(missing_ok=True)
+            self._log_computed(path, time.time() - start)
         return path
+
+    def _log_computed(self, path: Path, seconds: float) -> None:
+        """One line per computed artifact in ``logs/computed.tsv``: what a run actually did."""
+        log_path = self.root / "logs" / "computed.tsv"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\t{os.getpid()}\t{path.relative_to(self.root)}\t{seconds:.3f}\n"
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())  # one short O_APPEND write: safe across concurrent workers
+        finally:
+            os.close(fd)
+
+    def computed(self) -> list[str]:
+        """Relative paths of every artifact computed in this store, in order (from ``logs/computed.tsv``)."""
+        log_path = self.root / "logs" / "computed.tsv"
+        if not log_path.exists():
+            return []
+        return [line.split("\t")[2] for line in log_path.read_text().splitlines() if line.count("\t") >= 3]

@@ -1,0 +1,99 @@
+"""The grid as researchers run it: kill and resume, concurrent workers, failures, config changes, launchers."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from leakexp.cli import main
+from leakexp.config import compose
+from leakexp.grid import complete, grid_status
+from leakexp.store import Store
+
+GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]",
+        "grid.leakages=[none,msm]", "grid.sizes=[64,128]", "grid.seeds=[1,2]"]
+LEAKEXP = [sys.executable, "-m", "leakexp.cli"]
+
+
+def _eval_markers(store: Store) -> dict[str, float]:
+    return {str(p.parent.relative_to(store.root)): p.stat().st_mtime for p in store.path("eval").rglob("DONE.json")}
+
+
+def test_kill_9_mid_grid_then_resume_equals_an_uninterrupted_run(tmp_path):
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    proc = subprocess.Popen(LEAKEXP + ["grid", f"store={killed}", *GRID], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    store = Store(killed)
+    deadline = time.time() + 240
+    while len(_eval_markers(store)) < 3 and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = _eval_markers(store)
+    assert 3 <= len(finished) < 8, "the kill must land mid-grid"
+    computed_before = store.computed()
+    assert subprocess.run(LEAKEXP + ["grid", f"store={killed}", *GRID], capture_output=True).returncode == 0
+    after = _eval_markers(store)
+    assert len(after) == 8
+    assert all(after[k] == v for k, v in finished.items())  # no finished cell was recomputed
+    redone = store.computed()[len(computed_before):]
+    assert not any(r.startswith(("eval/", "train/")) and r in finished for r in redone)
+    assert not {f"train/{k[len('eval/'):]}" for k in finished} & set(redone)
+    assert subprocess.run(LEAKEXP + ["grid", f"store={clean}", *GRID], capture_output=True).returncode == 0
+    a = pd.read_csv(killed / "tables" / "toy" / "summary.csv")
+    b = pd.read_csv(clean / "tables" / "toy" / "summary.csv")
+    pd.testing.assert_frame_equal(a, b)
+    assert complete(grid_status(compose([f"store={killed}", *GRID])))
+
+
+def test_two_processes_on_one_cell_compute_it_once(tmp_path):
+    cell = [f"store={tmp_path}", *GRID, "leakage=msm", "size=64", "seed=1"]
+    subprocess.run(LEAKEXP + ["toy", *cell], check=True, capture_output=True)  # shared upstream, once
+    procs = [subprocess.Popen(LEAKEXP + ["cell", *cell], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    assert [p.wait(300) for p in procs] == [0, 0]
+    computed = Store(tmp_path).computed()
+    for stage in ("sets/toy_core17/msm/64", "train/toy_core17/msm/64/knrm/seed-1",
+                  "rerank/toy_core17/msm/64/knrm/seed-1", "eval/toy_core17/msm/64/knrm/seed-1"):
+        assert computed.count(stage) == 1, stage
+    assert sum(c.startswith("detect/") for c in computed) == 1
+
+
+def test_a_failing_cell_does_not_stop_the_grid_and_shows_in_status(tmp_path, capsys):
+    args = [f"store={tmp_path}", *GRID[:-2], "grid.sizes=[40,64]", "grid.seeds=[1]"]
+    assert main(["grid", *args]) == 1  # core17 fixes 24 leaked queries = 48 instances > 40
+    assert "FAILED toy_core17/msm/40/knrm/seed-1: BuildError" in capsys.readouterr().err
+    status = grid_status(compose(args))
+    assert (status["eval"].done, status["eval"].missing) == (3, 1)
+    assert status["sets"].failed == 1 and "smaller than the 48 fixed leaked instances" in status["sets"].failures[0][1]
+    assert main(["status", *args]) == 1
+    assert "FAILED sets/toy_core17/msm/40: BuildError" in capsys.readouterr().out
+
+
+def test_a_model_change_redoes_training_and_below_only(tmp_path):
+    base = [f"store={tmp_path}", *GRID, "leakage=msm", "size=64", "seed=1"]
+    assert main(["cell", *base]) == 0
+    store = Store(tmp_path)
+    n = len(store.computed())
+    assert main(["cell", *base, "model.train.lr=0.02"]) == 0
+    redone = store.computed()[n:]
+    assert sorted(r.split("/")[0] for r in redone) == ["eval", "rerank", "train"]
+
+
+@pytest.mark.timeout(300)
+def test_submitit_local_launcher_equals_the_basic_launcher(tmp_path):
+    sweep = ["data.queries_per_source=600", "corpus=toy_core17", "leakage=none,msm", "size=64", "seed=1"]
+    run = [sys.executable, "-m", "leakexp.app", "-m"]
+    basic = subprocess.run(run + [f"store={tmp_path / 'basic'}", *sweep], capture_output=True, text=True)
+    local = subprocess.run(run + [f"store={tmp_path / 'local'}", "hydra/launcher=submitit_local",
+                                  "hydra.launcher.timeout_min=5", *sweep], capture_output=True, text=True)
+    assert basic.returncode == 0 and local.returncode == 0, local.stderr[-2000:]
+    assert "Submitit 'local' sweep" in local.stdout + local.stderr
+    for leakage in ("none", "msm"):
+        cell = Path("eval", "toy_core17", leakage, "64", "knrm", "seed-1", "perquery.parquet")
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "basic" / cell), pd.read_parquet(tmp_path / "local" / cell))
