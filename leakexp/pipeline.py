@@ -293,10 +293,31 @@ class Pipeline:
         return self.store.ensure(path, config, compute)
 
     # -- train, rerank, evaluate ----------------------------------------------------------------------
+    def embedded_t5(self) -> Path:
+        """The embedded monoT5's tokenizer + config, with a vocabulary trained on the toy world's text."""
+        if self.cfg.data.kind != "toy":
+            raise ValueError("model.checkpoint=embedded (monoT5) needs the toy world; use checkpoint=t5-base")
+        from leakexp.models.monot5 import train_embedded_tokenizer
+
+        config = {"stage": "embedded-t5", "data": self.pool_fingerprint, "vocab_size": 4000}
+        path = self.store.path("models", "monot5-embedded", self.cfg.data.name)
+
+        def compute(tmp: Path) -> dict:
+            texts = [t for _, t in self.pool.docs] + self.pool.queries.text.tolist()
+            for c in self.corpora:
+                coll = self.collection(c)
+                texts += [t for _, t in coll.docs] + [t.title for t in coll.topics.values()]
+            train_embedded_tokenizer(texts, tmp / "t5", vocab_size=4000)
+            return {"texts": len(texts)}
+
+        return self.store.ensure(path, config, compute) / "t5"
+
     def _model_params(self, name: str) -> tuple[dict, TrainConfig]:
         m = OmegaConf.to_container(self.model_cfg(name), resolve=True)
         train_cfg = m.pop("train", {}) or {}
         m.pop("name", None)
+        if name == "monot5" and m.get("checkpoint") == "embedded":
+            m["checkpoint"] = str(self.embedded_t5())
         known = TrainConfig.__dataclass_fields__
         return m, TrainConfig(**{k: v for k, v in train_cfg.items() if k in known})
 

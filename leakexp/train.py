@@ -75,6 +75,7 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
     """Train ``model`` in place for one epoch; returns the figures of the training manifest."""
     pos, neg = pairs_of(instances)
     order = np.random.default_rng(seed).permutation(len(pos))  # the seed shuffles the training queries
+    model.prepare(instances)
     model.to(device).train()
     opt = _optimizer(model, cfg)
     n_steps = math.ceil(len(order) / (cfg.batch_size * cfg.grad_accum))

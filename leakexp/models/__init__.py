@@ -34,9 +34,14 @@ def load_checkpoint(path: str | Path) -> Reranker:
 
 
 def _register_all() -> None:
+    from leakexp.models.duet import DUET
     from leakexp.models.knrm import KNRM
+    from leakexp.models.monobert import MonoBERT
+    from leakexp.models.monot5 import MonoT5
+    from leakexp.models.pacrr import PACRR
 
-    register("knrm", KNRM)
+    for cls in (MonoT5, MonoBERT, KNRM, DUET, PACRR):
+        register(cls.name, cls)
 
 
 _register_all()

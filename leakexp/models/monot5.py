@@ -1,0 +1,129 @@
+"""monoT5 (Nogueira et al. 2020): ``Query: q Document: d Relevant:`` -> ``true`` / ``false``; the score is
+log P(true) at the first decoder step, from a log-softmax over the two logits (MODELS.md §6-7).
+
+The embedded default is a small randomly initialised T5 whose SentencePiece vocabulary is trained on the
+toy world's text (:func:`train_embedded_tokenizer`), so that ``T5Tokenizer`` and pyterrier-t5 load it offline.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Iterable
+
+import torch
+from torch.nn import functional as F
+
+from leakexp.models.base import Reranker
+
+PROMPT = "Query: {q} Document: {d} Relevant:"
+# A small T5 for CPUs; `n_positions` stays 512 like t5-base (pyterrier-t5 reads it)
+EMBEDDED_T5 = dict(d_model=128, d_kv=32, d_ff=256, num_layers=2, num_decoder_layers=2, num_heads=4,
+                   relative_attention_num_buckets=32, dropout_rate=0.1, feed_forward_proj="relu",
+                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, n_positions=512)
+
+
+def train_embedded_tokenizer(texts: Iterable[str], out: Path, vocab_size: int = 4000) -> Path:
+    """A deterministic SentencePiece unigram vocabulary in T5's id layout (pad 0, eos 1, unk 2) in ``out``.
+
+    ``true``, ``false`` and the prompt words are user-defined pieces, so each is one token.
+    """
+    import sentencepiece as spm
+    from transformers import T5Tokenizer
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(list(texts)), model_writer=model, vocab_size=vocab_size, model_type="unigram",
+        pad_id=0, eos_id=1, unk_id=2, bos_id=-1, num_threads=1, shuffle_input_sentence=False,
+        input_sentence_size=0, character_coverage=1.0, hard_vocab_limit=False, minloglevel=2,
+        user_defined_symbols=["▁true", "▁false", "▁Query:", "▁Document:", "▁Relevant:"],
+    )
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "spiece.model").write_bytes(model.getvalue())
+    tok = T5Tokenizer.from_pretrained(str(out), extra_ids=0)
+    for word in ("true", "false"):
+        ids = tok.encode(word)
+        if len(ids) != 2:  # one piece + </s>
+            raise RuntimeError(f"the embedded T5 vocabulary splits {word!r} into {tok.convert_ids_to_tokens(ids)}")
+    tok.save_pretrained(str(out))
+    from transformers import T5Config
+
+    T5Config(vocab_size=len(tok), **EMBEDDED_T5).save_pretrained(str(out))
+    (out / "embedded.json").write_text(json.dumps({"random_init": True}) + "\n")
+    return out
+
+
+class MonoT5(Reranker):
+    name = "monot5"
+    objective = "pointwise"
+
+    def __init__(self, *, checkpoint: str = "t5-base", max_length: int = 512, truncation: str = "pygaggle", **_):
+        super().__init__()
+        from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
+        from transformers.utils import logging as hf_logging
+
+        if truncation not in ("pygaggle", "keep_prompt"):
+            raise ValueError(f"monot5: truncation={truncation!r}; use pygaggle or keep_prompt")
+        hf_logging.disable_progress_bar()
+        self.hparams = dict(checkpoint=str(checkpoint), max_length=max_length, truncation=truncation)
+        path = Path(str(checkpoint))
+        self.tokenizer = T5Tokenizer.from_pretrained(str(checkpoint))
+        if (path / "embedded.json").exists():  # random initialisation, seeded by the caller
+            self.t5 = T5ForConditionalGeneration(T5Config.from_pretrained(str(path)))
+        else:
+            self.t5 = T5ForConditionalGeneration.from_pretrained(str(checkpoint))
+        self.true_id = self.tokenizer.encode("true")[0]
+        self.false_id = self.tokenizer.encode("false")[0]
+        self.prompt_ids = self.tokenizer("Relevant:")["input_ids"]  # [..., </s>]
+
+    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
+        max_length = self.hparams["max_length"]
+        if self.hparams["truncation"] == "pygaggle":
+            # PyGaggle: the whole prompt, cut at max_length (a long document loses "Relevant:"), then </s>
+            return dict(self.tokenizer([PROMPT.format(q=q, d=d) for q, d in zip(queries, docs)], max_length=max_length,
+                                       truncation=True, padding="longest", return_tensors="pt"))
+        # keep_prompt (pyterrier-t5): cut the query-document part so that "Relevant:" </s> always fits
+        head = self.tokenizer([f"Query: {q} Document: {d}" for q, d in zip(queries, docs)])["input_ids"]
+        keep = max_length - len(self.prompt_ids)
+        rows = [ids[:-1][:keep] + self.prompt_ids for ids in head]
+        width = max(len(r) for r in rows)
+        ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
+        return {"input_ids": ids, "attention_mask": (torch.arange(width)[None, :] < torch.tensor([len(r) for r in rows])[:, None]).long()}
+
+    def _two_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(B, 2) logits of ``false`` and ``true`` at the first decoder step, without the full vocabulary."""
+        start = torch.full((input_ids.shape[0], 1), self.t5.config.decoder_start_token_id, device=input_ids.device)
+        enc = self.t5.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        dec = self.t5.decoder(input_ids=start, encoder_hidden_states=enc, encoder_attention_mask=attention_mask).last_hidden_state
+        h = dec[:, 0]
+        if getattr(self.t5.config, "scale_decoder_outputs", False):
+            h = h * (self.t5.model_dim**-0.5)
+        w = self.t5.lm_head.weight[[self.false_id, self.true_id]]
+        return F.linear(h, w)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return F.log_softmax(self._two_logits(input_ids, attention_mask).float(), dim=-1)[:, 1]  # log P(true)
+
+    def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy on the target text ``true`` / ``false`` (with its </s>), as monoT5 is fine-tuned."""
+        target = torch.tensor([[self.true_id if y else self.false_id, self.tokenizer.eos_token_id] for y in labels.tolist()],
+                              device=feats["input_ids"].device)
+        return self.t5(**feats, labels=target).loss
+
+    def config(self) -> dict:
+        return dict(self.hparams)
+
+    def save(self, out: Path) -> None:
+        """A Hugging Face checkpoint with its tokenizer (pyterrier-t5's MonoT5ReRanker loads it) + model.json."""
+        out = Path(out)
+        self.t5.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+        (out / "model.json").write_text(json.dumps({"name": self.name, "config": dict(self.hparams, checkpoint=str(out))},
+                                                   indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> "MonoT5":
+        cfg = json.loads((Path(path) / "model.json").read_text())["config"]
+        return cls(**dict(cfg, checkpoint=str(path)))

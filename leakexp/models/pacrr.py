@@ -1,0 +1,72 @@
+"""PACRR (Hui et al., EMNLP 2017) as Capreolus v0.2.6 implements it (MODELS.md §3)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from leakexp.models.capreolus import CapreolusReranker
+from leakexp.models.vectors import similarity_matrix
+
+
+def kmax_pooling(x: torch.Tensor, k: int) -> torch.Tensor:
+    """The k largest values along the last axis, in descending order: (..., D) -> (..., k)."""
+    return x.topk(k, dim=-1, sorted=True).values
+
+
+class PACRR(CapreolusReranker):
+    name = "pacrr"
+
+    def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800, mingram: int = 1,
+                 maxgram: int = 3, nfilters: int = 32, kmax: int = 2, combine: int = 32, idf: bool = True,
+                 idf_zero_quirk: bool = True, **_):
+        super().__init__(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen)
+        self.hparams = dict(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, mingram=mingram,
+                            maxgram=maxgram, nfilters=nfilters, kmax=kmax, combine=combine, idf=idf,
+                            idf_zero_quirk=idf_zero_quirk)
+        self.uses_idf = idf and not idf_zero_quirk
+        self.grams = list(range(mingram, maxgram + 1))
+        self.convs = nn.ModuleList(nn.Conv2d(1, nfilters, kernel_size=n) for n in self.grams)
+        n_feats = len(self.grams) * kmax + (1 if idf else 0)
+        self.combine = nn.Sequential(nn.Linear(maxqlen * n_feats, combine), nn.ReLU(), nn.Linear(combine, combine),
+                                     nn.ReLU(), nn.Linear(combine, 1))
+
+    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
+        q = self.ids.batch(queries, self.maxqlen)
+        feats = {"q": q, "d": self.ids.batch(docs, self.maxdoclen, trim=True)}
+        if self.hparams["idf"]:
+            # QUIRK (Capreolus' embedtext never fills idf): all zeros, so the softmax feature is constant
+            feats["idf"] = (torch.zeros(q.shape, dtype=torch.float32) if self.hparams["idf_zero_quirk"]
+                            else self.idf_table.batch(queries, self.maxqlen))
+        return feats
+
+    def ngram_features(self, sim: torch.Tensor) -> torch.Tensor:
+        """(B, Q, W) similarity -> (B, Q, grams * k): per n-gram size, max over filters then k-max over D.
+
+        Documents are padded to the batch's longest one (W); the rest of maxdoclen consists of all-zero
+        windows whose value (max over filters of ReLU(bias)) is added to the k-max candidates, so the result
+        equals Capreolus' unmasked padding to maxdoclen exactly.
+        """
+        B, Q, W = sim.shape
+        extra = self.maxdoclen - W
+        out = []
+        x = sim.unsqueeze(1)  # (B, 1, Q, W)
+        for n, conv in zip(self.grams, self.convs):
+            h = F.relu(conv(F.pad(x, (0, n - 1, 0, n - 1))))  # right/bottom zero pad keeps (Q, W)
+            top = h.max(dim=1).values  # (B, Q, W): max over filters
+            if extra > 0:
+                pad_value = F.relu(conv.bias).max().expand(B, Q, min(extra, self.hparams["kmax"]))
+                top = torch.cat([top, pad_value], dim=-1)
+            out.append(kmax_pooling(top, self.hparams["kmax"]))
+        return torch.cat(out, dim=-1)
+
+    def forward(self, q: torch.Tensor, d: torch.Tensor, idf: torch.Tensor | None = None) -> torch.Tensor:
+        sim = similarity_matrix(self.embedding, q, d)  # (B, Q, W)
+        feats = self.ngram_features(sim)  # (B, Q, grams * k)
+        if idf is not None:
+            feats = torch.cat([feats, F.softmax(idf, dim=1).unsqueeze(-1)], dim=-1)  # softmax over query positions
+        return self.combine(feats.reshape(feats.shape[0], -1)).squeeze(-1)  # query-major flatten -> (B,)
+
+    def config(self) -> dict:
+        return dict(self.hparams)
