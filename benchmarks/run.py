@@ -111,11 +111,8 @@ def bench_rerank(root: Path) -> None:
     run = p.test_run("toy_robust")
     docs = p.collection("toy_robust").docs
     for name, cls in REGISTRY.items():
-        from omegaconf import OmegaConf
-
-        params = OmegaConf.to_container(resolved_model_config(cfg, name), resolve=True)
-        batch = params.pop("train", {}).get("score_batch_size", 64)
-        params.pop("name", None)
+        params, _ = p._model_params(name)  # the demo's settings, embedded weights resolved
+        batch = int(resolved_model_config(cfg, name).train.get("score_batch_size", 64))
         set_seed(0)
         model = cls(**params)
         rerank(model, run.head(200), docs, batch_size=batch)  # warm-up
@@ -124,7 +121,91 @@ def bench_rerank(root: Path) -> None:
         emit(f"rerank_{name}_docs_per_s_cpu", len(run) / (time.perf_counter() - start))
 
 
-SECTIONS = {"detect": bench_detect, "build": bench_build, "rerank": bench_rerank}
+def _embedded_model(p, cfg, name):
+    from omegaconf import OmegaConf
+
+    from leakexp.config import model_config
+    from leakexp.models import REGISTRY
+
+    params = OmegaConf.to_container(model_config(name), resolve=True)  # the model file: the paper's settings
+    train_cfg = params.pop("train", {})
+    params.pop("name", None)
+    if name == "monot5":
+        params["checkpoint"] = str(p.embedded_t5())
+    return REGISTRY[name](**params), train_cfg
+
+
+def bench_train(root: Path) -> None:
+    """Training throughput per model on this CPU, with each model file's settings and the embedded weights."""
+    import pandas as pd
+
+    from leakexp.config import compose
+    from leakexp.pipeline import Pipeline
+    from leakexp.train import TrainConfig, set_seed, train
+
+    cfg = compose([f"store={root / 'train'}"])
+    p = Pipeline(cfg)
+    data = pd.read_parquet(p.training_set("toy_robust", "none", 128) / "instances.parquet")
+    for name in ("monot5", "monobert", "knrm", "duet", "pacrr"):
+        set_seed(0)
+        model, tc = _embedded_model(p, cfg, name)
+        known = TrainConfig.__dataclass_fields__
+        figs = train(model, data, seed=0, cfg=TrainConfig(**{k: v for k, v in tc.items() if k in known}), progress=False)
+        emit(f"train_{name}_instances_per_s_cpu", figs["instances_per_s"])
+
+
+def bench_monot5(root: Path) -> None:
+    """leakexp's monoT5 re-ranker against pyterrier-t5's MonoT5ReRanker: same weights, 50 queries x 100 docs."""
+    import numpy as np
+    import pandas as pd
+    from pyterrier_t5 import MonoT5ReRanker
+
+    from leakexp.config import compose
+    from leakexp.models import load_checkpoint
+    from leakexp.pipeline import Pipeline
+    from leakexp.train import set_seed
+
+    cfg = compose([f"store={root / 'monot5'}"])
+    p = Pipeline(cfg)
+    set_seed(0)
+    model, _ = _embedded_model(p, cfg, "monot5")
+    ckpt = root / "monot5-ckpt"
+    model.save(ckpt)
+    coll = p.collection("toy_robust")
+    docs = list(coll.docs)
+    rng = np.random.default_rng(0)
+    queries = [t.title for c in p.corpora for t in p.collection(c).topics.values()]
+    queries = list(dict.fromkeys(queries))[:50]
+    rows = []
+    for i, q in enumerate(queries):
+        for j in rng.choice(len(docs), 100, replace=False):
+            rows.append((str(i), q, docs[j][0], docs[j][1]))
+    run = pd.DataFrame(rows, columns=["qid", "query", "docno", "text"])
+    ours = load_checkpoint(ckpt).transformer(batch_size=32)
+    ours(run.head(64))  # warm-up
+    start = time.perf_counter()
+    a = ours(run)
+    t_ours = time.perf_counter() - start
+    timings, scores = {}, {}
+    for bs in (4, 1):  # 4 = pyterrier-t5's default; 1 = no padding inside its prompt splice
+        theirs = MonoT5ReRanker(tok_model=str(ckpt), model=str(ckpt), batch_size=bs, verbose=False, device="cpu")
+        theirs.transform(run.head(8))
+        start = time.perf_counter()
+        b = theirs.transform(run)
+        timings[bs] = time.perf_counter() - start
+        scores[bs] = b.set_index(["qid", "docno"]).score
+    mine = a.set_index(["qid", "docno"]).score
+    emit("rerank_monot5_docs", len(run))
+    emit("rerank_monot5_docs_per_s_leakexp", len(run) / t_ours)
+    emit("rerank_monot5_docs_per_s_pyterrier_t5", len(run) / timings[4])
+    emit("rerank_speedup_vs_pyterrier_t5", timings[4] / t_ours)
+    emit("rerank_speedup_vs_pyterrier_t5_batch1", timings[1] / t_ours)
+    emit("rerank_max_abs_score_diff_vs_pyterrier_t5", float((mine - scores[1].loc[mine.index]).abs().max()))
+    emit("rerank_max_abs_score_diff_vs_pyterrier_t5_batch4", float((mine - scores[4].loc[mine.index]).abs().max()))
+
+
+SECTIONS = {"detect": bench_detect, "build": bench_build, "rerank": bench_rerank, "train": bench_train,
+            "monot5": bench_monot5}
 
 
 def main(argv: list[str]) -> int:

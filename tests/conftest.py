@@ -10,7 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-SMALL = ["data.queries_per_source=600", "grid.sizes=[128,256]", "grid.seeds=[1]"]
+SMALL = ["data.queries_per_source=600", "grid.sizes=[128,256]", "grid.seeds=[1]", "grid.models=[knrm]"]
 
 
 @pytest.fixture(scope="session", autouse=True)

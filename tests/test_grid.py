@@ -16,7 +16,7 @@ from leakexp.grid import complete, grid_status
 from leakexp.store import Store
 
 GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]",
-        "grid.leakages=[none,msm]", "grid.sizes=[64,128]", "grid.seeds=[1,2]"]
+        "grid.leakages=[none,msm]", "grid.sizes=[64,128]", "grid.seeds=[1,2]", "grid.models=[knrm]"]
 LEAKEXP = [sys.executable, "-m", "leakexp.cli"]
 
 
