@@ -174,8 +174,8 @@ def bench_monot5(root: Path) -> None:
     coll = p.collection("toy_robust")
     docs = list(coll.docs)
     rng = np.random.default_rng(0)
-    queries = [t.title for c in p.corpora for t in p.collection(c).topics.values()]
-    queries = list(dict.fromkeys(queries))[:50]
+    topics = [t for c in p.corpora for t in p.collection(c).topics.values()]
+    queries = list(dict.fromkeys([t.title for t in topics] + [v for t in topics for v in t.variants]))[:50]
     rows = []
     for i, q in enumerate(queries):
         for j in rng.choice(len(docs), 100, replace=False):
