@@ -110,3 +110,31 @@ def test_detection_quality_counts_planted_leaks_only():
 def test_toy_detection_recovers_planted_leaks(small_run):
     q = small_run[0].detection_quality()
     assert q["recall"] > 0.8 and q["precision"] > 0.9
+
+
+def test_cli_import_writes_verified_leaks_per_corpus(tmp_path, capsys):
+    f = _write(tmp_path / "a.jsonl", [_rec(0, "1", "301", ["Title-Identical"]),
+                                      _rec(1, "2", "302", ["Different Topic"]),
+                                      _rec(2, "3", "900", ["Title-Reformulation"])])
+    (tmp_path / "r.txt").write_text("301\n302\n")
+    (tmp_path / "c.txt").write_text("301\n900\n")
+    assert main(["annotations", "import", "--annotations", str(f), "--corpus", f"robust04={tmp_path / 'r.txt'}",
+                 "--corpus", f"core18={tmp_path / 'c.txt'}", "--out", str(tmp_path / "v")]) == 0
+    r = pd.read_csv(tmp_path / "v" / "verified-robust04.csv", dtype=str)
+    c = pd.read_csv(tmp_path / "v" / "verified-core18.csv", dtype=str)
+    assert r.train_qid.tolist() == ["1"] and sorted(c.train_qid) == ["1", "3"]
+    assert "robust04: 1 verified leaking queries for 1 topics" in capsys.readouterr().out
+
+
+def test_cli_review_exports_the_published_format(small_run, small_cfg, tmp_path):
+    out = tmp_path / "review.jsonl"
+    assert main(["annotations", "review", f"store={small_cfg.store}", "data.queries_per_source=600",
+                 "--out", str(out), "--label-with-truth"]) == 0
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(recs) > 50 and set(recs[0]) == {"id", "data", "label", "title", "topic", "variant", "narrative",
+                                               "description", "ms-marco-qid", "cosine_similarity"}
+    per_topic = pd.Series([r["topic"] for r in recs]).value_counts()
+    assert per_topic.max() <= small_cfg.verify.review_top_k
+    assert min(r["cosine_similarity"] for r in recs) > small_cfg.detect.threshold
+    ann = read_annotations([out])  # labelled by the toy truth, it imports like any annotation file
+    assert ann.leak.mean() > 0.9
