@@ -323,9 +323,10 @@ class Pipeline:
 
     def train_config(self, cell: Cell) -> dict:
         set_path = self.training_set(cell.corpus, cell.leakage, cell.size)
-        params, _ = self._model_params(cell.model)
+        params = OmegaConf.to_container(self.model_cfg(cell.model), resolve=True)
+        params.get("train", {}).pop("score_batch_size", None)  # inference batching does not change the model
         return {"stage": "train", "set": self.store.marker(set_path).figures["content_hash"], "model": cell.model,
-                "params": OmegaConf.to_container(self.model_cfg(cell.model), resolve=True), "seed": cell.seed,
+                "params": params, "seed": cell.seed,
                 "device": "cuda" if self.device.startswith("cuda") else "cpu"}
 
     def trained(self, cell: Cell) -> Path:
