@@ -64,10 +64,14 @@ def test_tables_regenerate_from_the_store_alone(small_run, small_cfg):
     from leakexp.tables import write_tables
 
     p, cells, _, out = small_run
-    before = (out / "summary.csv").read_text()
-    (out / "summary.csv").unlink()
+    names = ["summary.csv", "table3.md", "table4.tex", "table5.csv", "figure2.csv", "detail.csv", "cv_sizes.csv"]
+    before = {n: (out / n).read_text() for n in names}
+    assert (out / "figure2.png").stat().st_size > 0 and (out / "figure2.pdf").exists()
+    for n in names:
+        (out / n).unlink()
     write_tables(small_cfg)
-    assert (out / "summary.csv").read_text() == before
+    assert {n: (out / n).read_text() for n in names} == before
+    assert "Table 3. Effectiveness on toy_robust" in before["table3.md"] and "KNRM" in before["table3.md"]
     assert len(stored_results(p.store, cells)) > 0
     missing = stored_results(p.store, [Cell("toy_robust", "none", 4096, "knrm", 9)])
     assert len(missing) == 0
