@@ -1,11 +1,10 @@
 import math
 
-import pandas as pd
 import torch
 
 from leakexp.models.knrm import KNRM, kernel_features
 from leakexp.models.vectors import TextIds, WordVectors, similarity_matrix, tokenize
-from leakexp.train import TrainConfig, set_seed, train
+from leakexp.train import set_seed
 
 
 def test_kernel_features_on_a_2x3_similarity_matrix():
@@ -41,44 +40,6 @@ def test_similarity_matrix_cosine_exact_match_for_oov_and_zero_padding():
 
 def test_tokenizer_lowercases_and_drops_possessives():
     assert tokenize("Hubble's Telescope, NASA-built; don't") == ["hubble", "telescope", "nasa", "built", "don't"]
-
-
-def _toy_task(n=64):
-    """Positives share the query's words; negatives are about something else."""
-    words = ["lyme", "tick", "hubble", "galaxy", "ferry", "ship", "bear", "forest"]
-    rows = []
-    for i in range(n):
-        a, b = words[i % 8], words[(i + 1) % 8]
-        rows += [(i, f"q{i}", f"{a} {b}", f"d{i}+", f"{a} {b} report {a}", 1, "filler", "msmarco"),
-                 (i, f"q{i}", f"{a} {b}", f"d{i}-", "weather sports market economy", 0, "filler", "msmarco")]
-    return pd.DataFrame(rows, columns=["pair", "qid", "query", "docno", "text", "label", "origin", "source"])
-
-
-def test_knrm_training_lowers_the_loss_and_separates_pairs():
-    data = _toy_task()
-    set_seed(1)
-    m = KNRM(maxdoclen=16)
-    pos, neg = data[data.label == 1], data[data.label == 0]
-    before = torch.tensor(m.score(pos["query"].tolist(), pos.text.tolist())) - torch.tensor(m.score(neg["query"].tolist(), neg.text.tolist()))
-    figs = train(m, pd.concat([data] * 4, ignore_index=True).assign(pair=lambda d: d.index // 2), seed=1,
-                 cfg=TrainConfig(batch_size=8, lr=1e-2), progress=False)
-    after = torch.tensor(m.score(pos["query"].tolist(), pos.text.tolist())) - torch.tensor(m.score(neg["query"].tolist(), neg.text.tolist()))
-    assert figs["final_loss"] < figs["first_loss"]
-    assert after.min().item() > 1.0 > before.mean().item()  # every positive beats its negative by the margin
-
-
-def test_same_seed_same_checkpoint_other_seed_differs():
-    data = _toy_task(16)
-
-    def run(seed):
-        set_seed(seed)
-        m = KNRM(maxdoclen=16)
-        train(m, data, seed=seed, cfg=TrainConfig(batch_size=4), progress=False)
-        return m.state_dict()
-
-    a, b, c = run(3), run(3), run(4)
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    assert any(not torch.equal(a[k], c[k]) for k in a)
 
 
 def test_trimmed_padding_scores_exactly_like_full_padding():

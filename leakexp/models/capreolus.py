@@ -79,7 +79,7 @@ class CapreolusReranker(Reranker):
     def load(cls, path: Path):
         path = Path(path)
         model = cls(**json.loads((path / "model.json").read_text())["config"])
-        model.load_state_dict(torch.load(path / "model.pt", weights_only=True), strict=False)
+        model.load_state_dict(torch.load(path / "model.pt", weights_only=True))
         if (path / "idf.json").exists():
             d = json.loads((path / "idf.json").read_text())
             model.idf_table = IdfTable(d["df"], d["n_docs"])

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 from torch import nn
 
-from leakexp.models.base import Reranker
-from leakexp.models.vectors import TextIds, load_word_vectors, similarity_matrix
+from leakexp.models.capreolus import CapreolusReranker
+from leakexp.models.vectors import similarity_matrix
 
 MUS = (-0.9, -0.7, -0.5, -0.3, -0.1, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 
@@ -33,21 +31,17 @@ def kernel_features(sim: torch.Tensor, mus: torch.Tensor, sigmas: torch.Tensor, 
     return (torch.log(soft_tf + 1e-6) * valid).sum(dim=1)  # (B, K)
 
 
-class KNRM(Reranker):
+class KNRM(CapreolusReranker):
     name = "knrm"
-    objective = "pairwise"
 
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800,
                  gradkernels: bool = True, singlefc: bool = True, scoretanh: bool = False,
                  finetune: bool = False, mask_doc_padding: bool = False, **_):
-        super().__init__()
+        super().__init__(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen)
         self.hparams = dict(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, gradkernels=gradkernels,
                             singlefc=singlefc, scoretanh=scoretanh, finetune=finetune,
                             mask_doc_padding=mask_doc_padding)
-        vectors = load_word_vectors(embeddings)
-        self.ids = TextIds(vectors)
-        self.embedding = nn.Embedding.from_pretrained(torch.from_numpy(vectors.matrix), freeze=not finetune,
-                                                      padding_idx=0)
+        self.embedding.weight.requires_grad = finetune  # Capreolus: frozen unless finetune=True
         mus = torch.tensor(MUS)
         sigmas = torch.tensor([0.001 if m == 1.0 else 0.1 for m in MUS])
         # each mu and sigma is its own trainable scalar in Capreolus (gradkernels=True)
@@ -70,12 +64,3 @@ class KNRM(Reranker):
 
     def config(self) -> dict:
         return dict(self.hparams)
-
-    @classmethod
-    def load(cls, path: Path) -> "KNRM":
-        import json
-
-        path = Path(path)
-        model = cls(**json.loads((path / "model.json").read_text())["config"])
-        model.load_state_dict(torch.load(path / "model.pt", weights_only=True))
-        return model
