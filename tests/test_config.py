@@ -43,3 +43,18 @@ def test_bad_values_name_the_key(override, key):
     extra = ["leakage=msm"] if override.startswith("size=100") else []
     with pytest.raises(ConfigError, match=key.replace("[", r"\[")):
         compose([override, *extra])
+
+
+def test_paper_models_use_the_papers_weights_and_demo_the_embedded_ones():
+    from leakexp.config import resolved_model_config
+
+    paper = compose(["experiment=paper"])
+    assert resolved_model_config(paper, "monot5").checkpoint == "t5-base"
+    assert resolved_model_config(paper, "monobert").checkpoint == "bert-base-uncased"
+    assert resolved_model_config(paper, "monobert").train.lr == 3e-6  # dl4marco-bert README
+    assert resolved_model_config(paper, "knrm").train.batch_size == 32  # Capreolus
+    demo = compose([])
+    assert resolved_model_config(demo, "monot5").checkpoint == "embedded"
+    assert resolved_model_config(demo, "knrm").embeddings == "bundled"
+    # the command line wins over the experiment's model_overrides for the selected model
+    assert resolved_model_config(compose(["model.train.lr=0.5"]), "knrm").train.lr == 0.5

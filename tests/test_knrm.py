@@ -51,3 +51,17 @@ def test_trimmed_padding_scores_exactly_like_full_padding():
     assert trimmed["d"].shape[1] == 7 and full["d"].shape[1] == 50
     with torch.no_grad():
         assert torch.allclose(m(**trimmed), m(**full), atol=1e-5)
+
+
+def test_glove_text_file_vectors_load_like_the_paper(tmp_path):
+    glove = tmp_path / "glove.txt"
+    glove.write_text("lyme 1.0 0.0 0.0\ntick 0.0 1.0 0.0\ndisease 1.0 1.0 0.0\n")
+    m = KNRM(embeddings=str(glove), maxdoclen=8)
+    assert m.vectors.dim == 3 and m.vectors.vocab == {"lyme": 1, "tick": 2, "disease": 3}
+    assert m.embedding.weight[0].abs().sum() == 0  # <pad>
+    f = m.featurize(["lyme disease"], ["tick lyme borreliosis"])
+    assert f["q"].tolist() == [[1, 3, 0, 0]] and f["d"].tolist() == [[2, 1, -1]]
+    import pytest
+
+    with pytest.raises(FileNotFoundError, match="glove.6B.300d.txt"):
+        KNRM(embeddings=str(tmp_path / "missing.txt"))
