@@ -27,7 +27,7 @@ from leakexp.models import get as get_model_class
 from leakexp.models import load_checkpoint
 from leakexp.rerank import rerank, write_trec_run
 from leakexp.retrieval import bm25_run, build_index
-from leakexp.store import Store, atomic_write_json, config_hash, read_json
+from leakexp.store import Store, atomic_write_json, config_hash
 from leakexp.train import TrainConfig, resolve_device, set_seed, train
 
 log = logging.getLogger(__name__)
@@ -400,8 +400,3 @@ def stored_results(store: Store, cells: list[Cell]) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=["qid", "measure", "value", "corpus", "leakage", "size", "model", "seed"])
     return pd.concat(frames, ignore_index=True)
-
-
-def set_manifest(store: Store, corpus: str, leakage: str, size: int) -> dict | None:
-    path = store.path("sets", corpus, leakage, size, "manifest.json")
-    return read_json(path) if path.exists() else None

@@ -31,12 +31,3 @@ def write_trec_run(run: pd.DataFrame, path: Path, tag: str) -> Path:
         for r in run.itertuples(index=False):
             f.write(f"{r.qid} Q0 {r.docno} {int(r.rank) + 1} {float(r.score):.8g} {tag}\n")
     return path
-
-
-def read_trec_run(path: Path) -> pd.DataFrame:
-    rows = []
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            qid, _, docno, rank, score, _ = line.split()
-            rows.append((qid, docno, int(rank) - 1, float(score)))
-    return pd.DataFrame(rows, columns=["qid", "docno", "rank", "score"])

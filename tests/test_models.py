@@ -1,6 +1,5 @@
 """The five re-rankers: hand-checked forward passes, learning, determinism, checkpoints, interop."""
 
-import math
 
 import pandas as pd
 import pytest

@@ -1,4 +1,3 @@
-import numpy as np
 import pandas as pd
 
 from leakexp.tables import cv_latex, cv_table

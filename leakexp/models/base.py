@@ -64,6 +64,29 @@ class Reranker(nn.Module):
         return RerankTransformer(self, batch_size=batch_size, device=device)
 
 
+class HFReranker(Reranker):
+    """A re-ranker around a Hugging Face model (attribute ``hf_attr``) and its tokenizer, saved as a Hugging
+    Face checkpoint that transformers (and pyterrier-t5 for monoT5) load directly, plus leakexp's model.json."""
+
+    hf_attr: str
+    hparams: dict
+
+    def config(self) -> dict:
+        return dict(self.hparams)
+
+    def save(self, out: Path) -> None:
+        out = Path(out)
+        getattr(self, self.hf_attr).save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+        cfg = dict(self.hparams, checkpoint=str(out))
+        (out / "model.json").write_text(json.dumps({"name": self.name, "config": cfg}, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: Path):
+        cfg = json.loads((Path(path) / "model.json").read_text())["config"]
+        return cls(**dict(cfg, checkpoint=str(path)))
+
+
 def to_device(feats: dict, device: str) -> dict:
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in feats.items()}
 

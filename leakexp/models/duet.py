@@ -11,7 +11,6 @@ from torch import nn
 from torch.nn import functional as F
 
 from leakexp.models.capreolus import CapreolusReranker
-from leakexp.models.vectors import tokenize
 
 
 class DUET(CapreolusReranker):

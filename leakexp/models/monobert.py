@@ -3,13 +3,11 @@ the log-probability of "relevant" (PyGaggle's inference, dl4marco-bert's trainin
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import torch
 from torch.nn import functional as F
 
-from leakexp.models.base import Reranker
+from leakexp.models.base import HFReranker
 
 
 def resolve_checkpoint(name: str) -> str:
@@ -21,9 +19,10 @@ def resolve_checkpoint(name: str) -> str:
     return str(name)
 
 
-class MonoBERT(Reranker):
+class MonoBERT(HFReranker):
     name = "monobert"
     objective = "pointwise"
+    hf_attr = "bert"
 
     def __init__(self, *, checkpoint: str = "bundled", max_length: int = 512, **_):
         super().__init__()
@@ -51,19 +50,3 @@ class MonoBERT(Reranker):
 
     def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(self.logits(**feats).float(), labels.long())
-
-    def config(self) -> dict:
-        return dict(self.hparams)
-
-    def save(self, out: Path) -> None:
-        """A Hugging Face checkpoint (``AutoModelForSequenceClassification`` loads it) plus model.json."""
-        out = Path(out)
-        self.bert.save_pretrained(out)
-        self.tokenizer.save_pretrained(out)
-        cfg = dict(self.hparams, checkpoint=str(out))
-        (out / "model.json").write_text(json.dumps({"name": self.name, "config": cfg}, indent=2) + "\n")
-
-    @classmethod
-    def load(cls, path: Path) -> "MonoBERT":
-        cfg = json.loads((Path(path) / "model.json").read_text())["config"]
-        return cls(**dict(cfg, checkpoint=str(path)))

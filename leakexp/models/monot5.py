@@ -15,7 +15,7 @@ from typing import Iterable
 import torch
 from torch.nn import functional as F
 
-from leakexp.models.base import Reranker
+from leakexp.models.base import HFReranker
 
 PROMPT = "Query: {q} Document: {d} Relevant:"
 # A small T5 for CPUs; `n_positions` stays 512 like t5-base (pyterrier-t5 reads it)
@@ -55,9 +55,10 @@ def train_embedded_tokenizer(texts: Iterable[str], out: Path, vocab_size: int = 
     return out
 
 
-class MonoT5(Reranker):
+class MonoT5(HFReranker):
     name = "monot5"
     objective = "pointwise"
+    hf_attr = "t5"
 
     def __init__(self, *, checkpoint: str = "t5-base", max_length: int = 512, truncation: str = "pygaggle", **_):
         super().__init__()
@@ -111,19 +112,3 @@ class MonoT5(Reranker):
         target = torch.tensor([[self.true_id if y else self.false_id, self.tokenizer.eos_token_id] for y in labels.tolist()],
                               device=feats["input_ids"].device)
         return self.t5(**feats, labels=target).loss
-
-    def config(self) -> dict:
-        return dict(self.hparams)
-
-    def save(self, out: Path) -> None:
-        """A Hugging Face checkpoint with its tokenizer (pyterrier-t5's MonoT5ReRanker loads it) + model.json."""
-        out = Path(out)
-        self.t5.save_pretrained(out)
-        self.tokenizer.save_pretrained(out)
-        (out / "model.json").write_text(json.dumps({"name": self.name, "config": dict(self.hparams, checkpoint=str(out))},
-                                                   indent=2) + "\n")
-
-    @classmethod
-    def load(cls, path: Path) -> "MonoT5":
-        cfg = json.loads((Path(path) / "model.json").read_text())["config"]
-        return cls(**dict(cfg, checkpoint=str(path)))
