@@ -107,6 +107,7 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
 
     start = time.time()
     cfg, p = _pipeline((["experiment=demo"] if demo else []) + overrides)
+    p.store.require_writable("leakexp demo" if demo else "leakexp grid")
     cells = grid_cells(cfg)
     failed = []
     for cell in tqdm(cells, desc="grid", unit="cell"):
@@ -130,9 +131,12 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
 
 def cmd_tables(overrides: list[str]) -> int:
     from leakexp.config import compose
+    from leakexp.store import Store
     from leakexp.tables import write_tables
 
-    print(f"tables: {write_tables(compose(overrides))}")
+    cfg = compose(overrides)
+    Store(cfg.store, create=False).require_writable("leakexp tables")
+    print(f"tables: {write_tables(cfg)}")
     return 0
 
 
@@ -163,11 +167,11 @@ def cmd_detect(overrides: list[str]) -> int:
     return 0
 
 
-def cmd_status(overrides: list[str]) -> int:
+def cmd_status(overrides: list[str], verify: bool = False) -> int:
     from leakexp.config import compose
     from leakexp.grid import complete, grid_status, render_status
 
-    status = grid_status(compose(overrides))
+    status = grid_status(compose(overrides), verify=verify)
     print(render_status(status))
     return 0 if complete(status) else 1
 
@@ -361,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         if name == "build":
             sp.add_argument("--export-monot5", action="store_true",
                             help="also write each set in the monoT5 text format under <store>/exports/monot5/")
+        if name == "status":
+            sp.add_argument("--verify", action="store_true",
+                            help="also re-read every finished artifact's files against their recorded checksums")
     ann = sub.add_parser("annotations", help="sample / review candidates for annotation; import, calibrate, "
                          "Table 2 and Cohen's kappa from annotation files (the study's JSONL format)")
     asub = ann.add_subparsers(dest="action", required=True, metavar="action")
@@ -399,19 +406,30 @@ def main(argv: list[str] | None = None) -> int:
         "evaluate": lambda o: cmd_cells("evaluate", o), "cell": lambda o: cmd_cells("evaluate", o),
     }
     from leakexp.data.files import DataFormatError
+    from leakexp.store import StoreError
+    from leakexp.tables import NoResults
 
     try:
         if args.command == "annotations":
             return cmd_annotations(args)
         if args.command == "build":
             return cmd_build(args.overrides, export=args.export_monot5)
+        if args.command == "status":
+            return cmd_status(args.overrides, verify=args.verify)
         return handlers[args.command](args.overrides)
+    except KeyboardInterrupt:
+        print("\nleakexp: interrupted; re-run the same command to resume (finished artifacts are kept)",
+              file=sys.stderr)
+        return 130
     except ConfigError as exc:
         print(f"leakexp: config error: {exc}", file=sys.stderr)
         return 2
-    except (DataFormatError, FileNotFoundError) as exc:
+    except (DataFormatError, FileNotFoundError, StoreError) as exc:
         print(f"leakexp: {exc}", file=sys.stderr)
         return 2
+    except NoResults as exc:
+        print(f"leakexp: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

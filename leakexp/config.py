@@ -58,9 +58,86 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=overrides)
     except HydraException as exc:
-        raise ConfigError(str(exc).splitlines()[0]) from None
+        raise ConfigError(str(exc).splitlines()[0] + _suggestion(str(exc))) from None
     validate(cfg)
     return cfg
+
+
+def _suggestion(message: str) -> str:
+    """' Did you mean model=...?' for an override whose key does not exist (e.g. ``modle=knrm``)."""
+    import difflib
+    import re
+
+    m = re.search(r"Could not (?:override|append to config\.) '([^']+)'", message) or \
+        re.search(r"Key '([^']+)' is not in struct", message)
+    if not m:
+        return ""
+    key = m.group(1)
+    head, _, rest = key.partition(".")
+    known = list(GROUPS) + sorted(OmegaConf.load(conf_dir() / "config.yaml").keys())
+    close = difflib.get_close_matches(head, known, n=1, cutoff=0.6)
+    if not close or close[0] == head:
+        return ""
+    return f"; did you mean {close[0] + ('.' + rest if rest else '')}=...?"
+
+
+GROUPS = ("data", "corpus", "leakage", "model", "grid", "experiment")
+POSITIVE_INT = ("batch_size", "grad_accum", "score_batch_size", "epochs", "updates")
+NON_NEGATIVE = ("weight_decay", "warmup_steps", "warmup_fraction")
+OPTIMIZERS = ("adam", "adamw", "adafactor")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def validate_model(cfg: DictConfig, name: str) -> None:
+    """A model's training settings, checked before any work (a bad value must not cost finished artifacts)."""
+    train = resolved_model_config(cfg, name).get("train", {}) or {}
+    where = f"model.train of model {name}"
+    for key, value in train.items():
+        if value is None:
+            continue
+        if key in POSITIVE_INT and not (_is_int(value) and value > 0):
+            raise ConfigError(f"{where}: {key}={value!r} must be a positive integer")
+        if key in NON_NEGATIVE and not (isinstance(value, (int, float)) and value >= 0):
+            raise ConfigError(f"{where}: {key}={value!r} must be a number >= 0")
+        if key in ("lr", "max_grad_norm") and not (isinstance(value, (int, float)) and value > 0):
+            raise ConfigError(f"{where}: {key}={value!r} must be a positive number")
+        if key == "optimizer" and value not in OPTIMIZERS:
+            raise ConfigError(f"{where}: optimizer={value!r} is unknown; use {', '.join(OPTIMIZERS)}")
+
+
+def validate_evaluation(cfg: DictConfig) -> None:
+    from leakexp.evaluate import parse_measures
+    from leakexp.stats import SELECTIONS
+
+    e = cfg.evaluate
+    if e.mfr_missing not in ("skip", "depth"):
+        raise ConfigError(f"evaluate.mfr_missing={e.mfr_missing} is unknown; use skip or depth")
+    try:
+        parse_measures(list(e.measures), mfr_missing=e.mfr_missing)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if e.get("cv_selection", "best") not in SELECTIONS:
+        raise ConfigError(f"evaluate.cv_selection={e.cv_selection} is unknown; use {' or '.join(SELECTIONS)}")
+    if not (_is_int(e.get("folds", 5)) and e.get("folds", 5) >= 2):
+        raise ConfigError(f"evaluate.folds={e.get('folds')!r} must be an integer >= 2")
+    if not 0 < float(e.get("alpha", 0.05)) < 1:
+        raise ConfigError(f"evaluate.alpha={e.get('alpha')} must be in (0, 1)")
+
+
+def validate_device(device) -> None:
+    device = str(device)
+    if device in ("auto", "cpu"):
+        return
+    if device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit()):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device={device} but no CUDA device is visible here; use device=cpu or device=auto")
+        return
+    raise ConfigError(f"device={device} is unknown; use auto, cpu, cuda or cuda:N")
 
 
 def validate(cfg: DictConfig) -> None:
@@ -70,6 +147,14 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"config has no '{group}'")
     if cfg.leakage.name not in ("none", "msm", "test"):
         raise ConfigError(f"leakage.name={cfg.leakage.name} is unknown; use none, msm or test")
+    for key in ("seed", "size"):
+        if not _is_int(cfg.get(key)):
+            raise ConfigError(f"{key}={cfg.get(key)!r} must be an integer")
+    for key in ("seeds", "sizes"):
+        bad = [v for v in cfg.grid[key] if not _is_int(v)]
+        if bad:
+            raise ConfigError(f"grid.{key} has {bad[0]!r}; it must be a list of integers")
+    validate_device(cfg.get("device", "auto"))
     size = cfg.size
     if not isinstance(size, int) or size <= 0 or size % 2:
         raise ConfigError(f"size={size}: must be a positive even number of instances (one pos + one neg per query)")
@@ -91,12 +176,12 @@ def validate(cfg: DictConfig) -> None:
     t = float(cfg.detect.threshold)
     if not -1.0 <= t <= 1.0:
         raise ConfigError(f"detect.threshold={t} must be a cosine similarity in [-1, 1]")
-    if cfg.evaluate.mfr_missing not in ("skip", "depth"):
-        raise ConfigError(f"evaluate.mfr_missing={cfg.evaluate.mfr_missing} is unknown; use skip or depth")
+    validate_evaluation(cfg)
     for c in cfg.grid.corpora:
         corpus_config(c)
-    for m in cfg.grid.models:
+    for m in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
         model_config(m)
+        validate_model(cfg, m)
     for name in cfg.grid.leakages:
         if name not in ("none", "msm", "test"):
             raise ConfigError(f"grid.leakages has {name!r}; use none, msm or test")

@@ -1,17 +1,20 @@
-"""The state of a configured grid in the store: what is done, running, failed or missing, per stage."""
+"""The state of a configured grid in the store: what is done, running, failed, damaged, stale or missing.
+
+Every row asks the store about the artifact of *this* configuration (its config-keyed path), computing and
+writing nothing, so it also works on a read-only store and never mistakes another configuration's result
+for this one's.
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig
 
-from leakexp.pipeline import Cell, grid_cells
-from leakexp.store import Store
+from leakexp.pipeline import Pipeline, artifact_state, grid_cells
 
-STAGES = ("sets", "train", "rerank", "eval")
+STATES = ("done", "running", "failed", "damaged", "stale", "missing")
 
 
 @dataclass
@@ -19,58 +22,91 @@ class StageStatus:
     done: int = 0
     running: int = 0
     failed: int = 0
+    damaged: int = 0
+    stale: int = 0
     missing: int = 0
-    failures: list[tuple[str, str]] = field(default_factory=list)  # (artifact, last error line)
+    notes: list[tuple[str, str, str]] = field(default_factory=list)  # (state, artifact, detail)
 
     @property
     def total(self) -> int:
-        return self.done + self.running + self.failed + self.missing
+        return sum(getattr(self, s) for s in STATES)
+
+    @property
+    def failures(self) -> list[tuple[str, str]]:
+        return [(a, d) for s, a, d in self.notes if s == "failed"]
+
+    def add(self, state: str, artifact: str, detail: str = "") -> None:
+        setattr(self, state, getattr(self, state) + 1)
+        if state in ("failed", "damaged", "running") or (state == "missing" and detail and artifact):
+            self.notes.append((state, artifact, detail))
 
 
-def artifact_state(store: Store, path: Path) -> tuple[str, str]:
-    """(state, error): done (marker), running (lock held), failed (error recorded, no marker), or missing."""
-    if store.marker(path) is not None:
-        return "done", ""
-    if store.is_locked(path):
-        return "running", ""
-    failure = store.failure_path(path)
-    if failure.exists():
+def _upstream_paths(p: Pipeline) -> dict[str, list[tuple[str, Path | None, str]]]:
+    """(label, path or None, why-None) of the shared upstream artifacts: toy world, detection, verification."""
+    from leakexp.data.sources import toy_world_path
+
+    rows: dict[str, list] = {}
+    if p.cfg.data.kind == "toy":
+        rows["data"] = [(f"data/toy/seed-{p.cfg.data.seed}", toy_world_path(p.store, p.cfg.data), "")]
+    slug = "all-MiniLM-L6-v2" if p.cfg.detect.sbert == "bundled" else Path(str(p.cfg.detect.sbert)).name
+    rows["detect"] = [(f"detect/{p.cfg.data.name}/{slug}", p.store.path("detect", p.cfg.data.name, slug), "")]
+    try:
+        rows["verify"] = [(f"verify/{p.cfg.data.name}", p.verify_path(), "")]
+    except Exception as exc:  # e.g. verify.annotations not given yet
+        rows["verify"] = [(f"verify/{p.cfg.data.name}", None, str(exc).splitlines()[0])]
+    return rows
+
+
+def grid_status(cfg: DictConfig, *, verify: bool = False) -> dict[str, StageStatus]:
+    """Per stage, how many artifacts of the configured grid are in each state (``verify``: re-read every
+    finished artifact's files against their checksums)."""
+    p = Pipeline(cfg, readonly=True)
+    store = p.store
+    out: dict[str, StageStatus] = {}
+
+    def record(st: StageStatus, label: str, path: Path | None, why: str = "") -> None:
+        state, path, detail = artifact_state(store, path)
+        if state == "done" and verify:
+            problems = store.verify(path)
+            if problems:
+                state, detail = "damaged", ", ".join(problems)
+        shown = str(path.relative_to(store.root)) if path is not None else label
+        st.add(state, shown, detail or why)
+
+    for stage, rows in _upstream_paths(p).items():
+        st = out.setdefault(stage, StageStatus())
+        for label, path, why in rows:
+            record(st, label, path, why)
+    cells = grid_cells(cfg)
+    st = out.setdefault("sets", StageStatus())
+    for key in dict.fromkeys(c.set_key for c in cells):
         try:
-            return "failed", json.loads(failure.read_text()).get("error", "")
-        except ValueError:
-            return "failed", "(unreadable failure record)"
-    return "missing", ""
-
-
-def grid_paths(store: Store, cells: list[Cell]) -> dict[str, list[Path]]:
-    sets = list(dict.fromkeys(c.set_key for c in cells))
-    return {
-        "sets": [store.path("sets", *k) for k in sets],
-        **{stage: [store.path(stage, *c.parts()) for c in cells] for stage in ("train", "rerank", "eval")},
-    }
-
-
-def grid_status(cfg: DictConfig) -> dict[str, StageStatus]:
-    store = Store(cfg.store)
-    out = {}
-    for stage, paths in grid_paths(store, grid_cells(cfg)).items():
-        st = StageStatus()
-        for path in paths:
-            state, error = artifact_state(store, path)
-            setattr(st, state, getattr(st, state) + 1)
-            if state == "failed":
-                st.failures.append((str(path.relative_to(store.root)), error))
-        out[stage] = st
+            path, why = p.set_path(*key), ""
+        except Exception as exc:
+            path, why = None, str(exc).splitlines()[0]
+        record(st, "sets/" + "/".join(map(str, key)), path, why)
+    for stage in ("train", "rerank", "eval"):
+        st = out.setdefault(stage, StageStatus())
+        for cell in cells:
+            try:
+                path = p.cell_path(stage, cell)
+            except Exception:
+                path = None
+            record(st, f"{stage}/{cell}", path)
     return out
 
 
 def render_status(status: dict[str, StageStatus]) -> str:
-    lines = [f"{'stage':<8}{'done':>8}{'running':>9}{'failed':>8}{'missing':>9}{'total':>8}"]
+    lines = [f"{'stage':<8}" + "".join(f"{s:>9}" for s in STATES) + f"{'total':>8}"]
     for stage, st in status.items():
-        lines.append(f"{stage:<8}{st.done:>8}{st.running:>9}{st.failed:>8}{st.missing:>9}{st.total:>8}")
+        lines.append(f"{stage:<8}" + "".join(f"{getattr(st, s):>9}" for s in STATES) + f"{st.total:>8}")
     for stage, st in status.items():
-        for path, error in st.failures:
-            lines.append(f"FAILED {path}: {error}")
+        for state, path, detail in st.notes:
+            lines.append(f"{state.upper()} {path}: {detail}" if detail else f"{state.upper()} {path}")
+    stale = sum(st.stale for st in status.values())
+    if stale:
+        lines.append(f"{stale} artifact(s) exist only for other configurations (stale for this one): they are "
+                     "kept, and neither status nor tables use them")
     return "\n".join(lines)
 
 

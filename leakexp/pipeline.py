@@ -8,6 +8,7 @@ stage and those below it, and nothing else.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from functools import cached_property
@@ -67,9 +68,9 @@ def grid_cells(cfg: DictConfig) -> list[Cell]:
 class Pipeline:
     """Runs stages for one config; loaded data and models are shared by all cells of one process."""
 
-    def __init__(self, cfg: DictConfig):
+    def __init__(self, cfg: DictConfig, *, readonly: bool = False):
         self.cfg = cfg
-        self.store = Store(cfg.store)
+        self.store = Store(cfg.store, create=not readonly)
         self.device = resolve_device(cfg.get("device", "auto"))
         self.verbose = bool(cfg.get("verbose", False))
         self._collections: dict[str, Collection] = {}
@@ -121,7 +122,8 @@ class Pipeline:
         """BM25 top-k of every topic of ``corpus`` (the query field from ``rerank.query_field``)."""
         field = self.cfg.rerank.query_field
         topics = self.collection(corpus).topics_frame(field)
-        return bm25_run(self.store, self.index(corpus), f"{corpus}/{field}", topics,
+        key = config_hash(self.first_stage_config(corpus))[:12]  # one run per first-stage configuration
+        return bm25_run(self.store, self.index(corpus), f"{corpus}/{field}/{key}", topics,
                         depth=int(self.cfg.rerank.depth), **self._bm25_kwargs())
 
     # -- detection and verification --------------------------------------------------------------------
@@ -269,13 +271,17 @@ class Pipeline:
             "bm25": {"k1": float(self.cfg.bm25.k1), "b": float(self.cfg.bm25.b)},
         }
 
+    def set_path(self, corpus: str, leakage: str, size: int) -> Path:
+        """Where the training set of this config lives (cheap: loads no data)."""
+        return self.store.keyed("sets", corpus, leakage, size, config=self.set_config(corpus, leakage, size))
+
     def training_set(self, corpus: str, leakage: str, size: int) -> Path:
-        """The training set artifact ``sets/<corpus>/<leakage>/<size>``."""
+        """The training set artifact ``sets/<corpus>/<leakage>/<size>/<config>``."""
         config = self.set_config(corpus, leakage, size)
-        path = self.store.path("sets", corpus, leakage, size)
-        if not self.store.is_done(path, config):
+        if not self.store.is_done(self.store.keyed("sets", corpus, leakage, size, config=config), config):
             self.annotations()  # detection and verification first; their hashes enter the set's config
             config = self.set_config(corpus, leakage, size)
+        path = self.store.keyed("sets", corpus, leakage, size, config=config)
 
         def compute(tmp: Path) -> dict:
             b = self.cfg.build
@@ -300,7 +306,7 @@ class Pipeline:
         from leakexp.models.monot5 import train_embedded_tokenizer
 
         config = {"stage": "embedded-t5", "data": self.pool_fingerprint, "vocab_size": 4000}
-        path = self.store.path("models", "monot5-embedded", self.cfg.data.name)
+        path = self.store.keyed("models", "monot5-embedded", self.cfg.data.name, config=config)
 
         def compute(tmp: Path) -> dict:
             texts = [t for _, t in self.pool.docs] + self.pool.queries.text.tolist()
@@ -321,20 +327,51 @@ class Pipeline:
         known = TrainConfig.__dataclass_fields__
         return m, TrainConfig(**{k: v for k, v in train_cfg.items() if k in known})
 
-    def train_config(self, cell: Cell) -> dict:
-        set_path = self.training_set(cell.corpus, cell.leakage, cell.size)
+    def train_config(self, cell: Cell) -> dict | None:
+        """What a trained model depends on; None while its training set is not built (cheap otherwise)."""
+        m = self.store.valid_marker(self.set_path(cell.corpus, cell.leakage, cell.size))
+        if m is None:
+            return None
         params = OmegaConf.to_container(self.model_cfg(cell.model), resolve=True)
         params.get("train", {}).pop("score_batch_size", None)  # inference batching does not change the model
-        return {"stage": "train", "set": self.store.marker(set_path).figures["content_hash"], "model": cell.model,
-                "params": params, "seed": cell.seed,
-                "device": "cuda" if self.device.startswith("cuda") else "cpu"}
+        return {"stage": "train", "set": m.figures["content_hash"], "model": cell.model, "params": params,
+                "seed": cell.seed, "device": "cuda" if self.device.startswith("cuda") else "cpu"}
+
+    def first_stage_config(self, corpus: str) -> dict:
+        """What the BM25 run that a corpus's models re-rank depends on."""
+        return {"stage": "first-stage", "collection": self.corpus_fingerprint(corpus),
+                "field": self.cfg.rerank.query_field, "depth": int(self.cfg.rerank.depth),
+                "bm25": {"k1": float(self.cfg.bm25.k1), "b": float(self.cfg.bm25.b)}}
+
+    def rerank_config(self, cell: Cell) -> dict | None:
+        train = self.train_config(cell)
+        if train is None:
+            return None
+        return {"stage": "rerank", "train": config_hash(train), "first_stage": self.first_stage_config(cell.corpus)}
+
+    def eval_config(self, cell: Cell) -> dict | None:
+        rerank = self.rerank_config(cell)
+        if rerank is None:
+            return None
+        e = self.cfg.evaluate
+        return {"stage": "eval", "rerank": config_hash(rerank), "measures": list(e.measures),
+                "mfr_missing": e.mfr_missing, "qrels": self.corpus_fingerprint(cell.corpus)}
+
+    STAGE_CONFIGS = {"train": "train_config", "rerank": "rerank_config", "eval": "eval_config"}
+
+    def cell_path(self, stage: str, cell: Cell) -> Path | None:
+        """Where ``stage``'s artifact of ``cell`` lives under this config; None while an upstream artifact
+        it depends on is missing. Cheap: reads markers, loads no data, computes nothing."""
+        config = getattr(self, self.STAGE_CONFIGS[stage])(cell)
+        return None if config is None else self.store.keyed(stage, *cell.parts(), config=config)
 
     def trained(self, cell: Cell) -> Path:
+        set_path = self.training_set(cell.corpus, cell.leakage, cell.size)
         config = self.train_config(cell)
-        path = self.store.path("train", *cell.parts())
+        path = self.store.keyed("train", *cell.parts(), config=config)
 
         def compute(tmp: Path) -> dict:
-            instances = pd.read_parquet(self.store.path("sets", *cell.set_key) / "instances.parquet")
+            instances = pd.read_parquet(set_path / "instances.parquet")
             params, tcfg = self._model_params(cell.model)
             set_seed(cell.seed)  # the seed also fixes the random initialisation
             model = get_model_class(cell.model)(**params)
@@ -347,11 +384,11 @@ class Pipeline:
 
     def reranked(self, cell: Cell) -> Path:
         model_path = self.trained(cell)
+        config = self.rerank_config(cell)
+        path = self.store.keyed("rerank", *cell.parts(), config=config)
+        if self.store.is_done(path, config):
+            return path
         run = self.test_run(cell.corpus)
-        config = {"stage": "rerank", "train": self.store.marker(model_path).config_hash,
-                  "bm25": config_hash(run[["qid", "docno"]].values.tolist()), "field": self.cfg.rerank.query_field,
-                  "depth": int(self.cfg.rerank.depth)}
-        path = self.store.path("rerank", *cell.parts())
 
         def compute(tmp: Path) -> dict:
             model = load_checkpoint(model_path).to(self.device)
@@ -366,9 +403,8 @@ class Pipeline:
     def evaluated(self, cell: Cell) -> pd.DataFrame:
         run_path = self.reranked(cell)
         e = self.cfg.evaluate
-        config = {"stage": "eval", "rerank": self.store.marker(run_path).config_hash, "measures": list(e.measures),
-                  "mfr_missing": e.mfr_missing, "qrels": self.corpus_fingerprint(cell.corpus)}
-        path = self.store.path("eval", *cell.parts())
+        config = self.eval_config(cell)
+        path = self.store.keyed("eval", *cell.parts(), config=config)
 
         def compute(tmp: Path) -> dict:
             run = pd.read_parquet(run_path / "run.parquet")
@@ -386,17 +422,59 @@ class Pipeline:
         pq = self.evaluated(cell)
         return pq.groupby("measure").value.mean().to_dict()
 
+    def cell_state(self, stage: str, cell: Cell) -> tuple[str, Path | None, str]:
+        """(state, path, detail) of one stage artifact of a cell under this config, computing nothing.
 
-def stored_results(store: Store, cells: list[Cell]) -> pd.DataFrame:
-    """Per-query values of the finished cells among ``cells``, read from the store alone."""
-    frames = []
-    for cell in cells:
-        path = store.path("eval", *cell.parts())
-        if store.marker(path) is None:
-            continue
-        pq = pd.read_parquet(path / "perquery.parquet")
-        frames.append(pq.assign(corpus=cell.corpus, leakage=cell.leakage, size=cell.size, model=cell.model,
-                                seed=cell.seed))
-    if not frames:
-        return pd.DataFrame(columns=["qid", "measure", "value", "corpus", "leakage", "size", "model", "seed"])
-    return pd.concat(frames, ignore_index=True)
+        state is done, running, failed, damaged (files differ from the marker: recomputed when next needed),
+        stale (only artifacts of other configurations are stored), or missing (also when an upstream
+        artifact is missing, then path is None).
+        """
+        try:
+            path = self.cell_path(stage, cell)
+        except Exception as exc:  # e.g. annotation files not given yet: nothing of this config can exist
+            return "missing", None, f"{type(exc).__name__}: {exc}"
+        return artifact_state(self.store, path)
+
+    def stored_results(self, cells: list[Cell]) -> tuple[pd.DataFrame, dict[Cell, str]]:
+        """Per-query values of the finished cells among ``cells`` (from the store alone), and the state of
+        every cell that has none (missing, failed, stale, running)."""
+        frames, states = [], {}
+        for cell in cells:
+            state, path, _ = self.cell_state("eval", cell)
+            if state != "done":
+                states[cell] = state
+                continue
+            pq = pd.read_parquet(path / "perquery.parquet")
+            frames.append(pq.assign(corpus=cell.corpus, leakage=cell.leakage, size=cell.size, model=cell.model,
+                                    seed=cell.seed))
+        if not frames:
+            empty = pd.DataFrame(columns=["qid", "measure", "value", "corpus", "leakage", "size", "model", "seed"])
+            return empty, states
+        return pd.concat(frames, ignore_index=True), states
+
+
+def artifact_state(store: Store, path: Path | None) -> tuple[str, Path | None, str]:
+    """(state, path, detail): done (intact marker), damaged (marker, but files missing or truncated), running
+    (lock held), failed (error recorded), stale (no artifact of this config, but some of other configs beside
+    it), or missing."""
+    if path is None:
+        return "missing", None, "an upstream artifact is missing"
+    marker = store.marker(path)
+    if marker is not None:
+        damaged = store.damaged_files(path, marker)
+        if not damaged:
+            return "done", path, ""
+        return "damaged", path, ", ".join(damaged)
+    if store.is_locked(path):
+        return "running", path, store.holder(path)
+    failure = store.failure_path(path)
+    if failure.exists():
+        try:
+            error = json.loads(failure.read_text()).get("error", "")
+        except (OSError, ValueError, AttributeError):
+            error = "(unreadable failure record)"
+        return "failed", path, error
+    others = store.others(path)
+    if others:
+        return "stale", path, f"{len(others)} artifact(s) of other configurations"
+    return "missing", path, ""

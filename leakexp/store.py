@@ -1,10 +1,17 @@
-"""The artifact store: readable paths, atomic writes, done markers, and locks.
+"""The artifact store: readable paths keyed by configuration, atomic writes, verified done markers, locks.
 
-An artifact is a directory under the store root, e.g. ``train/robust04/msm/16000/knrm/seed-3``. It is
-complete only when its done marker ``DONE.json`` exists, written last and atomically, carrying the hash of
-the config that produced it. Work happens in a hidden temporary sibling directory that is renamed into
-place, so a kill at any moment leaves either nothing, an ignorable temporary directory, or a complete
-artifact. Concurrent workers on one artifact are serialised by a file lock next to it.
+An artifact is a directory under the store root. Stage artifacts live at a readable path that ends in the
+hash of the configuration that produced them, e.g. ``train/robust04/msm/16000/knrm/seed-3/1f0c9e2a7b44``,
+so two configurations never share (or overwrite) an artifact: re-running a cell with another setting
+leaves the finished one in place, and the tables of each configuration find their own results.
+
+An artifact is complete only when its done marker ``DONE.json`` exists. The marker carries the config and
+its hash, key figures, and the size and checksum of every file. Work happens in a hidden temporary sibling
+directory that receives its marker and is then renamed into place, so a kill at any moment leaves either
+nothing, an ignorable temporary directory, or a complete artifact; an existing artifact is replaced only
+after its successor is complete. Reading checks each file's size (cheap, catches truncation);
+:meth:`Store.verify` also checks the checksums (``leakexp status --verify``). Concurrent workers on one
+artifact are serialised by a file lock next to it; a waiting worker says whom it waits for.
 """
 
 from __future__ import annotations
@@ -14,17 +21,24 @@ import json
 import logging
 import os
 import shutil
+import socket
 import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 log = logging.getLogger(__name__)
 
 DONE = "DONE.json"
+KEY_LENGTH = 12  # hex digits of the config hash in an artifact path
+WAIT_NOTICE_S = 15.0  # a waiting worker repeats whom it waits for this often
+
+
+class StoreError(RuntimeError):
+    """The store root cannot be used (a file, not writable); the message says what to do."""
 
 
 def config_hash(config: Any) -> str:
@@ -49,11 +63,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     _fsync_dir(path.parent)
     return path
 
@@ -70,6 +88,24 @@ def read_json(path: Path) -> Any:
     return json.loads(Path(path).read_text())
 
 
+def file_digest(path: Path, chunk: int = 1 << 20) -> str:
+    """BLAKE2b of a file's bytes (fast enough for multi-GB checkpoints)."""
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_table(root: Path) -> dict[str, dict]:
+    """Size and checksum of every file under ``root`` (relative paths), the marker's ``files``."""
+    out = {}
+    for p in sorted(Path(root).rglob("*")):
+        if p.is_file() and p.name != DONE:
+            out[p.relative_to(root).as_posix()] = {"size": p.stat().st_size, "blake2b": file_digest(p)}
+    return out
+
+
 @dataclass(frozen=True)
 class Marker:
     """What a done marker records about a finished artifact."""
@@ -78,33 +114,107 @@ class Marker:
     figures: dict
     finished_at: float
     seconds: float
+    files: dict | None = None  # relative path -> {size, blake2b}; None for markers without a file table
+    config: Any = None
+
+
+def parse_marker(data: Any) -> Marker | None:
+    """A marker from a DONE.json's content, or None if it is not a well-formed marker."""
+    if not isinstance(data, dict):
+        return None
+    h, figures, files = data.get("config_hash"), data.get("figures", {}), data.get("files")
+    if not isinstance(h, str) or not isinstance(figures, dict) or not isinstance(data.get("finished_at"), (int, float)):
+        return None
+    if files is not None and not (isinstance(files, dict) and all(isinstance(v, dict) for v in files.values())):
+        return None
+    return Marker(h, figures, float(data["finished_at"]), float(data.get("seconds", 0.0) or 0.0), files,
+                  data.get("config"))
 
 
 class Store:
     """One root directory holding every artifact of every stage."""
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, *, create: bool = True):
         self.root = Path(root).expanduser().resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"the store {self.root} is a file, not a directory; point LEAKEXP_STORE (or store=) "
+                             "at a directory")
+        if create:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the store {self.root} ({exc.strerror}); point LEAKEXP_STORE (or "
+                                 "store=) at a writable directory") from None
 
     def path(self, *parts: Any) -> Path:
         return self.root.joinpath(*(str(p) for p in parts))
 
+    def keyed(self, *parts: Any, config: Any) -> Path:
+        """The path of the artifact ``parts`` made by ``config``: the readable parts, then the config hash."""
+        return self.path(*parts, config_hash(config)[:KEY_LENGTH])
+
+    def writable(self) -> bool:
+        return os.access(self.root, os.W_OK)
+
+    def require_writable(self, what: str) -> None:
+        if not self.writable():
+            raise StoreError(f"{what} needs to write to the store {self.root}, which is read-only; use a writable "
+                             "copy (LEAKEXP_STORE=/path or store=/path)")
+
     # -- state -----------------------------------------------------------------------------------
     @staticmethod
     def marker(path: Path) -> Marker | None:
+        """The parsed done marker of ``path``; None if absent, unreadable or not a marker (e.g. ``[]``)."""
         f = Path(path) / DONE
-        if not f.exists():
-            return None
         try:
-            d = read_json(f)
-            return Marker(d["config_hash"], d.get("figures", {}), d["finished_at"], d.get("seconds", 0.0))
-        except (ValueError, KeyError):
+            return parse_marker(json.loads(f.read_text()))
+        except (OSError, ValueError):
             return None
 
-    def is_done(self, path: Path, config: Any) -> bool:
+    @staticmethod
+    def damaged_files(path: Path, marker: Marker, *, checksums: bool = False) -> list[str]:
+        """Files of a finished artifact that are missing or differ from its marker (size; with ``checksums``
+        also content)."""
+        bad = []
+        for rel, info in (marker.files or {}).items():
+            p = Path(path) / rel
+            try:
+                size = p.stat().st_size
+            except OSError:
+                bad.append(f"{rel} (missing)")
+                continue
+            if size != info.get("size"):
+                bad.append(f"{rel} (size {size}, expected {info.get('size')})")
+            elif checksums and file_digest(p) != info.get("blake2b"):
+                bad.append(f"{rel} (checksum differs)")
+        return bad
+
+    def valid_marker(self, path: Path) -> Marker | None:
+        """The marker of an intact finished artifact (files present with their recorded sizes), else None."""
         m = self.marker(path)
+        if m is None or self.damaged_files(path, m):
+            return None
+        return m
+
+    def is_done(self, path: Path, config: Any) -> bool:
+        m = self.valid_marker(path)
         return m is not None and m.config_hash == config_hash(config)
+
+    def verify(self, path: Path) -> list[str]:
+        """Problems of a finished artifact found by re-reading every file (empty list: intact)."""
+        m = self.marker(path)
+        if m is None:
+            return ["no valid done marker"]
+        return self.damaged_files(path, m, checksums=True)
+
+    def others(self, keyed_path: Path) -> list[Path]:
+        """Finished artifacts of the same readable path made by other configurations (stale for this one)."""
+        keyed_path = Path(keyed_path)
+        parent = keyed_path.parent
+        if not parent.is_dir():
+            return []
+        return sorted(p for p in parent.iterdir()
+                      if p.is_dir() and p != keyed_path and not p.name.startswith(".") and (p / DONE).exists())
 
     @staticmethod
     def lock_path(path: Path) -> Path:
@@ -112,21 +222,73 @@ class Store:
         return path.parent / f".{path.name}.lock"
 
     @staticmethod
+    def holder_path(path: Path) -> Path:
+        path = Path(path)
+        return path.parent / f".{path.name}.lock.json"
+
+    @staticmethod
     def failure_path(path: Path) -> Path:
         path = Path(path)
         return path.parent / f".{path.name}.failed.json"
 
     def is_locked(self, path: Path) -> bool:
-        """True while another process holds the artifact's lock (i.e. is computing it)."""
-        lock = FileLock(str(self.lock_path(path)), timeout=0)
+        """True while another process holds the artifact's lock (i.e. is computing it).
+
+        Looks without creating anything, so it works on a read-only store and leaves no lock files behind.
+        """
+        import fcntl
+
         try:
-            lock.acquire()
-        except Exception:
+            fd = os.open(self.lock_path(path), os.O_RDONLY)
+        except OSError:
+            return False  # never locked (or unreadable: nobody can be computing it here)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
             return True
-        lock.release()
-        return False
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        finally:
+            os.close(fd)
+
+    def holder(self, path: Path) -> str:
+        """Who computes ``path`` right now, as recorded by its lock holder ('another worker' if unknown)."""
+        try:
+            h = read_json(self.holder_path(path))
+            since = time.strftime("%H:%M:%S", time.localtime(float(h["since"])))
+            return f"pid {h['pid']} on {h['host']} (since {since})"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another worker"
 
     # -- computing ---------------------------------------------------------------------------------
+    def _acquire(self, path: Path, timeout: float) -> FileLock:
+        lock = FileLock(str(self.lock_path(path)), timeout=timeout)
+        try:
+            lock.acquire(timeout=0)
+            return lock
+        except Timeout:
+            pass
+        rel = self._rel(path)
+        waited, start = 0.0, time.time()
+        while True:
+            log.info("waiting for %s, which %s is computing", rel, self.holder(path))
+            step = WAIT_NOTICE_S if timeout < 0 else min(WAIT_NOTICE_S, max(timeout - waited, 0.0))
+            try:
+                lock.acquire(timeout=step)
+                log.info("%s: lock acquired after %.0fs", rel, time.time() - start)
+                return lock
+            except Timeout:
+                waited = time.time() - start
+                if 0 <= timeout <= waited:
+                    raise
+
+    def _rel(self, path: Path) -> str:
+        try:
+            return str(Path(path).relative_to(self.root))
+        except ValueError:
+            return str(path)
+
     def ensure(
         self,
         path: Path,
@@ -138,63 +300,91 @@ class Store:
         """Return ``path``, computing it with ``compute(tmp_dir)`` unless done with the same config.
 
         ``compute`` writes the artifact's files into ``tmp_dir`` and returns key figures for the done
-        marker. A directory without a matching marker (partial, or made by another config) is removed
-        and redone. A failure is recorded next to the artifact (for ``leakexp status``) and re-raised.
+        marker. A directory without a matching intact marker (partial, damaged, or made by another config)
+        is recomputed; the old directory stays in place until its successor is complete. A failure is
+        recorded next to the artifact (for ``leakexp status``) and re-raised.
         """
         path = Path(path)
         h = config_hash(config)
         if self.is_done(path, config):
             return path
+        self._restore_aside(path, config)
+        if self.is_done(path, config):
+            return path
         path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.lock_path(path)), timeout=timeout):
+        lock = self._acquire(path, timeout)
+        try:
             if self.is_done(path, config):  # another worker finished it while we waited
                 return path
+            if path.exists():
+                m = self.marker(path)
+                why = ("damaged: " + ", ".join(self.damaged_files(path, m))) if m and m.config_hash == h else \
+                    "made by another config" if m else "incomplete"
+                log.info("recomputing %s (%s)", self._rel(path), why)
+            atomic_write_json(self.holder_path(path), {"pid": os.getpid(), "host": socket.gethostname(),
+                                                       "since": time.time()})
             tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-            for stale in (tmp, path):
-                if stale.exists():
-                    log.info("removing incomplete or outdated artifact %s", stale)
-                    shutil.rmtree(stale)
             for orphan in path.parent.glob(f".{path.name}.tmp-*"):
                 shutil.rmtree(orphan, ignore_errors=True)  # left by a killed worker; we hold the lock
             tmp.mkdir(parents=True)
             start = time.time()
             try:
                 figures = compute(tmp) or {}
+                atomic_write_json(tmp / DONE, {
+                    "config_hash": h, "config": config, "figures": figures, "finished_at": time.time(),
+                    "seconds": round(time.time() - start, 3), "files": file_table(tmp),
+                })
             except BaseException as exc:
                 shutil.rmtree(tmp, ignore_errors=True)
                 if not isinstance(exc, KeyboardInterrupt):
-                    atomic_write_json(
-                        self.failure_path(path),
-                        {
-                            "config_hash": h,
-                            "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
-                            "traceback": traceback.format_exc(),
-                            "at": time.time(),
-                        },
-                    )
+                    self._record_failure(path, h, exc)
                 raise
             _fsync_dir(tmp)
-            os.replace(tmp, path)
-            _fsync_dir(path.parent)
-            atomic_write_json(
-                path / DONE,
-                {
-                    "config_hash": h,
-                    "config": config,
-                    "figures": figures,
-                    "finished_at": time.time(),
-                    "seconds": round(time.time() - start, 3),
-                },
-            )
+            self._swap_in(tmp, path)
             self.failure_path(path).unlink(missing_ok=True)
             self._log_computed(path, time.time() - start)
+        finally:
+            self.holder_path(path).unlink(missing_ok=True)
+            lock.release()
         return path
+
+    def _swap_in(self, tmp: Path, path: Path) -> None:
+        """Rename the complete ``tmp`` to ``path``; an old ``path`` is moved aside first and removed after."""
+        aside = path.parent / f".{path.name}.old-{os.getpid()}"
+        if path.exists():
+            os.replace(path, aside)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+        if aside.exists():
+            shutil.rmtree(aside, ignore_errors=True)
+
+    def _restore_aside(self, path: Path, config: Any) -> None:
+        """A kill between the two renames of :meth:`_swap_in` leaves the old artifact aside: put it back."""
+        if path.exists() or not path.parent.is_dir():
+            return
+        for aside in path.parent.glob(f".{path.name}.old-*"):
+            if self.is_done(aside, config):
+                try:
+                    os.replace(aside, path)
+                except OSError:
+                    return
+                log.info("restored %s from an interrupted replacement", self._rel(path))
+                return
+
+    def _record_failure(self, path: Path, h: str, exc: BaseException) -> None:
+        try:
+            atomic_write_json(self.failure_path(path), {
+                "config_hash": h, "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+                "traceback": traceback.format_exc(), "at": time.time(),
+            })
+        except OSError:
+            log.warning("could not record the failure of %s", self._rel(path))
 
     def _log_computed(self, path: Path, seconds: float) -> None:
         """One line per computed artifact in ``logs/computed.tsv``: what a run actually did."""
         log_path = self.root / "logs" / "computed.tsv"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\t{os.getpid()}\t{path.relative_to(self.root)}\t{seconds:.3f}\n"
+        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\t{os.getpid()}\t{self._rel(path)}\t{seconds:.3f}\n"
         fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())  # one short O_APPEND write: safe across concurrent workers

@@ -17,7 +17,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from leakexp.evaluate import LOWER_IS_BETTER, mfr_caption
-from leakexp.pipeline import grid_cells, stored_results
+from leakexp.pipeline import grid_cells
 from leakexp.report import latex_escape, markdown_table, summary, write_table
 from leakexp.stats import evaluate_corpus, order_swaps, seed_average
 from leakexp.store import Store, atomic_write_text
@@ -160,24 +160,57 @@ def detail(results: pd.DataFrame) -> pd.DataFrame:
     return d.reset_index().rename(columns={"count": "seeds"})
 
 
+class NoResults(RuntimeError):
+    """The store holds no finished cell of the configured grid; the message says what to run."""
+
+
+def incomplete_note(states: dict, corpus: str | None = None) -> str:
+    """The caption sentence that names the grid cells a table lacks (missing, failed, stale, ...)."""
+    cells = {c: s for c, s in states.items() if corpus is None or c.corpus == corpus}
+    if not cells:
+        return ""
+    by_state: dict[str, list[str]] = {}
+    for cell, state in cells.items():
+        by_state.setdefault(state, []).append(str(cell))
+    parts = []
+    for state in ("failed", "damaged", "stale", "running", "missing"):
+        names = sorted(by_state.get(state, []))
+        if names:
+            shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+            parts.append(f"{len(names)} {state} ({shown})")
+    return f" INCOMPLETE: {len(cells)} grid cell(s) have no result for this configuration and are left out: " \
+           + "; ".join(parts) + "."
+
+
 def write_tables(cfg: DictConfig) -> Path:
     """Write every table the stored results support and return the folder."""
-    store = Store(cfg.store)
-    results = stored_results(store, grid_cells(cfg))
+    from leakexp.pipeline import Pipeline
+
+    pipeline = Pipeline(cfg)
+    cells = grid_cells(cfg)
+    results, states = pipeline.stored_results(cells)
     out = tables_dir(cfg)
-    out.mkdir(parents=True, exist_ok=True)
     if len(results) == 0:
-        return out
+        raise NoResults(f"the store {pipeline.store.root} holds no finished cell of this configuration's grid "
+                        f"({len(cells)} cells: {incomplete_note(states).strip() or 'none'}); run `make demo` "
+                        "(toy world) or `make grid` first, or check the overrides")
+    out.mkdir(parents=True, exist_ok=True)
+    incomplete = incomplete_note(states)
+    atomic_write_text(out / "incomplete.csv", pd.DataFrame(
+        [{"corpus": c.corpus, "leakage": c.leakage, "size": c.size, "model": c.model, "seed": c.seed, "state": st}
+         for c, st in sorted(states.items(), key=lambda kv: str(kv[0]))],
+        columns=["corpus", "leakage", "size", "model", "seed", "state"]).to_csv(index=False))
     e = cfg.evaluate
     selection = e.get("cv_selection", "best")
     mfr = mfr_caption(e.mfr_missing, int(cfg.rerank.depth))
     seeds = sorted(results.seed.unique())
     write_table(summary(results), out, "summary",
                 f"Mean effectiveness per corpus, model and training-set size (data={cfg.data.name}); columns are "
-                f"measure x leakage type, averaged over topics and over {len(seeds)} seed(s). {mfr}; lower MFR is better.")
+                f"measure x leakage type, averaged over topics and over {len(seeds)} seed(s). {mfr}; lower MFR is better."
+                + incomplete)
     write_table(detail(results), out, "detail",
                 f"Mean and standard deviation over {len(seeds)} seed(s) of each cell's topic-averaged value "
-                f"(data={cfg.data.name}). {mfr}.")
+                f"(data={cfg.data.name}). {mfr}." + incomplete)
     atomic_write_text(out / "perquery.csv", results.to_csv(index=False))
 
     avg = seed_average(results)
@@ -202,6 +235,7 @@ def write_tables(cfg: DictConfig) -> Path:
             f"scores in bold; † marks Bonferroni-corrected significant differences to None (paired Student's t-test, "
             f"p < {e.get('alpha', 0.05)}); model order swaps induced by MSM leakage in red. {mfr}."
         )
+        caption += incomplete_note(states, corpus)
         table, marks, notes = cv_table(rows, models)
         stem = f"table{number}"
         note_text = "\n".join(f"- {n}" for n in notes) if notes else "- none"
@@ -218,7 +252,7 @@ def write_tables(cfg: DictConfig) -> Path:
     figure2(results, leaking, model, out,
             f"Figure 2. Effectiveness of {MODEL_LABEL.get(model, model)} as nDCG@10 on the topics with leakage "
             f"(data={cfg.data.name}), against training-set size; mean over {len(seeds)} seed(s), band = min-max over "
-            f"seeds. No leakage (None), MS MARCO / ORCAS leakage (MSM), test leakage (Test).")
+            f"seeds. No leakage (None), MS MARCO / ORCAS leakage (MSM), test leakage (Test)." + incomplete)
     return out
 
 

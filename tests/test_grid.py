@@ -1,6 +1,7 @@
 """The grid as researchers run it: kill and resume, concurrent workers, failures, config changes, launchers."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 from leakexp.cli import main
 from leakexp.config import compose
 from leakexp.grid import complete, grid_status
+from leakexp.pipeline import Cell, Pipeline, grid_cells
 from leakexp.store import Store
 
 GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]",
@@ -42,8 +44,11 @@ def test_kill_9_mid_grid_then_resume_equals_an_uninterrupted_run(tmp_path):
     assert len(after) == 8
     assert all(after[k] == v for k, v in finished.items())  # no finished cell was recomputed
     redone = store.computed()[len(computed_before):]
-    assert not any(r.startswith(("eval/", "train/")) and r in finished for r in redone)
-    assert not {f"train/{k[len('eval/'):]}" for k in finished} & set(redone)
+    assert not set(finished) & set(redone)
+    p = Pipeline(compose([f"store={killed}", *GRID]))
+    done_cells = [c for c in grid_cells(p.cfg) if str(p.cell_path("eval", c).relative_to(store.root)) in finished]
+    assert len(done_cells) == len(finished)
+    assert not {str(p.cell_path("train", c).relative_to(store.root)) for c in done_cells} & set(redone)
     assert subprocess.run(LEAKEXP + ["grid", f"store={clean}", *GRID], capture_output=True).returncode == 0
     a = pd.read_csv(killed / "tables" / "toy" / "summary.csv")
     b = pd.read_csv(clean / "tables" / "toy" / "summary.csv")
@@ -58,9 +63,9 @@ def test_two_processes_on_one_cell_compute_it_once(tmp_path):
              for _ in range(2)]
     assert [p.wait(300) for p in procs] == [0, 0]
     computed = Store(tmp_path).computed()
-    for stage in ("sets/toy_core17/msm/64", "train/toy_core17/msm/64/knrm/seed-1",
-                  "rerank/toy_core17/msm/64/knrm/seed-1", "eval/toy_core17/msm/64/knrm/seed-1"):
-        assert computed.count(stage) == 1, stage
+    for stage in ("sets/toy_core17/msm/64/", "train/toy_core17/msm/64/knrm/seed-1/",
+                  "rerank/toy_core17/msm/64/knrm/seed-1/", "eval/toy_core17/msm/64/knrm/seed-1/"):
+        assert sum(c.startswith(stage) for c in computed) == 1, stage
     assert sum(c.startswith("detect/") for c in computed) == 1
 
 
@@ -72,7 +77,7 @@ def test_a_failing_cell_does_not_stop_the_grid_and_shows_in_status(tmp_path, cap
     assert (status["eval"].done, status["eval"].missing) == (3, 1)
     assert status["sets"].failed == 1 and "smaller than the 48 fixed leaked instances" in status["sets"].failures[0][1]
     assert main(["status", *args]) == 1
-    assert "FAILED sets/toy_core17/msm/40: BuildError" in capsys.readouterr().out
+    assert re.search(r"FAILED sets/toy_core17/msm/40/[0-9a-f]{12}: BuildError", capsys.readouterr().out)
 
 
 def test_a_model_change_redoes_training_and_below_only(tmp_path):
@@ -95,5 +100,9 @@ def test_submitit_local_launcher_equals_the_basic_launcher(tmp_path):
     assert basic.returncode == 0 and local.returncode == 0, local.stderr[-2000:]
     assert "Submitit 'local' sweep" in local.stdout + local.stderr
     for leakage in ("none", "msm"):
-        cell = Path("eval", "toy_core17", leakage, "64", "knrm", "seed-1", "perquery.parquet")
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "basic" / cell), pd.read_parquet(tmp_path / "local" / cell))
+        cell = Cell("toy_core17", leakage, 64, "knrm", 1)
+        a, b = (Pipeline(compose([f"store={tmp_path / run}", "data.queries_per_source=600", "corpus=toy_core17"]))
+                for run in ("basic", "local"))
+        assert a.cell_path("eval", cell).name == b.cell_path("eval", cell).name  # same config, same key
+        pd.testing.assert_frame_equal(pd.read_parquet(a.cell_path("eval", cell) / "perquery.parquet"),
+                                      pd.read_parquet(b.cell_path("eval", cell) / "perquery.parquet"))

@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 
-from leakexp.pipeline import Cell, Pipeline, stored_results
+from leakexp.pipeline import Cell, Pipeline
 from leakexp.store import DONE
 
 
@@ -50,14 +50,18 @@ def test_rerun_is_a_no_op_and_a_changed_measure_setting_redoes_only_evaluation(s
     from leakexp.config import compose
 
     cfg = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "evaluate.mfr_missing=depth"])
-    Pipeline(cfg).run_cell(cells[0])
+    other = Pipeline(cfg)
+    other.run_cell(cells[0])
     after = {s: _markers(p.store, s) for s in before}
     for s in ("sets", "train", "rerank"):
         assert after[s] == before[s]
-    changed = [k for k in after["eval"] if after["eval"][k] != before["eval"][k]]
-    assert changed == [p.store.path("eval", *cells[0].parts())]
-    # and back: the per-query MFR of misses is NaN again
+    # the other configuration's evaluation is a new artifact beside the first, which stays untouched
+    assert {k: v for k, v in after["eval"].items() if k in before["eval"]} == before["eval"]
+    assert set(after["eval"]) - set(before["eval"]) == {other.cell_path("eval", cells[0])}
+    assert other.cell_path("eval", cells[0]) != p.cell_path("eval", cells[0])
+    # and back: nothing is recomputed, the first configuration still finds its own result
     Pipeline(small_cfg).run_cell(cells[0])
+    assert _markers(p.store, "eval") == after["eval"]
 
 
 def test_tables_regenerate_from_the_store_alone(small_run, small_cfg):
@@ -72,9 +76,10 @@ def test_tables_regenerate_from_the_store_alone(small_run, small_cfg):
     write_tables(small_cfg)
     assert {n: (out / n).read_text() for n in names} == before
     assert "Table 3. Effectiveness on toy_robust" in before["table3.md"] and "KNRM" in before["table3.md"]
-    assert len(stored_results(p.store, cells)) > 0
-    missing = stored_results(p.store, [Cell("toy_robust", "none", 4096, "knrm", 9)])
-    assert len(missing) == 0
+    assert len(p.stored_results(cells)[0]) > 0
+    absent = Cell("toy_robust", "none", 4096, "knrm", 9)
+    missing, states = p.stored_results([absent])
+    assert len(missing) == 0 and states == {absent: "missing"}
 
 
 def test_every_toy_set_has_exact_counts_balance_and_no_candidate_filler(small_run, small_cfg):

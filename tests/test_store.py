@@ -120,3 +120,103 @@ def test_two_processes_on_one_artifact_compute_it_once(tmp_path):
     assert [p.exitcode for p in procs] == [0, 0]
     assert len(log.read_text().split()) == 1
     assert Store(tmp_path / "s").is_done(tmp_path / "s" / "stage" / "shared", {"k": 1})
+
+
+# -- nothing lost, nothing mixed ---------------------------------------------------------------------
+def test_a_failing_recompute_keeps_the_finished_artifact(tmp_path):
+    store = Store(tmp_path)
+    path = store.path("stage", "a")
+    store.ensure(path, {"k": 1}, lambda tmp: _write(tmp, "finished"))
+
+    def boom(tmp):
+        raise ZeroDivisionError("batch_size=0")
+
+    with pytest.raises(ZeroDivisionError):
+        store.ensure(path, {"k": 2}, boom)
+    assert store.is_done(path, {"k": 1}) and (path / "a.txt").read_text() == "finished"
+
+
+def test_keyed_paths_keep_two_configurations_apart(tmp_path):
+    store = Store(tmp_path)
+    a, b = store.keyed("train", "c", config={"lr": 1}), store.keyed("train", "c", config={"lr": 2})
+    assert a.parent == b.parent == store.path("train", "c") and a != b
+    store.ensure(a, {"lr": 1}, lambda tmp: _write(tmp, "one"))
+    store.ensure(b, {"lr": 2}, lambda tmp: _write(tmp, "two"))
+    assert (a / "a.txt").read_text() == "one" and (b / "a.txt").read_text() == "two"
+    assert store.others(a) == [b]
+
+
+def test_a_truncated_file_counts_as_missing_and_is_recomputed(tmp_path):
+    store, calls = Store(tmp_path), []
+    path = store.path("stage", "t")
+    compute = lambda tmp: (calls.append(1), _write(tmp, "complete content"))[1]
+    store.ensure(path, {"k": 1}, compute)
+    (path / "a.txt").write_text("compl")  # truncated behind the marker's back
+    assert not store.is_done(path, {"k": 1})
+    store.ensure(path, {"k": 1}, compute)
+    assert len(calls) == 2 and (path / "a.txt").read_text() == "complete content"
+
+
+def test_verify_finds_a_changed_byte_that_keeps_the_size(tmp_path):
+    store = Store(tmp_path)
+    path = store.ensure(store.path("stage", "v"), {"k": 1}, lambda tmp: _write(tmp, "abc"))
+    assert store.verify(path) == []
+    (path / "a.txt").write_text("abd")
+    assert store.is_done(path, {"k": 1})  # sizes match: reading stays cheap
+    assert store.verify(path) == ["a.txt (checksum differs)"]
+
+
+@pytest.mark.parametrize("content", ["[]", "null", '"done"', "{", '{"config_hash": 3}'])
+def test_a_done_marker_that_is_not_a_marker_counts_as_missing(tmp_path, content):
+    store = Store(tmp_path)
+    path = store.path("stage", "m")
+    path.mkdir(parents=True)
+    (path / DONE).write_text(content)
+    assert store.marker(path) is None and not store.is_done(path, {"k": 1})
+    store.ensure(path, {"k": 1}, _write)
+    assert store.is_done(path, {"k": 1})
+
+
+def test_looking_at_locks_creates_no_lock_file(tmp_path):
+    store = Store(tmp_path)
+    path = store.path("stage", "never")
+    assert not store.is_locked(path)
+    assert not tmp_path.joinpath("stage").exists()
+
+
+def test_a_store_root_that_is_a_file_is_a_clear_error(tmp_path):
+    from leakexp.store import StoreError
+
+    f = tmp_path / "store"
+    f.write_text("")
+    with pytest.raises(StoreError, match="is a file, not a directory; point LEAKEXP_STORE"):
+        Store(f)
+
+
+HOLD_SCRIPT = """
+import sys, time
+from leakexp.store import Store
+store = Store(sys.argv[1])
+def compute(tmp):
+    print("computing", flush=True)
+    time.sleep(4)
+    (tmp / "a.txt").write_text("x")
+store.ensure(store.path("stage", "w"), {"k": 1}, compute)
+"""
+
+
+def test_a_waiting_worker_says_whom_it_waits_for(tmp_path, caplog, monkeypatch):
+    import logging
+
+    import leakexp.store as store_module
+
+    monkeypatch.setattr(store_module, "WAIT_NOTICE_S", 0.5)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "computing"
+    store, calls = Store(tmp_path), []
+    with caplog.at_level(logging.INFO, logger="leakexp.store"):
+        store.ensure(store.path("stage", "w"), {"k": 1}, lambda tmp: (calls.append(1), _write(tmp))[1])
+    holder.wait(30)
+    assert calls == []  # the other worker computed it
+    waits = [r.getMessage() for r in caplog.records if r.getMessage().startswith("waiting for stage/w")]
+    assert waits and f"pid {holder.pid} on " in waits[0]

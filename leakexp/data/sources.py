@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from leakexp.data import toy
 from leakexp.data.files import iter_docs, read_qrels, read_queries, read_trec_topics, read_variants
 from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
-from leakexp.store import Store
+from leakexp.store import Store, config_hash
 
 
 class DataUnavailable(RuntimeError):
@@ -28,16 +28,25 @@ def file_fingerprint(*paths: Path) -> str:
 
 
 # -- the toy world -----------------------------------------------------------------------------------
-def toy_world(store: Store, data: DictConfig) -> Path:
-    """Generate (once) the toy world for ``data`` into the store and return its directory."""
-    config = {
+def toy_config(data: DictConfig) -> dict:
+    """What the toy world depends on (its artifact's config)."""
+    return {
         "stage": "toy",
         "seed": int(data.seed),
         "queries_per_source": int(data.queries_per_source),
         "leak_fraction": float(data.leak_fraction),
         "generator": 4,
     }
-    path = store.path("data", "toy", f"seed-{data.seed}")
+
+
+def toy_world_path(store: Store, data: DictConfig) -> Path:
+    return store.keyed("data", "toy", f"seed-{data.seed}", config=toy_config(data))
+
+
+def toy_world(store: Store, data: DictConfig) -> Path:
+    """Generate (once) the toy world for ``data`` into the store and return its directory."""
+    config = toy_config(data)
+    path = toy_world_path(store, data)
 
     def compute(tmp: Path) -> dict:
         return toy.generate(
@@ -124,8 +133,7 @@ def load_train_pool(store: Store, data: DictConfig) -> TrainPool:
 def data_fingerprint(store: Store, data: DictConfig) -> str:
     """Identity of a training pool's inputs, for the config hashes of downstream stages."""
     if data.kind == "toy":
-        marker = store.marker(toy_world(store, data))
-        return marker.config_hash
+        return config_hash(toy_config(data))  # what the generator makes is fixed by its config
     if data.kind == "local":
         return file_fingerprint(Path(data.msmarco), Path(data.orcas), Path(data.qrels), Path(data.docs))
     return f"{data.kind}:{data.msmarco}:{data.orcas}"
