@@ -204,8 +204,56 @@ def bench_monot5(root: Path) -> None:
     emit("rerank_max_abs_score_diff_vs_pyterrier_t5_batch4", float((mine - scores[4].loc[mine.index]).abs().max()))
 
 
+def bench_graph(root: Path) -> None:
+    """The A-leakage audit on WordNet-size synthetic graphs (~100k vertices, 150k edges, 70/5/25 edge split):
+    paths of all held-out edges (one early-stopped BFS per head vertex), against a full SciPy BFS per head."""
+    import numpy as np
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import breadth_first_order
+
+    from leakexp import graph
+
+    for name, crosslinks in (("graph", 1.0), ("graph_giant", 3.0)):  # 3.0: one component of ~2/3 of the graph
+        edges = graph.synthetic_graph(seed=0, concepts=12_500, crosslinks=crosslinks)
+        edges = graph.edge_split(edges.sample(n=150_000, random_state=0).sort_index(), seed=0)
+        vertices, h, t = graph.vertex_index(edges)
+        train = (edges.split == "train").to_numpy()
+        g = graph.TrainingGraph(vertices, h[train], t[train], (edges.label == "antonym").to_numpy()[train])
+        start = time.perf_counter()
+        paths = graph.held_out_paths(edges, progress=False)
+        seconds = time.perf_counter() - start
+        sources = np.unique(h[~train])
+        adj = csr_matrix((np.ones(len(g.indices)), g.indices, g.indptr), shape=(g.n, g.n))
+        sample = sources[:: max(1, len(sources) // 1000)]
+        start = time.perf_counter()
+        for s in sample:
+            breadth_first_order(adj, int(s), directed=False, return_predecessors=True)
+        full_bfs = (time.perf_counter() - start) / len(sample) * len(sources)
+        emit(f"{name}_vertices", len(vertices))
+        emit(f"{name}_edges", len(edges))
+        emit(f"{name}_largest_train_component", int(np.bincount(g.component).max()))
+        emit(f"{name}_held_out_edges", len(paths))
+        emit(f"{name}_bfs_sources", len(sources))
+        emit(f"{name}_paths_s", seconds)
+        emit(f"{name}_held_out_edges_per_s", len(paths) / seconds)
+        emit(f"{name}_scipy_full_bfs_per_source_estimate_s", full_bfs)
+        emit(f"{name}_test_a_parity_accuracy", float(paths[paths.applicable & (paths.split == "test")].correct.mean()))
+        emit(f"{name}_test_applicability", float(paths[paths.split == "test"].applicable.mean()))
+    start = time.perf_counter()
+    graph.audit(edges, root / "graph", name="giant")
+    emit("graph_giant_full_audit_s", time.perf_counter() - start)
+    wordnet = Path(os.environ.get("LEAKEXP_WORDNET", "/usr/share/wordnet"))
+    if (wordnet / "data.noun").is_file():  # all WordNet noun synonym/antonym pairs (~90k vertices, ~106k edges)
+        edges = graph.edge_split(graph.wordnet_pairs(wordnet, "noun", vocabulary="all", balance=False), seed=0)
+        start = time.perf_counter()
+        paths = graph.held_out_paths(edges, progress=False)
+        emit("graph_wordnet_noun_edges", len(edges))
+        emit("graph_wordnet_noun_held_out_edges", len(paths))
+        emit("graph_wordnet_noun_paths_s", time.perf_counter() - start)
+
+
 SECTIONS = {"detect": bench_detect, "build": bench_build, "rerank": bench_rerank, "train": bench_train,
-            "monot5": bench_monot5}
+            "monot5": bench_monot5, "graph": bench_graph}
 
 
 def main(argv: list[str]) -> int:

@@ -349,6 +349,15 @@ def cmd_build(overrides: list[str], export: bool = False) -> int:
     return 0
 
 
+def cmd_graph_audit(args) -> int:
+    from leakexp.graph import audit_command
+
+    return audit_command(edges=args.edges, wordnet=args.wordnet, pos=args.pos, split_by=args.split_by,
+                         resplit=args.resplit, proportions=args.proportions, seed=args.seed,
+                         train_split=args.train_split, antonym_labels=args.antonym_label,
+                         columns=args.columns, out=args.out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="leakexp",
@@ -394,6 +403,23 @@ def main(argv: list[str] | None = None) -> int:
     a = asub.add_parser("kappa", help="Cohen's kappa between two annotators' files")
     a.add_argument("first")
     a.add_argument("second")
+    g = sub.add_parser("graph-audit", help="A-leakage audit of a graph benchmark split on edges (paths between "
+                       "held-out pairs in the training graph, A-parity heuristic, reverse edges, vertex re-split)")
+    g.add_argument("edges", nargs="*", help="edge files: PATH (head TAB tail TAB label TAB split) or SPLIT=PATH "
+                   "(head TAB tail TAB label); none: the seeded synthetic graph (or --wordnet)")
+    g.add_argument("--wordnet", nargs="?", const="/usr/share/wordnet", metavar="DIR",
+                   help="build the synonym/antonym benchmark from WordNet 3.0 (default DIR /usr/share/wordnet)")
+    g.add_argument("--pos", default="adj", choices=["adj", "noun", "verb", "adv"], help="WordNet part of speech")
+    g.add_argument("--split-by", default="edges", choices=["edges", "vertices", "components"],
+                   help="how a built benchmark is split (edges: the standard construction)")
+    g.add_argument("--resplit", choices=["vertices", "components"], help="also write and audit a vertex-disjoint split")
+    g.add_argument("--proportions", default="0.70,0.05,0.25", help="train,val,test shares (paper: 0.70,0.05,0.25)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--train-split", default="train")
+    g.add_argument("--antonym-label", action="append", help="label(s) meaning antonym (default: antonym, 1)")
+    g.add_argument("--columns", default="head,tail,label",
+                   help="order of the first three fields (WN18: head,label,tail)")
+    g.add_argument("--out", help="report folder (default <LEAKEXP_STORE or store>/graph/<name>)")
     args = parser.parse_args(argv)
     _setup_logging(args.verbose)
     from leakexp.config import ConfigError
@@ -412,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "annotations":
             return cmd_annotations(args)
+        if args.command == "graph-audit":
+            return cmd_graph_audit(args)
         if args.command == "build":
             return cmd_build(args.overrides, export=args.export_monot5)
         if args.command == "status":
