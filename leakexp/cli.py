@@ -116,12 +116,17 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
         except Exception as exc:
             failed.append((cell, exc))
             log.error("cell %s failed: %s: %s", cell, type(exc).__name__, exc)
+    extra_lines = []
     if demo:
+        from leakexp.demo import extras
         from leakexp.tables import write_table1, write_table2
 
         write_table1(cfg, p)
         write_table2(cfg, p)
+        extra_lines = extras(cfg, p)
     out = write_tables(cfg)
+    for line in extra_lines:
+        print(line)
     print(f"{len(cells) - len(failed)}/{len(cells)} cells done in {time.time() - start:.1f}s")
     for cell, exc in failed:
         print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)

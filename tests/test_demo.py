@@ -1,0 +1,17 @@
+"""The demo's extras beside the grid: each runs once, is cached in the store and prints its key lines."""
+
+from leakexp.config import compose
+from leakexp.demo import extras
+from leakexp.pipeline import Pipeline
+
+
+def test_demo_extras_are_cached_and_print_the_audit_lines(tmp_path):
+    cfg = compose([f"store={tmp_path}", "data.queries_per_source=600"])
+    p = Pipeline(cfg)
+    first = extras(cfg, p)
+    computed = p.store.computed()
+    assert sum(c.startswith("graph/synthetic/") for c in computed) == 1
+    assert extras(cfg, p) == first and p.store.computed() == computed  # the second run computes nothing
+    assert any(line.strip().startswith("a_parity_applicable: 0 of ") for line in first)  # vertex re-split
+    accuracies = [float(line.split(":")[1]) for line in first if line.strip().startswith("a_parity_accuracy: 0.")]
+    assert accuracies and min(accuracies) > 0.9  # the edge split leaks
