@@ -233,6 +233,7 @@ def cmd_annotations(args) -> int:
         print(f"candidates: {k['candidates']}")
         print(f"kappa_leak: {k['kappa_leak']:.4f}")
         print(f"kappa_type: {k['kappa_type']:.4f}")
+        print(f"kappa_labels: {k['kappa_labels']:.4f}")
         return 0
     if args.action == "import":
         ann = v.read_annotations([Path(f) for f in args.annotations])

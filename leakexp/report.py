@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from leakexp.evaluate import MEASURE_ORDER
@@ -12,18 +13,33 @@ from leakexp.store import atomic_write_text
 LEAKAGE_ORDER = ("none", "msm", "test")
 
 
-def markdown_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
-    """A GitHub-flavoured Markdown table (no extra dependency)."""
-    def fmt(v):
-        if isinstance(v, float):
-            return "" if pd.isna(v) else floatfmt.format(v)
-        return str(v)
+def _is_missing(v) -> bool:
+    return v is None or (isinstance(v, (float, np.floating)) and np.isnan(v))
 
-    cols = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(fmt(v) for v in row) + " |")
-    return "\n".join(lines) + "\n"
+
+def _numeric(col: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
+
+
+def markdown_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
+    """A GitHub-flavoured Markdown table (pandas ``to_markdown``, pipe format).
+
+    Cells are written as given (so ``**bold**`` and ``<span style="color:red">`` marks render); floats use
+    ``floatfmt``, missing values stay empty, ``|`` is escaped and numeric columns are right-aligned.
+    """
+    def fmt(v) -> str:
+        if _is_missing(v):
+            return ""
+        if isinstance(v, (float, np.floating)):
+            return floatfmt.format(v)
+        return str(v).replace("|", r"\|").replace("\n", "<br>")
+
+    if not len(df.columns):
+        return ""
+    cells = pd.DataFrame({i: df.iloc[:, i].map(fmt) for i in range(df.shape[1])}, index=range(len(df)))
+    cells.columns = [str(c).replace("|", r"\|") for c in df.columns]
+    align = ["right" if _numeric(df.iloc[:, i]) else "left" for i in range(df.shape[1])]
+    return cells.to_markdown(index=False, disable_numparse=True, colalign=align) + "\n"
 
 
 def per_seed_means(results: pd.DataFrame) -> pd.DataFrame:
@@ -62,18 +78,35 @@ def write_table(df: pd.DataFrame, out_dir: Path, name: str, caption: str) -> dic
     return paths
 
 
+# LaTeX's special characters in text mode; the dagger of Tables 3-5 becomes a math superscript
+LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+    "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
+    ">": r"\textgreater{}", "†": r"$^\dagger$",
+}
+
+
 def latex_escape(s) -> str:
-    return (str(s).replace("\\", r"\textbackslash{}").replace("_", r"\_").replace("%", r"\%")
-            .replace("&", r"\&").replace("#", r"\#").replace("†", r"$^\dagger$"))
+    """``s`` as LaTeX text: every special character escaped, one character at a time (so an escape is
+    never escaped again)."""
+    return "".join(LATEX_SPECIAL.get(ch, ch) for ch in str(s))
 
 
-def latex_table(df: pd.DataFrame, caption: str) -> str:
-    """A booktabs table of a plain frame."""
-    cols = "l" * len(df.columns)
-    esc = latex_escape
-    lines = [r"\begin{table}", r"\centering", rf"\caption{{{esc(caption)}}}", rf"\begin{{tabular}}{{{cols}}}",
-             r"\toprule", " & ".join(esc(c) for c in df.columns) + r" \\", r"\midrule"]
-    for row in df.itertuples(index=False):
-        lines.append(" & ".join(f"{v:.3f}" if isinstance(v, float) else esc(v) for v in row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
+def latex_table(df: pd.DataFrame, caption: str, label: str | None = None) -> str:
+    """A booktabs table of a plain frame (pandas ``Styler.to_latex``; needs booktabs).
+
+    Cells, column names and the caption are escaped with :func:`latex_escape`; floats have three decimals.
+    """
+    def fmt(v) -> str:
+        if _is_missing(v):
+            return ""
+        if isinstance(v, (float, np.floating)):
+            return f"{v:.3f}"
+        return latex_escape(v)
+
+    cells = pd.DataFrame({i: df.iloc[:, i].map(fmt) for i in range(df.shape[1])}, index=range(len(df)))
+    cells.columns = [latex_escape(c) for c in df.columns]
+    cols = "".join("r" if _numeric(df.iloc[:, i]) else "l" for i in range(df.shape[1]))
+    styler = cells.style.hide(axis="index")
+    return styler.to_latex(caption=latex_escape(caption), label=label, hrules=True, position_float="centering",
+                           column_format=cols or "l")

@@ -3,20 +3,37 @@
 One PISA index per document collection lives in the store. Runs are cached as Parquet artifacts: the
 top-100 of every test topic (what the re-rankers re-rank) and of every training query (where negatives
 are sampled from).
+
+The analysis is config (``bm25.stemmer``, ``bm25.stopwords``). The paper re-ranks Capreolus' default BM25,
+i.e. Anserini's ``DefaultEnglishAnalyzer``: Lucene's StandardTokenizer, EnglishPossessiveFilter, lower case,
+Lucene's 33-word English stop list removed from documents and queries, and the original Porter stemmer
+(capreolus-ir/capreolus, capreolus/index/anserini.py: ``AnseriniIndex`` ``stemmer="porter"``,
+``indexstops=False``; capreolus/searcher/anserini.py: ``BM25`` k1 0.9, b 0.4, ``fields="title"``;
+castorini/anserini, src/main/java/io/anserini/analysis/DefaultEnglishAnalyzer.java, ``newDefaultInstance``).
+PISA has porter2 and Krovetz but no original Porter, so ``stemmer=porter`` analyses text here
+(:func:`analyze`) and hands PISA the analysed terms with its own stemmer and stop list off. The other
+stemmers are PISA's own; their stop list is then applied to queries only (PISA indexes every word).
+An external first-stage run (e.g. the authors' Anserini BM25 runs of the Core tracks) is read with
+:func:`read_trec_run`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
+import json
 import logging
+import math
 import os
 import re
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import pandas as pd
 
+from leakexp.data.files import DataFormatError
 from leakexp.store import Store
 
 log = logging.getLogger(__name__)
@@ -27,6 +44,102 @@ _UNSAFE = re.compile(r"[^\w\s]", re.UNICODE)
 
 def clean_query(text: str) -> str:
     return " ".join(_UNSAFE.sub(" ", text).split())
+
+
+# -- analysis ------------------------------------------------------------------------------------------
+STEMMERS = ("porter2", "porter", "krovetz", "none")
+STOPWORDS = ("terrier", "lucene", "none")
+DEFAULT_ANALYSIS = {"stemmer": "porter2", "stopwords": "terrier"}  # pyterrier-pisa's defaults
+ANSERINI_ANALYSIS = {"stemmer": "porter", "stopwords": "lucene"}  # Anserini's / Capreolus' default (the paper)
+
+# Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (apache/lucene, lucene/analysis/common/src/java/org/apache/
+# lucene/analysis/en/EnglishAnalyzer.java), Anserini's default stop list; pyterrier-pisa's 'lucene' list is the same.
+LUCENE_STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
+    "they this to was will with".split()
+)
+
+# Lucene's StandardTokenizer (Unicode UAX #29 word boundaries), approximated: runs of letters, digits and
+# underscores, joined by an apostrophe, a full stop or a colon between them ("U.S.", "don't") and by a
+# comma between digits ("3,000"); hyphens and other punctuation separate words.
+_TOKEN = re.compile(r"\w+(?:(?:['\u2019\uff07.:]|(?<=\d),(?=\d))\w+)*")
+_POSSESSIVE = re.compile(r"['\u2019\uff07][sS]$")  # Lucene's EnglishPossessiveFilter
+_PISA_SAFE = re.compile(r"[a-z0-9]+")
+
+
+def check_analysis(stemmer: str, stopwords: str) -> None:
+    """Fail early, naming the key, on an analysis leakexp does not offer."""
+    if stemmer not in STEMMERS:
+        raise ValueError(f"bm25.stemmer={stemmer!r} is unknown; use one of {', '.join(STEMMERS)}")
+    if stopwords not in STOPWORDS:
+        raise ValueError(f"bm25.stopwords={stopwords!r} is unknown; use one of {', '.join(STOPWORDS)}")
+
+
+def _stop_set(stopwords: str) -> frozenset[str]:
+    if stopwords == "lucene":
+        return LUCENE_STOPWORDS
+    if stopwords == "terrier":
+        from pyterrier_pisa.stopwords import _STOPWORDS  # the list PISA itself uses for stops='terrier'
+
+        return frozenset(_STOPWORDS["terrier"])
+    return frozenset()
+
+
+@lru_cache(maxsize=None)
+def _stemmer(name: str):
+    import snowballstemmer
+
+    return snowballstemmer.stemmer({"porter": "porter", "porter2": "english"}[name])
+
+
+@lru_cache(maxsize=1 << 20)
+def _stem(word: str, stemmer: str) -> str:
+    # Lucene's PorterStemmer leaves words of one or two characters alone (stem(): "if (k > k0 + 1)")
+    return word if len(word) <= 2 else _stemmer(stemmer).stemWord(word)
+
+
+def analyze(text: str, stemmer: str = "porter", stopwords: str = "lucene") -> list[str]:
+    """Terms of ``text`` under Anserini's analysis chain: tokenise (StandardTokenizer, approximated), drop
+    a trailing possessive 's, lower-case, drop stop words, stem (``porter``: the original Porter stemmer,
+    snowballstemmer's 'porter' algorithm; ``porter2``: Snowball English; ``none``)."""
+    check_analysis(stemmer, stopwords)
+    if stemmer == "krovetz":
+        raise ValueError("bm25.stemmer=krovetz is PISA's own; leakexp analyses text itself only for porter")
+    stops = _stop_set(stopwords)
+    out = []
+    for token in _TOKEN.findall(text):
+        word = _POSSESSIVE.sub("", token).lower()
+        if not word or word in stops:
+            continue
+        out.append(word if stemmer == "none" else _stem(word, stemmer))
+    return out
+
+
+def pisa_term(term: str) -> str:
+    """A term PISA's tokenizer keeps whole: ASCII letters and digits stay; anything else ("u.s", "café") is
+    written as 'zzq' + its UTF-8 bytes in hex, the same way in documents and queries."""
+    return term if _PISA_SAFE.fullmatch(term) else "zzq" + term.encode("utf-8").hex()
+
+
+def analyzed_text(text: str, stemmer: str = "porter", stopwords: str = "lucene") -> str:
+    """``text`` as the space-separated PISA terms of :func:`analyze`."""
+    return " ".join(pisa_term(t) for t in analyze(text, stemmer, stopwords))
+
+
+def _self_analysed(stemmer: str) -> bool:
+    return stemmer == "porter"
+
+
+def _pisa_options(stemmer: str, stopwords: str) -> dict:
+    if _self_analysed(stemmer):
+        return {"stemmer": "none", "stops": "none"}
+    return {"stemmer": stemmer, "stops": stopwords}
+
+
+def index_analysis(index_path: Path) -> dict:
+    """The analysis an index was built with (``analysis.json``; indexes without one used PISA's defaults)."""
+    f = Path(index_path) / "analysis.json"
+    return json.loads(f.read_text()) if f.exists() else dict(DEFAULT_ANALYSIS)
 
 
 @contextlib.contextmanager
@@ -69,10 +182,21 @@ def build_index(
     threads: int = 2,
     verbose: bool = False,
     fingerprint: str = "",
+    stemmer: str = DEFAULT_ANALYSIS["stemmer"],
+    stopwords: str = DEFAULT_ANALYSIS["stopwords"],
 ) -> Path:
-    """PISA index of ``docs`` (docno, text) at ``index/<name>``; ``fingerprint`` identifies the docs."""
+    """PISA index of ``docs`` (docno, text) at ``index/<name>``; ``fingerprint`` identifies the docs.
+
+    The analysis (``stemmer``, ``stopwords``) is part of the index's config, so changing it re-indexes, and
+    is recorded in ``analysis.json`` for :func:`bm25_search`.
+    """
+    check_analysis(stemmer, stopwords)
     path = store.path("index", name)
-    config = {"stage": "index", "name": name, "docs": fingerprint, "stemmer": "porter2", "k1": k1, "b": b}
+    config = {"stage": "index", "name": name, "docs": fingerprint, "stemmer": stemmer, "stopwords": stopwords,
+              "k1": k1, "b": b}
+    if _self_analysed(stemmer):
+        config["analysis"] = "leakexp-anserini-1"  # analyze(): bump when its tokenisation changes
+    pisa = _pisa_options(stemmer, stopwords)
 
     def compute(tmp: Path) -> dict:
         PisaIndex = _pisa()
@@ -82,16 +206,29 @@ def build_index(
             nonlocal count
             for docno, text in docs:
                 count += 1
+                if _self_analysed(stemmer):
+                    text = analyzed_text(text, stemmer, stopwords)
                 yield {"docno": docno, "text": text}
 
         with quiet_native(not verbose):
-            index = PisaIndex(str(tmp / "pisa"), text_field="text", threads=threads)
+            index = PisaIndex(str(tmp / "pisa"), text_field="text", threads=threads, **pisa)
             index.index(records())
             index.bm25(k1=k1, b=b)  # builds the BM25 score file now, so the index stays read-only later
-        log.info("indexed %d documents of %s", count, name)
+        (tmp / "analysis.json").write_text(json.dumps({"stemmer": stemmer, "stopwords": stopwords}))
+        log.info("indexed %d documents of %s (stemmer %s, stop words %s)", count, name, stemmer, stopwords)
         return {"documents": count}
 
     return store.ensure(path, config, compute)
+
+
+def _check_index_analysis(index_path: Path, stemmer: str | None, stopwords: str | None) -> dict:
+    built = index_analysis(index_path)
+    wanted = {"stemmer": stemmer or built["stemmer"], "stopwords": stopwords or built["stopwords"]}
+    if wanted != built:
+        raise ValueError(f"{index_path}: index built with stemmer={built['stemmer']} stopwords={built['stopwords']}, "
+                         f"but bm25.stemmer={wanted['stemmer']} bm25.stopwords={wanted['stopwords']} was asked for; "
+                         f"build the index with the same analysis")
+    return built
 
 
 def bm25_search(
@@ -103,13 +240,22 @@ def bm25_search(
     b: float = 0.4,
     threads: int = 2,
     verbose: bool = False,
+    stemmer: str | None = None,
+    stopwords: str | None = None,
 ) -> pd.DataFrame:
-    """Top-``depth`` BM25 results (qid, query, docno, score, rank[0-based]) for a (qid, query) frame."""
+    """Top-``depth`` BM25 results (qid, query, docno, score, rank[0-based]) for a (qid, query) frame.
+
+    Queries get the index's analysis (``stemmer`` / ``stopwords``, when given, must match it)."""
+    analysis = _check_index_analysis(index_path, stemmer, stopwords)
     PisaIndex = _pisa()
     q = queries[["qid", "query"]].copy()
-    q["query"] = q["query"].map(clean_query)
+    if _self_analysed(analysis["stemmer"]):
+        q["query"] = q["query"].map(lambda t: analyzed_text(t, analysis["stemmer"], analysis["stopwords"]))
+    else:
+        q["query"] = q["query"].map(clean_query)
     with quiet_native(not verbose):
-        index = PisaIndex(str(Path(index_path) / "pisa"), threads=threads)
+        index = PisaIndex(str(Path(index_path) / "pisa"), threads=threads,
+                          stops=_pisa_options(analysis["stemmer"], analysis["stopwords"])["stops"])
         retriever = index.bm25(k1=k1, b=b, num_results=depth, threads=threads)
     res = retriever(q) if len(q) else pd.DataFrame(columns=["qid", "query", "docno", "score", "rank"])
     res = res.merge(queries[["qid", "query"]], on="qid", suffixes=("_clean", ""))
@@ -130,8 +276,11 @@ def bm25_run(
     b: float = 0.4,
     threads: int = 2,
     verbose: bool = False,
+    stemmer: str | None = None,
+    stopwords: str | None = None,
 ) -> pd.DataFrame:
-    """Cached :func:`bm25_search` as the artifact ``bm25/<name>/run.parquet``."""
+    """Cached :func:`bm25_search` as the artifact ``bm25/<name>/run.parquet`` (the index's config hash,
+    which covers its analysis, is part of the run's config)."""
     path = store.path("bm25", name)
     index_marker = store.marker(index_path)
     config = {
@@ -144,9 +293,85 @@ def bm25_run(
     }
 
     def compute(tmp: Path) -> dict:
-        res = bm25_search(index_path, queries, depth=depth, k1=k1, b=b, threads=threads, verbose=verbose)
+        res = bm25_search(index_path, queries, depth=depth, k1=k1, b=b, threads=threads, verbose=verbose,
+                          stemmer=stemmer, stopwords=stopwords)
         res.to_parquet(tmp / "run.parquet", index=False)
         return {"queries": int(queries.qid.nunique()), "rows": len(res)}
 
     store.ensure(path, config, compute)
     return pd.read_parquet(path / "run.parquet")
+
+
+# -- external first-stage runs ---------------------------------------------------------------------------
+def _run_lines(path: Path) -> list[str]:
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: first-stage run not found (rerank.first_stage)")
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); a TREC "
+                              f"run has lines 'qid Q0 docno rank score tag'") from None
+    lines = text.splitlines()
+    if not any(line.strip() for line in lines):
+        raise DataFormatError(f"{path}: the run is empty; pass a TREC run file (qid Q0 docno rank score tag)")
+    return lines
+
+
+def read_trec_run(path: Path, topics: pd.DataFrame | list[str] | None = None, *,
+                  depth: int | None = None) -> pd.DataFrame:
+    """A first-stage run in TREC format (``qid Q0 docno rank score tag``, plain or gzipped) as the frame
+    :func:`bm25_run` returns: qid, query (when ``topics`` is a (qid, query) frame), docno, score, rank (0-based).
+
+    Each topic's documents are ranked by score, ties by ascending docno (the file's own rank column is
+    not used), and cut to ``depth``. A topic id that is not one of ``topics`` is an error (the run of
+    another corpus?); topics the run lacks are logged and get no documents.
+    """
+    path = Path(path)
+    rows, first_line = [], {}
+    for n, line in enumerate(_run_lines(path), 1):
+        if not line.strip():
+            continue
+        fields = line.split()
+        if len(fields) != 6:
+            raise DataFormatError(f"{path}:{n}: expected 6 fields 'qid Q0 docno rank score tag', got {len(fields)}")
+        qid, _, docno, _, score, _ = fields
+        try:
+            value = float(score)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise DataFormatError(f"{path}:{n}: score {score!r} is not a finite number")
+        if (qid, docno) in first_line:
+            raise DataFormatError(f"{path}:{n}: document {docno} appears twice for topic {qid} "
+                                  f"(first at line {first_line[(qid, docno)]})")
+        first_line[(qid, docno)] = n
+        rows.append((qid, docno, value))
+    run = pd.DataFrame(rows, columns=["qid", "docno", "score"])
+    order = list(dict.fromkeys(run.qid))
+    frame = None
+    if topics is not None:
+        frame = topics if isinstance(topics, pd.DataFrame) else pd.DataFrame({"qid": list(topics)})
+        frame = frame.assign(qid=frame.qid.astype(str))
+        known = list(dict.fromkeys(frame.qid))
+        unknown = [q for q in order if q not in set(known)]
+        if unknown:
+            shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+            raise DataFormatError(f"{path}: {len(unknown)} topic id(s) of the run are not topics of this corpus "
+                                  f"({shown}); is it the run of another corpus?")
+        missing = [q for q in known if q not in set(order)]
+        if missing:
+            log.warning("%s: no documents for %d topic(s) (%s)", path, len(missing), ", ".join(missing[:10]))
+        order = known
+    run = run.assign(_pos=run.qid.map({q: i for i, q in enumerate(order)}))
+    run = run.sort_values(["_pos", "score", "docno"], ascending=[True, False, True], kind="mergesort")
+    run["rank"] = run.groupby("qid", sort=False).cumcount().astype("int64")
+    if depth is not None:
+        run = run[run["rank"] < int(depth)]
+    run = run.drop(columns="_pos").reset_index(drop=True)
+    if frame is not None and "query" in frame.columns:
+        run = run.merge(frame[["qid", "query"]].drop_duplicates("qid"), on="qid", how="left")
+        return run[["qid", "query", "docno", "score", "rank"]]
+    return run[["qid", "docno", "score", "rank"]]

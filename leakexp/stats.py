@@ -1,10 +1,21 @@
 """Five-fold cross-validation over training-set sizes, paired t-tests with Bonferroni correction, and
 model-order swaps (paper, Section 4, Tables 3-5).
 
-For each model, leakage type and measure: in each fold, the training-set size that is best on the other
-four folds' topics (``best``) — or, for a leaked type, the size with the largest leakage effect over
-``none`` on those topics (``max_effect``) — is chosen, and that size's per-query values on the held-out
-fold are kept. The held-out values of all folds together are the cross-validated result.
+For each model, leakage type and measure, one training-set size is chosen per fold on the other four
+folds' topics and that size's per-query values on the held-out fold are kept; the held-out values of all
+folds together are the cross-validated result. Two ways to choose (``evaluate.cv_selection``):
+
+- ``best`` (default): every leakage type (None too) takes the size with the best mean on the training
+  folds. A leaked type is tested against None's own cross-validated values (paired per topic): "the best
+  model with leakage against the best model without".
+- ``max_effect`` (the paper, Section 4: "a grid search ... can choose the training set size with the
+  highest leakage effect"): for a leaked type, per fold the size with the largest leakage effect on the
+  training folds, i.e. the largest mean(leaked[size]) - mean(none[size]) (for MFR, where lower is better,
+  the largest decrease); on the held-out fold the leaked values *and the None values at that same size*
+  are kept, and the t-test pairs those. So a gain at 1k is measured against None at 1k, never against None
+  at another size. The None column of a table still shows None's ``best`` cross-validation (the best
+  model without leakage); the summary's ``none_mean`` and ``effect`` give the paired None mean and the
+  leaked-minus-None difference that the test is about.
 """
 
 from __future__ import annotations
@@ -51,6 +62,7 @@ def _pick(scores: dict[int, float], lower_better: bool) -> int:
 class CVResult:
     values: pd.Series  # qid -> held-out value
     sizes: dict[int, int]  # fold -> chosen size
+    baseline: pd.Series | None = None  # max_effect: qid -> held-out None value at the same size
 
 
 def cross_validate(
@@ -68,22 +80,27 @@ def cross_validate(
         if baseline is None:
             raise ValueError("max_effect selection needs the no-leakage results")
         base = baseline.pivot_table(index="qid", columns="size", values="value", aggfunc="mean", dropna=False)
+        base = base.reindex(index=wide.index)  # None on the leaked type's topics (NaN where it has none)
     fold_of = pd.Series({q: folds[q] for q in wide.index if q in folds})
-    held, chosen = [], {}
+    held, held_base, chosen = [], [], {}
     for k in sorted(set(fold_of.values)):
         train_q = fold_of.index[fold_of != k]
         test_q = fold_of.index[fold_of == k]
         if base is not None:
-            # largest improvement over none (for lower-is-better measures: largest decrease)
+            # largest improvement over none at the same size (for lower-is-better measures: largest decrease)
             scores = {s: _mean(wide.loc[train_q, s]) - _mean(base.loc[train_q, s]) if s in base.columns else np.nan
                       for s in wide.columns}
             size = _pick({s: (-v if lower else v) for s, v in scores.items()}, lower_better=False)
+            held_base.append(base.loc[test_q, size] if size in base.columns else pd.Series(np.nan, index=test_q))
         else:
             size = _pick({s: _mean(wide.loc[train_q, s]) for s in wide.columns}, lower_better=lower)
         chosen[int(k)] = int(size)
         held.append(wide.loc[test_q, size])
     values = pd.concat(held).sort_index() if held else pd.Series(dtype=float)
-    return CVResult(values, chosen)
+    paired = None
+    if base is not None:
+        paired = pd.concat(held_base).sort_index() if held_base else pd.Series(dtype=float)
+    return CVResult(values, chosen, paired)
 
 
 def paired_t(a: pd.Series, b: pd.Series) -> tuple[float, int]:
@@ -110,10 +127,11 @@ def evaluate_corpus(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """CV results and tests for every model of ``corpus``.
 
-    Returns (summary, sizes): summary has one row per (model, measure, leakage) with the mean, the p-value
-    against none, the Bonferroni-corrected p-value (over the leaked types of that model and measure, as
-    pt.Experiment corrects over the non-baseline systems) and a significance flag; sizes lists the chosen
-    size per fold.
+    Returns (summary, sizes): summary has one row per (model, measure, leakage) with the mean, the mean of
+    the None values it is paired with (``none_mean``: None's own cross-validation under ``best``, None at the
+    same sizes under ``max_effect``), their difference (``effect``), the p-value of the paired t-test, the
+    Bonferroni-corrected p-value (over the leaked types of that model and measure, as pt.Experiment
+    corrects over the non-baseline systems) and a significance flag; sizes lists the chosen size per fold.
     """
     a = avg[avg.corpus == corpus]
     folds = assign_folds(a.qid.unique().tolist(), n_folds, fold_seed)
@@ -135,13 +153,18 @@ def evaluate_corpus(
                 size_rows += [{"corpus": corpus, "model": model, "measure": measure, "leakage": leakage,
                                "fold": k, "size": s} for k, s in res.sizes.items()]
             leaked = [l for l in ("msm", "test") if l in cv and "none" in cv]
-            raw = [paired_t(cv[l].values, cv["none"].values)[0] for l in leaked]
+            # what each leaked type is compared with: None at the same sizes (max_effect) or None's own CV
+            partner = {l: cv[l].baseline if cv[l].baseline is not None else cv["none"].values for l in leaked}
+            raw = [paired_t(cv[l].values, partner[l])[0] for l in leaked]
             corrected = dict(zip(leaked, bonferroni(raw)))
             raw = dict(zip(leaked, raw))
             for leakage, res in cv.items():
+                mean = _mean(res.values)
+                none_mean = _mean(partner[leakage]) if leakage in partner else np.nan
                 rows.append({
-                    "corpus": corpus, "model": model, "measure": measure, "leakage": leakage,
-                    "mean": _mean(res.values), "queries": int(res.values.notna().sum()),
+                    "corpus": corpus, "model": model, "measure": measure, "leakage": leakage, "selection": selection,
+                    "mean": mean, "queries": int(res.values.notna().sum()),
+                    "none_mean": none_mean, "effect": mean - none_mean,
                     "p": raw.get(leakage, np.nan), "p_bonferroni": corrected.get(leakage, np.nan),
                     "significant": bool(corrected.get(leakage, 1.0) < alpha),
                 })

@@ -37,9 +37,14 @@ def _fmt(v: float) -> str:
 
 
 def cv_table(summary_rows: pd.DataFrame, models: list[str]) -> tuple[pd.DataFrame, dict, list[str]]:
-    """Cells of one corpus table: (frame of formatted strings for Markdown, marks for LaTeX, swap notes)."""
+    """Cells of one corpus table: (frame of formatted strings for Markdown, marks for LaTeX, swap notes).
+
+    Under ``max_effect`` selection (the summary's ``selection`` column) a leaked cell also shows, in
+    parentheses, its difference to None at the same sizes (``effect``): that is what its † is about.
+    """
     s = summary_rows.set_index(["model", "measure", "leakage"])
     present = [m for m in models if m in s.index.get_level_values(0)]
+    show_effect = "selection" in s.columns and "effect" in s.columns and (s["selection"] == "max_effect").any()
     cells: dict[tuple[str, str, str], dict] = {}
     notes = []
     for measure in TABLE_MEASURES:
@@ -49,9 +54,11 @@ def cv_table(summary_rows: pd.DataFrame, models: list[str]) -> tuple[pd.DataFram
             valid = {m: v for m, v in col.items() if not np.isnan(v)}
             best = (min if lower else max)(valid.values()) if valid else None
             for m, v in col.items():
-                sig = bool(s.loc[(m, measure, leakage), "significant"]) if (m, measure, leakage) in s.index else False
+                row = s.loc[(m, measure, leakage)] if (m, measure, leakage) in s.index else None
+                sig = bool(row["significant"]) if row is not None else False
+                effect = float(row["effect"]) if show_effect and row is not None and leakage != "none" else None
                 cells[(m, measure, leakage)] = {"value": v, "bold": best is not None and v == best,
-                                                "dagger": sig and leakage != "none", "red": False}
+                                                "dagger": sig and leakage != "none", "red": False, "effect": effect}
         means = {m: {l: cells[(m, measure, l)]["value"] for l in ("none", "msm")} for m in present}
         for gainer, overtaken in order_swaps(means, lower_better=lower):
             cells[(gainer, measure, "msm")]["red"] = True
@@ -68,6 +75,8 @@ def cv_table(summary_rows: pd.DataFrame, models: list[str]) -> tuple[pd.DataFram
                 text = _fmt(c["value"]) + ("†" if c["dagger"] else "")
                 if c["bold"]:
                     text = f"**{text}**"
+                if c["effect"] is not None and not np.isnan(c["effect"]):
+                    text += f" ({c['effect']:+.3f})"
                 if c["red"]:
                     text = f'<span style="color:red">{text}</span>'
                 row[f"{measure} {LEAKAGE_LABEL[leakage]}"] = text
@@ -76,26 +85,34 @@ def cv_table(summary_rows: pd.DataFrame, models: list[str]) -> tuple[pd.DataFram
 
 
 def cv_latex(marks: dict, caption: str, label: str) -> str:
-    """A booktabs table with bold, \\dagger and \\textcolor{red} (needs booktabs and xcolor)."""
-    lines = [r"\begin{table}", r"\centering", rf"\caption{{{latex_escape(caption)}}}", rf"\label{{{label}}}",
-             r"\begin{tabular}{l" + "rrr" * len(TABLE_MEASURES) + "}", r"\toprule",
-             "Model & " + " & ".join(rf"\multicolumn{{3}}{{c}}{{{latex_escape(m)}}}" for m in TABLE_MEASURES) + r" \\",
-             " ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(len(TABLE_MEASURES))),
-             " & " + " & ".join(["None & MSM & Test"] * len(TABLE_MEASURES)) + r" \\", r"\midrule"]
+    """A booktabs table (pandas ``Styler.to_latex``) with bold, $^\\dagger$ and \\textcolor{red}
+    (needs booktabs and xcolor); measures span their three leakage columns."""
+    columns = pd.MultiIndex.from_product([TABLE_MEASURES, [LEAKAGE_LABEL[l] for l in ("none", "msm", "test")]],
+                                         names=["Model", ""])
+    body = []
     for m in marks["models"]:
-        cells = []
+        row = []
         for measure in TABLE_MEASURES:
             for leakage in ("none", "msm", "test"):
                 c = marks["cells"][(m, measure, leakage)]
                 text = _fmt(c["value"]).replace("–", "--") + (r"$^\dagger$" if c["dagger"] else "")
                 if c["bold"]:
                     text = rf"\textbf{{{text}}}"
+                if c.get("effect") is not None and not np.isnan(c["effect"]):
+                    text += f" ({c['effect']:+.3f})"
                 if c["red"]:
                     text = rf"\textcolor{{red}}{{{text}}}"
-                cells.append(text)
-        lines.append(f"{MODEL_LABEL.get(m, m)} & " + " & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
+                row.append(text)
+        body.append(row)
+    frame = pd.DataFrame(body, columns=columns, index=[latex_escape(MODEL_LABEL.get(m, m)) for m in marks["models"]])
+    styler = frame.style.format_index(latex_escape, axis=1)
+    tex = styler.to_latex(caption=latex_escape(caption), label=label, hrules=True, position_float="centering",
+                          multicol_align="c", column_format="l" + "rrr" * len(TABLE_MEASURES))
+    # a rule under each measure's spanning header
+    rules = " ".join(rf"\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(len(TABLE_MEASURES)))
+    head, sep, rest = tex.partition(r"\multicolumn")
+    first, newline, rest = rest.partition("\n")
+    return head + sep + first + newline + rules + "\n" + rest
 
 
 def leaking_topics(cfg: DictConfig) -> dict[str, list[str]]:
@@ -226,14 +243,22 @@ def write_tables(cfg: DictConfig) -> Path:
         all_sizes.append(sizes)
         n_topics = avg[avg.corpus == corpus].qid.nunique()
         name = CORPUS_LABEL.get(corpus, corpus)
+        if selection == "max_effect":
+            chosen = ("None: the size best on the training folds, i.e. the best model without leakage; MSM and Test: "
+                      "the size with the largest leakage effect on the training folds, i.e. the largest difference to "
+                      "None at the same size")
+            tested = ("to None at the sizes chosen for MSM / Test (not to the None column), "
+                      "whose difference is given in parentheses")
+        else:
+            chosen = "the size best on the training folds"
+            tested = "to None"
         caption = (
             f"Table {number}. Effectiveness on {name} (data={cfg.data.name}, {n_topics} topics, {len(seeds)} seed(s) "
             f"averaged per topic) as nDCG@10, MFR (mean first rank of a relevant document; lower is better) and P@1 "
-            f"in five-fold cross-validation over training-set sizes (size chosen per fold: "
-            f"{'best on the training folds' if selection == 'best' else 'largest leakage effect on the training folds (None: best)'}). "
+            f"in five-fold cross-validation over training-set sizes (size chosen per fold: {chosen}). "
             f"Models trained with no leakage (None), MS MARCO / ORCAS leakage (MSM) or test leakage (Test). Highest "
-            f"scores in bold; † marks Bonferroni-corrected significant differences to None (paired Student's t-test, "
-            f"p < {e.get('alpha', 0.05)}); model order swaps induced by MSM leakage in red. {mfr}."
+            f"scores in bold; † marks Bonferroni-corrected significant differences {tested} (paired Student's "
+            f"t-test, p < {e.get('alpha', 0.05)}); model order swaps induced by MSM leakage in red. {mfr}."
         )
         caption += incomplete_note(states, corpus)
         table, marks, notes = cv_table(rows, models)

@@ -4,13 +4,22 @@ One JSON object per line: ``id``, ``data`` (training query), ``label`` (list), `
 ``variant``, ``narrative``, ``description``, ``ms-marco-qid``, ``cosine_similarity``. A candidate is a true
 leak unless its labels include ``Different Topic``; its reformulation type is its ``Title-…`` label.
 In the toy world the generator's ground truth fills in the labels, through the same import path.
+
+The study's annotations (webis-de/SPIRE-22, ``src/main/resources/manual-annotations/``) are the four final
+files ``query-reformulation-classification-iteration-01-annotated-by-maik-and-cakiki.jsonl``, ``-02-annotated-
+by-chris``, ``-03-annotated-by-maik`` and ``-04-annotated-by-maik`` (103 + 308 + 330 + 86 = the paper's 827
+candidates). The iteration-01 files of the agreement study (``annotator-agreement/…-by-maik``, ``…-by-cakiki``,
+and ``…-01-annotated-by-chris``, a copy of ``…-by-cakiki``) label the same 103 ids again: they are for
+:func:`kappa`, and importing two label sets for one id is an error.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from leakexp.data.files import DataFormatError
@@ -24,6 +33,12 @@ LABELS = (
 DIFFERENT = "Different Topic"
 REQUIRED = ("id", "data", "label", "topic", "ms-marco-qid")
 ANNOTATION_COLUMNS = ["id", "train_qid", "query", "topic_qid", "labels", "leak", "type", "similarity", "file"]
+FINAL_FILES = (
+    "the study's four final files query-reformulation-classification-iteration-01-annotated-by-maik-and-cakiki.jsonl, "
+    "-02-annotated-by-chris.jsonl, -03-annotated-by-maik.jsonl and -04-annotated-by-maik.jsonl"
+)
+
+log = logging.getLogger(__name__)
 
 
 def review_candidates(pairs: pd.DataFrame, top_k: int) -> pd.DataFrame:
@@ -67,47 +82,92 @@ def truth_labels(review: pd.DataFrame, truth: pd.DataFrame) -> list[list[str]]:
     return out
 
 
-def read_annotations(paths: list[Path]) -> pd.DataFrame:
-    """Read annotation files into one set; later files must not repeat earlier ids."""
+def _annotation_lines(path: Path, allow_empty: bool = False) -> list[str]:
+    """The lines of an annotation file, or a one-line error for a missing, binary or non-UTF-8 file."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: annotation file not found")
+    if path.is_dir():
+        raise DataFormatError(f"{path}: is a folder; pass the annotation files themselves ({FINAL_FILES})")
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        raise DataFormatError(f"{path}: is gzip-compressed; decompress it first (gunzip {path.name})")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); annotation "
+                              f"files are JSON lines in UTF-8, re-save it as UTF-8 or pass the right file") from None
+    if "\x00" in text:
+        raise DataFormatError(f"{path}: is a binary file (NUL bytes); annotation files are JSON lines in UTF-8")
+    lines = text.splitlines()
+    if not allow_empty and not any(line.strip() for line in lines):
+        raise DataFormatError(f"{path}: holds no annotations (the file is empty); pass the annotated JSONL files "
+                              f"({FINAL_FILES})")
+    return lines
+
+
+def read_annotations(paths: list[Path], *, allow_empty: bool = False) -> pd.DataFrame:
+    """Read annotation files into one set.
+
+    An id seen again with the same candidate and labels (in any order) is read once; an id with another
+    candidate or other labels is an error naming both places (e.g. two annotators' files of the agreement
+    study). A binary or non-UTF-8 file is an error, and so is an empty one unless ``allow_empty`` (the toy
+    world's ground truth when no candidate passed the threshold).
+    """
     rows, seen = [], {}
+    repeated = 0
     for path in map(Path, paths):
-        if not path.exists():
-            raise FileNotFoundError(f"{path}: annotation file not found")
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{n}"
-                try:
-                    rec = json.loads(line)
-                except ValueError as exc:
-                    raise DataFormatError(f"{where}: not valid JSON ({exc.msg})") from None
-                if not isinstance(rec, dict):
-                    raise DataFormatError(f"{where}: expected a JSON object")
-                missing = [k for k in REQUIRED if k not in rec]
-                if missing:
-                    raise DataFormatError(f"{where}: missing field(s) {', '.join(missing)}")
-                labels = rec["label"]
-                if not isinstance(labels, list) or not labels:
-                    raise DataFormatError(f"{where}: 'label' must be a non-empty list of strings")
-                unknown = [x for x in labels if x not in LABELS]
-                if unknown:
-                    raise DataFormatError(f"{where}: unknown label(s) {unknown}; expected some of {list(LABELS)}")
-                try:
-                    ident = int(rec["id"])
-                except (TypeError, ValueError):
-                    raise DataFormatError(f"{where}: 'id' must be an integer, got {rec['id']!r}") from None
-                if ident in seen:
-                    raise DataFormatError(f"{where}: id {ident} already annotated in {seen[ident]}")
-                seen[ident] = where
-                leak = DIFFERENT not in labels
-                title_types = [x.split("-", 1)[1] for x in labels if x.startswith("Title-")]
-                rows.append({
-                    "id": ident, "train_qid": str(rec["ms-marco-qid"]), "query": rec["data"],
-                    "topic_qid": str(rec["topic"]), "labels": labels, "leak": leak,
-                    "type": title_types[0] if leak and title_types else (DIFFERENT if not leak else ""),
-                    "similarity": float(rec.get("cosine_similarity", float("nan"))), "file": str(path),
-                })
+        for n, line in enumerate(_annotation_lines(path, allow_empty), 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{n}"
+            try:
+                rec = json.loads(line)
+            except ValueError as exc:
+                raise DataFormatError(f"{where}: not valid JSON ({exc.msg})") from None
+            if not isinstance(rec, dict):
+                raise DataFormatError(f"{where}: expected a JSON object")
+            missing = [k for k in REQUIRED if k not in rec]
+            if missing:
+                hint = ""
+                if "label" not in rec and "text" in rec:
+                    hint = f"; this looks like an unannotated candidate file: pass {FINAL_FILES}"
+                raise DataFormatError(f"{where}: missing field(s) {', '.join(missing)}{hint}")
+            labels = rec["label"]
+            if not isinstance(labels, list) or not labels:
+                raise DataFormatError(f"{where}: 'label' must be a non-empty list of strings")
+            unknown = [x for x in labels if x not in LABELS]
+            if unknown:
+                raise DataFormatError(f"{where}: unknown label(s) {unknown}; expected some of {list(LABELS)}")
+            try:
+                ident = int(rec["id"])
+            except (TypeError, ValueError):
+                raise DataFormatError(f"{where}: 'id' must be an integer, got {rec['id']!r}") from None
+            candidate = (str(rec["ms-marco-qid"]), str(rec["topic"]))
+            if ident in seen:
+                first, first_candidate, first_labels = seen[ident]
+                if first_candidate != candidate:
+                    raise DataFormatError(
+                        f"{where}: id {ident} is candidate (ms-marco-qid {candidate[0]}, topic {candidate[1]}) here "
+                        f"but (ms-marco-qid {first_candidate[0]}, topic {first_candidate[1]}) in {first}; "
+                        f"pass files whose ids name one candidate each")
+                if first_labels != sorted(labels):
+                    raise DataFormatError(
+                        f"{where}: id {ident} is labelled {sorted(labels)} here but {first_labels} in {first}: two label "
+                        f"sets for one candidate (the study's annotator-agreement files reuse ids); pass one label set "
+                        f"per candidate, e.g. {FINAL_FILES}")
+                repeated += 1
+                continue
+            seen[ident] = (where, candidate, sorted(labels))
+            leak = DIFFERENT not in labels
+            title_types = [x.split("-", 1)[1] for x in labels if x.startswith("Title-")]
+            rows.append({
+                "id": ident, "train_qid": candidate[0], "query": rec["data"],
+                "topic_qid": candidate[1], "labels": labels, "leak": leak,
+                "type": title_types[0] if leak and title_types else (DIFFERENT if not leak else ""),
+                "similarity": float(rec.get("cosine_similarity", float("nan"))), "file": str(path),
+            })
+    if repeated:
+        log.info("%d annotation(s) repeated with the same labels were read once", repeated)
     return pd.DataFrame(rows, columns=ANNOTATION_COLUMNS)
 
 
@@ -190,26 +250,60 @@ def table2(annotations: pd.DataFrame, corpora: dict[str, list[str]]) -> tuple[pd
     return pd.DataFrame(rows_a), pd.DataFrame(rows_b)
 
 
+NO_LABEL = "(none)"  # pads the shorter of two sorted label lists in kappa_labels
+
+
 def cohen_kappa(a: list, b: list) -> float:
-    """Cohen's kappa of two aligned label lists."""
+    """Cohen's kappa of two aligned label lists (statsmodels' ``cohens_kappa`` on their contingency table).
+
+    Two raters who both use one and the same label throughout agree perfectly (1.0; the formula is 0/0)."""
+    from statsmodels.stats.inter_rater import cohens_kappa
+
     if len(a) != len(b) or not a:
         raise ValueError("kappa needs two non-empty label lists of the same length")
-    n = len(a)
     labels = sorted(set(a) | set(b), key=str)
-    po = sum(x == y for x, y in zip(a, b)) / n
-    pe = sum((a.count(l) / n) * (b.count(l) / n) for l in labels)
-    return 1.0 if pe == 1 else (po - pe) / (1 - pe)
+    if len(labels) == 1:
+        return 1.0
+    index = {label: i for i, label in enumerate(labels)}
+    table = np.zeros((len(labels), len(labels)))
+    np.add.at(table, ([index[x] for x in a], [index[y] for y in b]), 1)
+    return float(cohens_kappa(table, return_results=False))
+
+
+def label_positions(first: list[str], second: list[str]) -> tuple[list[str], list[str]]:
+    """Two annotators' labels of one candidate as aligned ratings: each list sorted, the shorter padded with
+    ``(none)``, so position i of one list is rated against position i of the other."""
+    a, b = sorted(first), sorted(second)
+    n = max(len(a), len(b))
+    return a + [NO_LABEL] * (n - len(a)), b + [NO_LABEL] * (n - len(b))
 
 
 def kappa(first: pd.DataFrame, second: pd.DataFrame) -> dict:
-    """Agreement of two annotators on the candidates both judged (joined on training query and topic)."""
+    """Agreement of two annotators on the candidates both judged (joined on training query and topic).
+
+    - ``kappa_leak``: on leak or not (a candidate is a leak unless labelled Different Topic), one rating per
+      candidate;
+    - ``kappa_type``: on the title's reformulation type (Identical, Specialization, Generalization,
+      Reformulation or Different Topic), one rating per candidate;
+    - ``kappa_labels``: on the whole label sets, title and variant labels together: each annotator's labels
+      sorted and compared position by position (:func:`label_positions`), one rating per position. This is
+      the figure the paper reports (Section 3: 0.59 on 103 candidates); on the study's iteration-01
+      agreement files it gives 0.592, against 0.559 (leak) and 0.419 (type).
+    """
     m = first.merge(second, on=["train_qid", "topic_qid"], suffixes=("_a", "_b"))
     if m.empty:
         raise ValueError("the two annotation files share no (ms-marco-qid, topic) candidate")
+    pos_a, pos_b = [], []
+    for la, lb in zip(m.labels_a, m.labels_b):
+        a, b = label_positions(la, lb)
+        pos_a += a
+        pos_b += b
     return {
         "candidates": len(m),
         "kappa_leak": cohen_kappa(m.leak_a.tolist(), m.leak_b.tolist()),
         "kappa_type": cohen_kappa(m.type_a.tolist(), m.type_b.tolist()),
+        "kappa_labels": cohen_kappa(pos_a, pos_b),
+        "label_positions": len(pos_a),
     }
 
 

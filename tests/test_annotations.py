@@ -138,3 +138,49 @@ def test_cli_review_exports_the_published_format(small_run, small_cfg, tmp_path)
     assert min(r["cosine_similarity"] for r in recs) > small_cfg.detect.threshold
     ann = read_annotations([out])  # labelled by the toy truth, it imports like any annotation file
     assert ann.leak.mean() > 0.9
+
+
+def test_kappa_labels_compares_sorted_label_lists_position_by_position(tmp_path):
+    first = _write(tmp_path / "a.jsonl", [_rec(0, "1", "301", ["Title-Identical", "Variant-Identical"]),
+                                         _rec(1, "2", "301", ["Title-Specialization"]),
+                                         _rec(2, "3", "302", ["Different Topic"])])
+    second = _write(tmp_path / "b.jsonl", [_rec(0, "1", "301", ["Variant-Identical", "Title-Identical"]),
+                                          _rec(1, "2", "301", ["Title-Specialization", "Variant-Generalization"]),
+                                          _rec(2, "3", "302", ["Title-Reformulation"])])
+    k = kappa(read_annotations([first]), read_annotations([second]))
+    # positions (sorted lists, the shorter padded with "(none)"):
+    #   (TI, TI), (VI, VI) | (TS, TS), ((none), VG) | (DT, TR)  -> 5 ratings, 3 agree: po = 3/5
+    #   marginals a: TI VI TS (none) DT, b: TI VI TS VG TR, 1/5 each -> pe = 3 * (1/5 * 1/5) = 3/25
+    #   kappa = (3/5 - 3/25) / (1 - 3/25) = 12/22 = 6/11
+    assert k["label_positions"] == 5
+    assert k["kappa_labels"] == pytest.approx(6 / 11)
+    # leak: (T, T), (T, T), (F, T): po = 2/3, pe = 2/3 * 1 + 1/3 * 0 = 2/3 -> 0
+    assert k["kappa_leak"] == pytest.approx(0.0)
+    # type: (I, I), (S, S), (DT, R): po = 2/3, pe = 1/9 + 1/9 = 2/9 -> (2/3 - 2/9) / (7/9) = 4/7
+    assert k["kappa_type"] == pytest.approx(4 / 7)
+
+
+def test_cli_kappa_prints_three_lines(tmp_path, capsys):
+    first = _write(tmp_path / "a.jsonl", [_rec(0, "1", "301", ["Title-Identical", "Variant-Identical"]),
+                                         _rec(1, "2", "302", ["Different Topic"])])
+    second = _write(tmp_path / "b.jsonl", [_rec(0, "1", "301", ["Title-Identical"]),
+                                          _rec(1, "2", "302", ["Different Topic"])])
+    assert main(["annotations", "kappa", str(first), str(second)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # positions: (TI, TI), (VI, (none)), (DT, DT): po = 2/3; pe = 1/9 + 1/9 = 2/9 -> 4/7
+    assert out == ["candidates: 2", "kappa_leak: 1.0000", "kappa_type: 1.0000", f"kappa_labels: {4 / 7:.4f}"]
+
+
+def test_cli_table2_on_an_empty_or_binary_file_is_a_one_line_error(tmp_path, capsys):
+    topics = tmp_path / "robust.txt"
+    topics.write_text("301\n")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n  \n")
+    binary = tmp_path / "labels.jsonl.gz"
+    binary.write_bytes(b"\x1f\x8b\x08\x00" + bytes(range(256)))
+    for bad, message in ((empty, "holds no annotations (the file is empty)"), (binary, "is gzip-compressed")):
+        assert main(["annotations", "table2", "--annotations", str(bad), "--corpus", f"robust04={topics}",
+                     "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(bad) in err and message in err
+    assert not (tmp_path / "out").exists()

@@ -1,15 +1,16 @@
 import math
 
 import pandas as pd
+import pytest
 
-from leakexp.evaluate import per_query
+from leakexp.evaluate import no_relevant_note, per_query, without_relevant
 from leakexp.models.base import rank_with_docno_ties
 
-QRELS = pd.DataFrame([("q1", "a", 0), ("q1", "b", 2), ("q1", "c", 1), ("q2", "x", 1), ("q3", "z", 0)],
+QRELS = pd.DataFrame([("q1", "a", 0), ("q1", "b", 2), ("q1", "c", 1), ("q2", "x", 1), ("q3", "z", 0), ("q3", "w", 1)],
                      columns=["qid", "docno", "label"])
 RUN = pd.DataFrame([("q1", "a", 3.0), ("q1", "c", 2.0), ("q1", "b", 1.0),  # first relevant at rank 2
                     ("q2", "x", 5.0), ("q2", "y", 1.0),                     # rank 1
-                    ("q3", "z", 1.0)],                                      # no relevant doc at all
+                    ("q3", "z", 1.0)],                                      # its relevant doc w not retrieved
                    columns=["qid", "docno", "score"])
 
 
@@ -36,9 +37,45 @@ def test_ties_are_broken_by_docno():
     df = pd.DataFrame({"qid": ["1"] * 3, "docno": ["d9", "d10", "d2"], "score": [1.0, 1.0, 2.0]})
     r = rank_with_docno_ties(df)
     assert r.docno.tolist() == ["d2", "d10", "d9"] and r["rank"].tolist() == [0, 1, 2]
+
+
+def test_a_tie_is_evaluated_in_the_stored_order_by_every_measure():
+    # a (relevant) and b tie; the stored order (ties by ascending docno) puts a first. pytrec_eval alone
+    # would put b first (descending docno): P@1 0 and nDCG@10 1/log2(3) while MFR says 1.
     tie = pd.DataFrame([("q", "b", 1.0), ("q", "a", 1.0)], columns=["qid", "docno", "score"])
-    qrels = pd.DataFrame([("q", "a", 1)], columns=["qid", "docno", "label"])
-    assert _values(per_query(tie, qrels, ["MFR", "P@1"]), "MFR") == {"q": 1.0}
+    qrels = pd.DataFrame([("q", "a", 1), ("q", "b", 0)], columns=["qid", "docno", "label"])
+    pq = per_query(tie, qrels, ["MFR", "P@1", "nDCG@10"])
+    assert _values(pq, "MFR") == {"q": 1.0}
+    assert _values(pq, "P@1") == {"q": 1.0}
+    assert _values(pq, "nDCG@10") == {"q": 1.0}  # the only relevant document at rank 1
+    # a stored rank column is the ranking, whatever the scores say: b first, a second
+    stored = tie.assign(rank=[0, 1])
+    pq = per_query(stored, qrels, ["MFR", "P@1", "nDCG@10"])
+    assert _values(pq, "MFR") == {"q": 2.0} and _values(pq, "P@1") == {"q": 0.0}
+    assert abs(_values(pq, "nDCG@10")["q"] - 1 / math.log2(3)) < 1e-9
+
+
+def test_topics_without_relevant_judgments_are_left_out_and_named_or_counted_as_zero():
+    qrels = pd.DataFrame([("301", "a", 1), ("301", "b", 0), ("672", "c", 0), ("672", "d", 0)],
+                         columns=["qid", "docno", "label"])
+    run = pd.DataFrame([("301", "a", 2.0), ("301", "b", 1.0), ("672", "c", 2.0), ("999", "e", 1.0)],
+                       columns=["qid", "docno", "score"])
+    topics = ["301", "672", "999"]  # 999: a topic without any judgment
+    assert without_relevant(qrels, topics) == ["672", "999"]
+    assert without_relevant(qrels) == ["672"]
+    skip = per_query(run, qrels, ["nDCG@10", "P@1", "MFR"], topics=topics)
+    assert set(skip.qid) == {"301"} and skip.value.tolist() == [1.0, 1.0, 1.0]
+    assert no_relevant_note(["672", "999"]) == "2 topics without relevant judgments left out (672, 999)"
+    assert no_relevant_note([]) == ""
+    zero = per_query(run, qrels, ["nDCG@10", "P@1", "MFR"], topics=topics, no_relevant="zero", mfr_missing="depth",
+                     depth=100)
+    assert _values(zero, "nDCG@10") == {"301": 1.0, "672": 0.0, "999": 0.0}
+    assert _values(zero, "P@1") == {"301": 1.0, "672": 0.0, "999": 0.0}
+    assert _values(zero, "MFR") == {"301": 1.0, "672": 101.0, "999": 101.0}
+    assert math.isnan(_values(per_query(run, qrels, ["MFR"], no_relevant="zero"), "MFR")["672"])
+    assert no_relevant_note(["672"], "zero") == "1 topic without relevant judgments counted as 0 (672)"
+    with pytest.raises(ValueError, match="evaluate.no_relevant"):
+        per_query(run, qrels, ["P@1"], no_relevant="drop")
 
 
 def test_mfr_works_inside_pt_experiment():

@@ -24,3 +24,126 @@ def test_bm25_ranks_and_caches(tmp_path):
 
 def test_clean_query_drops_punctuation():
     assert clean_query("what's (lyme) disease?") == "what s lyme disease"
+
+
+# -- analysis -------------------------------------------------------------------------------------------
+TITLES = {"t1": "three gorges dam", "t2": "most dangerous", "t3": "U.S. investment"}
+TITLE_DOCS = [("a1", "the three gorges dam on the yangtze"), ("a2", "the most dangerous roads"),
+              ("a3", "U.S. investment abroad"), ("a4", "hubble telescope images"), ("a5", "weather report")]
+
+
+def test_anserini_analysis_keeps_title_terms_that_terriers_list_drops():
+    from pyterrier_pisa import tokenize
+    from pyterrier_pisa.stopwords import _STOPWORDS
+
+    from leakexp.retrieval import LUCENE_STOPWORDS, analyze
+
+    assert len(LUCENE_STOPWORDS) == 33 and LUCENE_STOPWORDS == set(_STOPWORDS["lucene"])
+    # Anserini's chain (StandardTokenizer, possessive, lower case, Lucene's stop list, original Porter)
+    assert analyze("three gorges dam") == ["three", "gorg", "dam"]
+    assert analyze("most dangerous") == ["most", "danger"]
+    assert analyze("U.S. investment") == ["u.", "invest"]  # Lucene: "U.S" -> "u.s" -> Porter "u."
+    assert analyze("The children's toys are on it") == ["children", "toi"]
+    assert analyze("as us is") == ["us"]  # Lucene's Porter leaves two-letter words alone
+    # PISA's own analysis with Terrier's 733 words (pyterrier-pisa's default) loses them
+    terrier = set(_STOPWORDS["terrier"])
+    kept = {q: [t for t in tokenize(text, "porter2") if t not in terrier] for q, text in TITLES.items()}
+    assert kept == {"t1": ["gorg", "dam"], "t2": ["danger"], "t3": ["invest"]}
+
+
+def test_first_stage_retrieves_title_terms_under_anserinis_analysis_only(tmp_path):
+    store = Store(tmp_path)
+    queries = pd.DataFrame({"qid": ["t1", "t2", "t3"], "query": ["three", "most", "U.S."]})
+    anserini = build_index(store, "anserini", iter(TITLE_DOCS), fingerprint="v1", stemmer="porter",
+                           stopwords="lucene")
+    run = bm25_run(store, anserini, "anserini/title", queries, depth=3)
+    assert run.groupby("qid").docno.apply(list).to_dict() == {"t1": ["a1"], "t2": ["a2"], "t3": ["a3"]}
+    terrier = build_index(store, "terrier", iter(TITLE_DOCS), fingerprint="v1", stemmer="porter2",
+                          stopwords="terrier")
+    assert len(bm25_run(store, terrier, "terrier/title", queries, depth=3)) == 0
+    # whole titles: the same top document, found through every title term
+    titles = pd.DataFrame({"qid": list(TITLES), "query": list(TITLES.values())})
+    top = bm25_run(store, anserini, "anserini/titles", titles, depth=1)
+    assert top.docno.tolist() == ["a1", "a2", "a3"] and top["rank"].tolist() == [0, 0, 0]
+
+
+def test_the_analysis_is_part_of_the_index_config(tmp_path):
+    import pytest
+
+    from leakexp.retrieval import bm25_search, index_analysis
+
+    store = Store(tmp_path)
+    porter2 = build_index(store, "tiny", iter(DOCS), fingerprint="v1")
+    first = store.marker(porter2).config_hash
+    assert index_analysis(porter2) == {"stemmer": "porter2", "stopwords": "terrier"}
+    porter = build_index(store, "tiny", iter(DOCS), fingerprint="v1", stemmer="porter", stopwords="lucene")
+    assert store.marker(porter).config_hash != first  # re-indexed
+    assert index_analysis(porter) == {"stemmer": "porter", "stopwords": "lucene"}
+    q = pd.DataFrame({"qid": ["1"], "query": ["Lyme's disease"]})
+    assert bm25_search(porter, q, depth=2).docno.tolist() == ["d1", "d3"]
+    with pytest.raises(ValueError, match=r"index built with stemmer=porter stopwords=lucene, but bm25.stemmer=porter2"):
+        bm25_search(porter, q, stemmer="porter2")
+    with pytest.raises(ValueError, match=r"bm25.stemmer='lovins' is unknown"):
+        build_index(store, "bad", iter(DOCS), stemmer="lovins")
+    with pytest.raises(ValueError, match=r"bm25.stopwords='smart' is unknown"):
+        build_index(store, "bad", iter(DOCS), stopwords="smart")
+
+
+# -- external first-stage runs ---------------------------------------------------------------------------
+def _run_file(tmp_path, text, name="bm25.run"):
+    f = tmp_path / name
+    f.write_text(text)
+    return f
+
+
+def test_read_trec_run_ranks_by_score_with_docno_ties_and_cuts_to_depth(tmp_path):
+    from leakexp.retrieval import read_trec_run
+
+    f = _run_file(tmp_path, "302 Q0 z 1 9.0 Anserini\n302 Q0 b 2 7.5 Anserini\n302 Q0 a 3 7.5 Anserini\n"
+                            "302 Q0 c 4 1.0 Anserini\n\n301 Q0 d 1 2.0 Anserini\n")
+    topics = pd.DataFrame({"qid": ["301", "302", "303"], "query": ["lyme", "hubble", "weather"]})
+    run = read_trec_run(f, topics, depth=3)
+    assert run.columns.tolist() == ["qid", "query", "docno", "score", "rank"]
+    assert list(zip(run.qid, run.docno, run["rank"])) == [("301", "d", 0), ("302", "z", 0), ("302", "a", 1),
+                                                          ("302", "b", 2)]  # tie 7.5: a before b; c cut
+    assert run.loc[1, "query"] == "hubble" and run.score.tolist() == [2.0, 9.0, 7.5, 7.5]
+    plain = read_trec_run(f)
+    assert plain.columns.tolist() == ["qid", "docno", "score", "rank"] and len(plain) == 5
+
+
+def test_read_trec_run_errors_name_the_file_and_line(tmp_path):
+    import gzip
+
+    import pytest
+
+    from leakexp.data.files import DataFormatError
+    from leakexp.retrieval import read_trec_run
+
+    bad = _run_file(tmp_path, "301 Q0 a 1 2.0 x\n301 Q0 b 2.0 x\n", "short.run")
+    with pytest.raises(DataFormatError, match=r"short.run:2: expected 6 fields 'qid Q0 docno rank score tag', got 5"):
+        read_trec_run(bad)
+    nan = _run_file(tmp_path, "301 Q0 a 1 high x\n", "score.run")
+    with pytest.raises(DataFormatError, match=r"score.run:1: score 'high' is not a finite number"):
+        read_trec_run(nan)
+    twice = _run_file(tmp_path, "301 Q0 a 1 2.0 x\n301 Q0 a 2 1.0 x\n", "twice.run")
+    with pytest.raises(DataFormatError, match=r"twice.run:2: document a appears twice for topic 301 \(first at line 1\)"):
+        read_trec_run(twice)
+    other = _run_file(tmp_path, "301 Q0 a 1 2.0 x\n9001 Q0 a 1 2.0 x\n", "other.run")
+    with pytest.raises(DataFormatError, match=r"other.run: 1 topic id\(s\) of the run are not topics of this corpus "
+                                              r"\(9001\)"):
+        read_trec_run(other, ["301", "302"])
+    with pytest.raises(DataFormatError, match=r"empty.run: the run is empty"):
+        read_trec_run(_run_file(tmp_path, "\n", "empty.run"))
+    with pytest.raises(FileNotFoundError, match="missing.run: first-stage run not found"):
+        read_trec_run(tmp_path / "missing.run")
+    gz = tmp_path / "run.gz"
+    gz.write_bytes(gzip.compress(b"301 Q0 a 1 2.0 x\n"))
+    assert read_trec_run(gz, ["301"]).docno.tolist() == ["a"]
+
+
+def test_experiment_paper_uses_anserinis_analysis_and_the_demo_keeps_pisas():
+    from leakexp.config import compose
+
+    paper, demo = compose(["experiment=paper"]), compose([])
+    assert (paper.bm25.stemmer, paper.bm25.stopwords) == ("porter", "lucene")
+    assert (demo.bm25.stemmer, demo.bm25.stopwords) == ("porter2", "terrier")

@@ -42,6 +42,7 @@ def test_max_effect_selects_the_largest_gain_over_none():
     assert cross_validate(msm, folds, "P@1", leakage="msm").sizes == {0: 1, 1: 1, 2: 1}
     eff = cross_validate(msm, folds, "P@1", leakage="msm", selection="max_effect", baseline=none)
     assert eff.sizes == {0: 2, 1: 2, 2: 2} and eff.values.tolist() == [0.4, 0.4, 0.4]
+    assert eff.baseline.tolist() == [0.1, 0.1, 0.1]  # None at the same size, not at its best (1)
 
 
 def test_paired_t_and_bonferroni_equal_scipy_and_statsmodels():
@@ -111,3 +112,47 @@ def test_evaluate_corpus_flags_a_clear_improvement():
     assert s.loc["test", "significant"] and not s.loc["none", "significant"]
     assert s.loc["test", "p_bonferroni"] == pytest.approx(min(1, 2 * s.loc["test", "p"]))
     assert len(sizes) == 15 and set(sizes["size"]) <= {1000, 2000}
+
+
+def test_max_effect_pairs_the_leaked_values_with_none_at_the_same_size():
+    """A +0.1 gain at 1k (and a -0.05 loss at 32k) must come out as a gain against None at 1k, not as a
+    loss against None's best size (32k)."""
+    rng = np.random.default_rng(5)
+    qids = [f"t{i:02d}" for i in range(20)]
+    folds = {q: i % 5 for i, q in enumerate(qids)}
+    none_1k = 0.2 + rng.normal(0, 0.02, 20)
+    none_32k = 0.5 + rng.normal(0, 0.02, 20)
+    msm_1k = none_1k + 0.1 + rng.normal(0, 0.01, 20)
+    msm_32k = none_32k - 0.05 + rng.normal(0, 0.01, 20)
+    rows = []
+    for leakage, values in (("none", {1000: none_1k, 32000: none_32k}), ("msm", {1000: msm_1k, 32000: msm_32k})):
+        for size, vs in values.items():
+            rows += [("c", "knrm", leakage, size, "nDCG@10", q, float(v)) for q, v in zip(qids, vs)]
+    avg = pd.DataFrame(rows, columns=["corpus", "model", "leakage", "size", "measure", "qid", "value"])
+
+    summary, sizes = evaluate_corpus(avg, "c", ["nDCG@10"], selection="max_effect")
+    s = summary.set_index("leakage")
+    assert set(sizes[sizes.leakage == "msm"]["size"]) == {1000}
+    assert s.loc["msm", "mean"] == pytest.approx(msm_1k.mean())
+    assert s.loc["msm", "none_mean"] == pytest.approx(none_1k.mean())
+    assert s.loc["msm", "effect"] == pytest.approx(msm_1k.mean() - none_1k.mean()) and s.loc["msm", "effect"] > 0.09
+    assert s.loc["msm", "p"] == pytest.approx(sps.ttest_rel(msm_1k, none_1k).pvalue)
+    assert s.loc["msm", "significant"]
+    assert s.loc["none", "mean"] == pytest.approx(none_32k.mean())  # the None column: None's best size
+
+    # best (the default): the leaked type takes its best size (32k) and meets None's own best (32k)
+    best = evaluate_corpus(avg, "c", ["nDCG@10"])[0].set_index("leakage")
+    assert best.loc["msm", "mean"] == pytest.approx(msm_32k.mean())
+    assert best.loc["msm", "effect"] == pytest.approx(msm_32k.mean() - none_32k.mean()) and best.loc["msm", "effect"] < 0
+    assert best.loc["msm", "p"] == pytest.approx(sps.ttest_rel(msm_32k, none_32k).pvalue)
+
+
+def test_max_effect_for_mfr_takes_the_largest_decrease_and_keeps_none_at_that_size():
+    qids = ["a", "b", "c"]
+    folds = {"a": 0, "b": 1, "c": 2}
+    none = _grid({1: [3.0, 3.0, 3.0], 2: [2.0, 2.0, 2.0]}, qids)
+    msm = _grid({1: [1.5, 1.5, 1.5], 2: [1.8, 1.8, 1.8]}, qids)  # best absolute: 1 (1.5); largest decrease: 1 (-1.5)
+    eff = cross_validate(msm, folds, "MFR", leakage="msm", selection="max_effect", baseline=none)
+    assert eff.sizes == {0: 1, 1: 1, 2: 1}
+    assert eff.values.tolist() == [1.5] * 3 and eff.baseline.tolist() == [3.0] * 3
+    assert cross_validate(msm, folds, "MFR", leakage="msm").baseline is None
