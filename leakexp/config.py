@@ -115,6 +115,8 @@ def validate_evaluation(cfg: DictConfig) -> None:
     e = cfg.evaluate
     if e.mfr_missing not in ("skip", "depth"):
         raise ConfigError(f"evaluate.mfr_missing={e.mfr_missing} is unknown; use skip or depth")
+    if e.get("no_relevant", "skip") not in ("skip", "zero"):
+        raise ConfigError(f"evaluate.no_relevant={e.no_relevant} is unknown; use skip (leave such topics out) or zero")
     try:
         parse_measures(list(e.measures), mfr_missing=e.mfr_missing)
     except ValueError as exc:
@@ -155,6 +157,12 @@ def validate(cfg: DictConfig) -> None:
         if bad:
             raise ConfigError(f"grid.{key} has {bad[0]!r}; it must be a list of integers")
     validate_device(cfg.get("device", "auto"))
+    from leakexp.retrieval import check_analysis
+
+    try:
+        check_analysis(str(cfg.bm25.stemmer), str(cfg.bm25.stopwords))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     size = cfg.size
     if not isinstance(size, int) or size <= 0 or size % 2:
         raise ConfigError(f"size={size}: must be a positive even number of instances (one pos + one neg per query)")

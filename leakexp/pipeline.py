@@ -23,11 +23,11 @@ from leakexp import verify as verifier
 from leakexp.config import corpus_config, resolved_model_config
 from leakexp.data import sources
 from leakexp.data.types import Collection, TrainPool
-from leakexp.evaluate import per_query
+from leakexp.evaluate import per_query, without_relevant
 from leakexp.models import get as get_model_class
 from leakexp.models import load_checkpoint
 from leakexp.rerank import rerank, write_trec_run
-from leakexp.retrieval import bm25_run, build_index
+from leakexp.retrieval import bm25_run, build_index, read_trec_run
 from leakexp.store import Store, atomic_write_json, config_hash
 from leakexp.train import TrainConfig, resolve_device, set_seed, train
 
@@ -107,7 +107,8 @@ class Pipeline:
     # -- BM25 -----------------------------------------------------------------------------------------
     def _bm25_kwargs(self) -> dict:
         b = self.cfg.bm25
-        return dict(k1=float(b.k1), b=float(b.b), threads=int(b.threads), verbose=self.verbose)
+        return dict(k1=float(b.k1), b=float(b.b), threads=int(b.threads), verbose=self.verbose,
+                    stemmer=str(b.stemmer), stopwords=str(b.stopwords))
 
     def index(self, name: str) -> Path:
         """PISA index of a test collection (``name`` = corpus) or of the training pool (``train``)."""
@@ -118,12 +119,32 @@ class Pipeline:
         return build_index(self.store, name, iter(c.docs), fingerprint=self.corpus_fingerprint(name),
                            **self._bm25_kwargs())
 
+    def first_stage_file(self, corpus: str) -> Path | None:
+        """The external first-stage run of ``corpus`` (``rerank.first_stage``), or None for leakexp's BM25.
+
+        A value with ``{corpus}`` names one run per corpus; a plain path is the run of ``corpus=`` only.
+        """
+        spec = self.cfg.rerank.get("first_stage")
+        if not spec:
+            return None
+        spec = str(spec)
+        if "{corpus}" in spec:
+            return Path(spec.format(corpus=corpus))
+        if corpus != self.cfg.corpus.name:
+            raise ValueError(f"rerank.first_stage={spec} is one run, for corpus={self.cfg.corpus.name}, but a cell of "
+                             f"{corpus} needs its own; name one run per corpus with a template such as "
+                             "rerank.first_stage='runs/{corpus}.bm25.gz'")
+        return Path(spec)
+
     def test_run(self, corpus: str) -> pd.DataFrame:
-        """BM25 top-k of every topic of ``corpus`` (the query field from ``rerank.query_field``)."""
+        """The first-stage top-k of every topic of ``corpus`` that the models re-rank: leakexp's BM25 (the query
+        field from ``rerank.query_field``) or an external TREC run (``rerank.first_stage``)."""
         field = self.cfg.rerank.query_field
         topics = self.collection(corpus).topics_frame(field)
-        key = config_hash(self.first_stage_config(corpus))[:12]  # one run per first-stage configuration
-        return bm25_run(self.store, self.index(corpus), f"{corpus}/{field}/{key}", topics,
+        external = self.first_stage_file(corpus)
+        if external is not None:
+            return read_trec_run(external, topics, depth=int(self.cfg.rerank.depth))
+        return bm25_run(self.store, self.index(corpus), f"{corpus}/{field}", topics,
                         depth=int(self.cfg.rerank.depth), **self._bm25_kwargs())
 
     # -- detection and verification --------------------------------------------------------------------
@@ -189,7 +210,7 @@ class Pipeline:
                 labels = verifier.truth_labels(review, truth)
                 records = verifier.to_annotation_records(review, collections, labels)
                 verifier.write_annotations(tmp / "annotations.jsonl", records)
-                ann = verifier.read_annotations([tmp / "annotations.jsonl"])
+                ann = verifier.read_annotations([tmp / "annotations.jsonl"], allow_empty=True)
             else:
                 verifier.write_annotations(tmp / "review.jsonl", verifier.to_annotation_records(review, collections))
                 ann = verifier.read_annotations(files)
@@ -338,10 +359,15 @@ class Pipeline:
                 "seed": cell.seed, "device": "cuda" if self.device.startswith("cuda") else "cpu"}
 
     def first_stage_config(self, corpus: str) -> dict:
-        """What the BM25 run that a corpus's models re-rank depends on."""
-        return {"stage": "first-stage", "collection": self.corpus_fingerprint(corpus),
-                "field": self.cfg.rerank.query_field, "depth": int(self.cfg.rerank.depth),
-                "bm25": {"k1": float(self.cfg.bm25.k1), "b": float(self.cfg.bm25.b)}}
+        """What the first-stage run that a corpus's models re-rank depends on."""
+        b = self.cfg.bm25
+        config = {"stage": "first-stage", "collection": self.corpus_fingerprint(corpus),
+                  "field": self.cfg.rerank.query_field, "depth": int(self.cfg.rerank.depth)}
+        external = self.first_stage_file(corpus)
+        if external is not None:
+            return {**config, "run": sources.file_fingerprint(external)}
+        return {**config, "bm25": {"k1": float(b.k1), "b": float(b.b), "stemmer": str(b.stemmer),
+                                   "stopwords": str(b.stopwords)}}
 
     def rerank_config(self, cell: Cell) -> dict | None:
         train = self.train_config(cell)
@@ -355,7 +381,8 @@ class Pipeline:
             return None
         e = self.cfg.evaluate
         return {"stage": "eval", "rerank": config_hash(rerank), "measures": list(e.measures),
-                "mfr_missing": e.mfr_missing, "qrels": self.corpus_fingerprint(cell.corpus)}
+                "mfr_missing": e.mfr_missing, "no_relevant": e.no_relevant,
+                "qrels": self.corpus_fingerprint(cell.corpus)}
 
     STAGE_CONFIGS = {"train": "train_config", "rerank": "rerank_config", "eval": "eval_config"}
 
@@ -408,10 +435,13 @@ class Pipeline:
 
         def compute(tmp: Path) -> dict:
             run = pd.read_parquet(run_path / "run.parquet")
-            pq = per_query(run, self.collection(cell.corpus).qrels, list(e.measures), mfr_missing=e.mfr_missing,
-                           depth=int(self.cfg.rerank.depth))
+            coll = self.collection(cell.corpus)
+            topics = list(coll.topics)
+            pq = per_query(run, coll.qrels, list(e.measures), mfr_missing=e.mfr_missing,
+                           depth=int(self.cfg.rerank.depth), no_relevant=e.no_relevant, topics=topics)
             pq.to_parquet(tmp / "perquery.parquet", index=False)
-            return {m: round(float(v), 6) for m, v in pq.groupby("measure").value.mean().items()}
+            figures = {m: round(float(v), 6) for m, v in pq.groupby("measure").value.mean().items()}
+            return {**figures, "without_relevant": without_relevant(coll.qrels, topics)}
 
         self.store.ensure(path, config, compute)
         out = pd.read_parquet(path / "perquery.parquet")

@@ -185,17 +185,17 @@ def build_index(
     stemmer: str = DEFAULT_ANALYSIS["stemmer"],
     stopwords: str = DEFAULT_ANALYSIS["stopwords"],
 ) -> Path:
-    """PISA index of ``docs`` (docno, text) at ``index/<name>``; ``fingerprint`` identifies the docs.
+    """PISA index of ``docs`` (docno, text) at ``index/<name>/<config>``; ``fingerprint`` identifies the docs.
 
     The analysis (``stemmer``, ``stopwords``) is part of the index's config, so changing it re-indexes, and
     is recorded in ``analysis.json`` for :func:`bm25_search`.
     """
     check_analysis(stemmer, stopwords)
-    path = store.path("index", name)
     config = {"stage": "index", "name": name, "docs": fingerprint, "stemmer": stemmer, "stopwords": stopwords,
               "k1": k1, "b": b}
     if _self_analysed(stemmer):
         config["analysis"] = "leakexp-anserini-1"  # analyze(): bump when its tokenisation changes
+    path = store.keyed("index", name, config=config)
     pisa = _pisa_options(stemmer, stopwords)
 
     def compute(tmp: Path) -> dict:
@@ -279,9 +279,8 @@ def bm25_run(
     stemmer: str | None = None,
     stopwords: str | None = None,
 ) -> pd.DataFrame:
-    """Cached :func:`bm25_search` as the artifact ``bm25/<name>/run.parquet`` (the index's config hash,
+    """Cached :func:`bm25_search` as the artifact ``bm25/<name>/<config>/run.parquet`` (the index's config hash,
     which covers its analysis, is part of the run's config)."""
-    path = store.path("bm25", name)
     index_marker = store.marker(index_path)
     config = {
         "stage": "bm25",
@@ -291,6 +290,7 @@ def bm25_run(
         "k1": k1,
         "b": b,
     }
+    path = store.keyed("bm25", name, config=config)
 
     def compute(tmp: Path) -> dict:
         res = bm25_search(index_path, queries, depth=depth, k1=k1, b=b, threads=threads, verbose=verbose,

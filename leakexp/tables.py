@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from leakexp.evaluate import LOWER_IS_BETTER, mfr_caption
+from leakexp.evaluate import LOWER_IS_BETTER, mfr_caption, no_relevant_note
 from leakexp.pipeline import grid_cells
 from leakexp.report import latex_escape, markdown_table, summary, write_table
 from leakexp.stats import evaluate_corpus, order_swaps, seed_average
@@ -26,6 +26,15 @@ TABLE_MEASURES = ("nDCG@10", "MFR", "P@1")
 LEAKAGE_LABEL = {"none": "None", "msm": "MSM", "test": "Test"}
 MODEL_LABEL = {"duet": "Duet", "knrm": "KNRM", "monobert": "monoBERT", "monot5": "monoT5", "pacrr": "PACRR"}
 CORPUS_LABEL = {"robust04": "Robust04", "core17": "Common Core 2017", "core18": "Common Core 2018"}
+
+
+def table_number(corpus: str, position: int) -> int:
+    """The paper's number of a corpus's effectiveness table: 3 Robust04, 4 Core 2017, 5 Core 2018 (toy
+    counterparts alike); other corpora by their position in the grid."""
+    for key, number in (("robust", 3), ("core17", 4), ("core18", 5)):
+        if key in corpus:
+            return number
+    return position
 
 
 def tables_dir(cfg: DictConfig) -> Path:
@@ -233,9 +242,10 @@ def write_tables(cfg: DictConfig) -> Path:
     avg = seed_average(results)
     models = [m for m in cfg.grid.models]
     all_rows, all_sizes = [], []
-    for number, corpus in enumerate(dict.fromkeys(cfg.grid.corpora), start=3):
+    for position, corpus in enumerate(dict.fromkeys(cfg.grid.corpora), start=3):
         if corpus not in set(avg.corpus):
             continue
+        number = table_number(corpus, position)
         rows, sizes = evaluate_corpus(avg, corpus, list(TABLE_MEASURES), n_folds=int(e.get("folds", 5)),
                                       fold_seed=int(e.get("fold_seed", 0)), selection=selection,
                                       alpha=float(e.get("alpha", 0.05)))
@@ -260,6 +270,9 @@ def write_tables(cfg: DictConfig) -> Path:
             f"scores in bold; † marks Bonferroni-corrected significant differences {tested} (paired Student's "
             f"t-test, p < {e.get('alpha', 0.05)}); model order swaps induced by MSM leakage in red. {mfr}."
         )
+        left_out = sorted({q for c in cells if c.corpus == corpus and c not in states
+                           for q in pipeline.store.marker(pipeline.cell_path("eval", c)).figures.get("without_relevant", [])})
+        caption += (" " + no_relevant_note(left_out, e.get("no_relevant", "skip")) if left_out else "")
         caption += incomplete_note(states, corpus)
         table, marks, notes = cv_table(rows, models)
         stem = f"table{number}"

@@ -72,7 +72,7 @@ def test_a_failed_cell_is_named_in_every_caption_instead_of_silently_dropping_ou
     p.store.failure_path(failed).write_text('{"error": "RuntimeError: out of memory"}')
     try:
         assert main(["tables", f"store={grid_store}", *GRID]) == 0
-        table = (grid_store / "tables" / "toy" / "table3.md").read_text()
+        table = (grid_store / "tables" / "toy" / "table4.md").read_text()
         assert "INCOMPLETE: 1 grid cell(s) have no result" in table and "1 failed (toy_core17/none/64/knrm/seed-1)" in table
         assert "1 failed" in (grid_store / "tables" / "toy" / "summary.md").read_text()
         incomplete = pd.read_csv(grid_store / "tables" / "toy" / "incomplete.csv")
@@ -82,7 +82,7 @@ def test_a_failed_cell_is_named_in_every_caption_instead_of_silently_dropping_ou
         p.store.failure_path(failed).unlink()
         saved.rename(failed)
     assert main(["tables", f"store={grid_store}", *GRID]) == 0
-    assert "INCOMPLETE" not in (grid_store / "tables" / "toy" / "table3.md").read_text()
+    assert "INCOMPLETE" not in (grid_store / "tables" / "toy" / "table4.md").read_text()
 
 
 def test_a_truncated_run_is_recomputed_not_failed_forever(grid_store):

@@ -3,6 +3,7 @@
 import json
 
 import pandas as pd
+import pytest
 
 from leakexp.pipeline import Cell, Pipeline
 from leakexp.store import DONE
@@ -108,3 +109,26 @@ def test_every_toy_set_has_exact_counts_balance_and_no_candidate_filler(small_ru
                     if prefix is not None:
                         assert qids[: len(prefix)] == prefix  # each size's fillers start with the last's
                     prefix = qids
+
+
+def test_an_external_first_stage_run_is_what_the_models_rerank(small_run, small_cfg, tmp_path):
+    from leakexp.config import compose
+
+    p, cells, _, _ = small_run
+    cell = next(c for c in cells if c.corpus == "toy_core17")
+    bm25 = p.test_run("toy_core17")
+    # an external run: BM25's top-10 of every topic in reverse order, as a gzipped TREC run file
+    top = bm25[bm25["rank"] < 10].assign(score=lambda d: d["rank"].astype(float))
+    path = tmp_path / "toy_core17.run"
+    path.write_text("".join(f"{r.qid} Q0 {r.docno} {i + 1} {r.score} ext\n"
+                            for i, r in enumerate(top.itertuples(index=False))))
+    cfg = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "corpus=toy_core17",
+                   f"rerank.first_stage={path}"])
+    q = Pipeline(cfg)
+    run = pd.read_parquet(q.reranked(cell) / "run.parquet")
+    assert run.groupby("qid").size().max() == 10
+    assert set(zip(run.qid, run.docno)) == set(zip(top.qid, top.docno))
+    assert q.cell_path("rerank", cell) != p.cell_path("rerank", cell)  # kept apart from the BM25 re-ranking
+    other = next(c for c in cells if c.corpus == "toy_robust")
+    with pytest.raises(ValueError, match="is one run, for corpus=toy_core17"):
+        q.reranked(other)

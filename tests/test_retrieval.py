@@ -17,9 +17,12 @@ def test_bm25_ranks_and_caches(tmp_path):
     assert run[run.qid == "1"]["rank"].tolist() == [0, 1]
     assert run[run.qid == "2"].docno.tolist() == ["d2"]
     assert run.loc[0, "query"] == "lyme disease?"  # the original text is kept
-    before = store.marker(store.path("bm25", "tiny/title")).finished_at
+    computed = store.computed()
+    assert [c.rsplit("/", 1)[0] for c in computed] == ["index/tiny", "bm25/tiny/title"]
     bm25_run(store, idx, "tiny/title", q, depth=2)
-    assert store.marker(store.path("bm25", "tiny/title")).finished_at == before
+    assert store.computed() == computed  # cached
+    bm25_run(store, idx, "tiny/title", q, depth=1)  # another depth is another artifact, beside the first
+    assert len(store.computed()) == 3 and len(store.others(store.path(store.computed()[-1]))) == 1
 
 
 def test_clean_query_drops_punctuation():
