@@ -27,8 +27,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
-import math
-import re
 import shutil
 import sys
 import time
@@ -36,7 +34,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection as CollectionT, Hashable, Iterable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Collection as CollectionT, Hashable, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -44,7 +42,7 @@ from tqdm.auto import tqdm
 
 from leakexp.data.files import DataFormatError, read_qrels, read_trec_topics, read_tsv_pairs, read_variants
 from leakexp.data.sources import DataUnavailable
-from leakexp.store import Store, atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
+from leakexp.store import Store, atomic_write_json, atomic_write_text, read_json
 
 if TYPE_CHECKING:
     from leakexp.data.types import Collection, TrainPool
@@ -909,11 +907,12 @@ def run_split_eval(
 
 
 # -- the toy world --------------------------------------------------------------------------------------
-def demo(p: "Pipeline", out_dir: Path) -> dict[str, Path]:
+def demo(p: "Pipeline", out_dir: Path, embed: Embedder | None = None) -> dict[str, Path]:
     """Audit, decontaminate and resample the toy world's pool against its test collections.
 
-    Uses the pipeline's detection settings (bundled MiniLM, k, threshold) and store (embeddings cached).
-    Returns the output directories: audit, decontaminate, restrain, resttest.
+    Uses the pipeline's detection settings (bundled MiniLM, k, threshold, fields) and its store, where the
+    embeddings are cached (``embed`` replaces the SBERT embedder). Returns the output directories: audit,
+    decontaminate, restrain, resttest.
     """
     from leakexp import resample
 
@@ -921,7 +920,7 @@ def demo(p: "Pipeline", out_dir: Path) -> dict[str, Path]:
     out_dir = Path(out_dir)
     train = side_from_pool(p.pool)
     test = side_from_collections([p.collection(c) for c in p.corpora], fields=list(cfg.detect.fields))
-    embed = SbertEmbedder(p.store, cfg.detect.sbert, batch_size=int(cfg.detect.batch_size))
+    embed = embed or SbertEmbedder(p.store, cfg.detect.sbert, batch_size=int(cfg.detect.batch_size))
     options = AuditOptions(k=int(cfg.detect.k), threshold=float(cfg.detect.threshold))
     audit(train, test, embed, out_dir / "audit", options)
     resample.decontaminate(train, test, embed, out_dir / "decontaminate", threshold=options.threshold, k=options.k)
