@@ -251,9 +251,113 @@ def bench_graph(root: Path) -> None:
         emit("graph_wordnet_noun_held_out_edges", len(paths))
         emit("graph_wordnet_noun_paths_s", time.perf_counter() - start)
 
+def _peak_reset() -> None:
+    """Start a new peak-RSS window (Linux: /proc/self/clear_refs 5 resets VmHWM)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _peak_mib() -> float:
+    """Peak resident memory of the process since the last reset (VmHWM), else its maximum (getrusage)."""
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench_audit(root: Path) -> None:
+    """The audit's search, decontamination and ReSTTest clustering at 1M training x 10k test random unit
+    vectors read from a memmap, against a bare Faiss IndexFlatIP search of the same vectors in memory.
+
+    The dimension is small (LEAKEXP_BENCH_AUDIT_DIM, default 64) so that the section stays within minutes on
+    2 cores; exact search time grows linearly with it (MiniLM's 384 takes about 6x as long). 100 test
+    queries get 150 planted near-duplicates each, so the exhaustive path for saturated top-k lists runs too.
+    Peak memory is the process's resident peak during each step (the memmap's cached pages included).
+    """
+    import faiss
+    import numpy as np
+
+    from leakexp.audit import nearest, train_best_match
+    from leakexp.resample import kmeans_buckets
+
+    n_train = int(os.environ.get("LEAKEXP_BENCH_AUDIT_TRAIN", 1_000_000))
+    n_test = int(os.environ.get("LEAKEXP_BENCH_AUDIT_TEST", 10_000))
+    dim = int(os.environ.get("LEAKEXP_BENCH_AUDIT_DIM", 64))
+    k, threshold, planted, dups = 100, 0.91, 100, 150
+    rng = np.random.default_rng(0)
+
+    def unit(x):
+        return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+    test = unit(rng.standard_normal((n_test, dim), dtype=np.float32))
+    path = root / "audit-train.f32"
+    mm = np.memmap(path, dtype=np.float32, mode="w+", shape=(n_train, dim))
+    for s in range(0, n_train, 100_000):
+        mm[s:s + 100_000] = unit(rng.standard_normal((min(100_000, n_train - s), dim), dtype=np.float32))
+    for i in range(planted):
+        mm[i * dups:(i + 1) * dups] = unit(test[i] + 0.02 * rng.standard_normal((dups, dim), dtype=np.float32))
+    mm.flush()
+    del mm
+    train = np.memmap(path, dtype=np.float32, mode="r", shape=(n_train, dim))
+    emit("audit_train_vectors", n_train)
+    emit("audit_test_vectors", n_test)
+    emit("audit_dim", dim)
+    emit("audit_k", k)
+    emit("audit_threads", faiss.omp_get_max_threads())
+    _peak_reset()
+    emit("audit_rss_before_mib", _peak_mib())  # peaks below are of the whole process, this included
+
+    _peak_reset()
+    start = time.perf_counter()
+    sims, ids = nearest(train, test, k, shard_size=262_144)
+    audit_s = time.perf_counter() - start
+    audit_mib = _peak_mib()
+
+    _peak_reset()
+    start = time.perf_counter()
+    best, _ = train_best_match(train, test, sims, ids, threshold)
+    decon_s = time.perf_counter() - start
+    decon_mib = _peak_mib()
+
+    _peak_reset()
+    start = time.perf_counter()
+    kmeans_buckets([train, test], 5, seed=0, sample=100_000)
+    kmeans_s = time.perf_counter() - start
+    kmeans_mib = _peak_mib()
+
+    _peak_reset()
+    start = time.perf_counter()
+    index = faiss.IndexFlatIP(dim)
+    index.add(np.ascontiguousarray(train))
+    bare_sims, bare_ids = index.search(test, k)
+    bare_s = time.perf_counter() - start
+    bare_mib = _peak_mib()
+
+    emit("audit_search_top100_s", audit_s)
+    emit("audit_search_peak_mib", audit_mib)
+    emit("audit_bare_faiss_search_s", bare_s)
+    emit("audit_bare_faiss_peak_mib", bare_mib)
+    emit("audit_search_over_bare_ratio", audit_s / bare_s)
+    emit("audit_search_max_abs_diff_vs_bare", float(np.abs(sims - bare_sims).max()))
+    emit("audit_saturated_test_queries", int((sims[:, -1] > threshold).sum()))
+    emit("audit_decontaminate_s", decon_s)
+    emit("audit_decontaminate_peak_mib", decon_mib)
+    emit("audit_decontaminate_removed", int((best > threshold).sum()))
+    emit("audit_resttest_kmeans_s", kmeans_s)
+    emit("audit_resttest_kmeans_peak_mib", kmeans_mib)
+    emit("audit_memmap_mib", n_train * dim * 4 / 2**20)
+
 
 SECTIONS = {"detect": bench_detect, "build": bench_build, "rerank": bench_rerank, "train": bench_train,
-            "monot5": bench_monot5, "graph": bench_graph}
+            "monot5": bench_monot5, "graph": bench_graph, "audit": bench_audit}
 
 
 def main(argv: list[str]) -> int:

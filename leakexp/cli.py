@@ -362,6 +362,125 @@ def cmd_graph_audit(args) -> int:
                          resplit=args.resplit, proportions=args.proportions, seed=args.seed,
                          train_split=args.train_split, antonym_labels=args.antonym_label,
                          columns=args.columns, out=args.out)
+# -- any train/test pair: audit, decontaminate, resample, split-eval ---------------------------------------------
+PAIR_COMMANDS = {
+    "audit": "query (SBERT), lexical and label overlap of any train/test pair; writes a report",
+    "decontaminate": "the training queries without those similar to a test query (DuReader-retrieval), as local files",
+    "resample": "ReSTrain / ReSTTest qrels for interpolation vs extrapolation (extrapolate-eval)",
+    "split-eval": "re-score TREC runs on an audit's leaked vs other test queries, with paired t-tests",
+}
+_OVERRIDE_KEYS = {"store", "experiment", "device", "verbose", "seed"}
+
+
+def _add_pair_arguments(sp, name: str) -> None:
+    sp.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. store=/tmp/s detect.threshold=0.91")
+    sp.add_argument("--train", nargs="+", default=[], metavar="SPEC",
+                    help="training queries: ir_datasets ids or files (TSV qid<TAB>text or TREC topics), NAME=... to name one")
+    sp.add_argument("--test", nargs="+", default=[], metavar="SPEC", help="test queries, as --train")
+    sp.add_argument("--train-qrels", nargs="+", default=[], metavar="FILE",
+                    help="qrels of the local training files (one per file, or one for all)")
+    sp.add_argument("--test-qrels", nargs="+", default=[], metavar="FILE", help="qrels of the local test files")
+    sp.add_argument("--fields", nargs="+", default=["title"], choices=["title", "description", "variant"],
+                    help="test fields to compare (a plain query's text is its title)")
+    sp.add_argument("--test-variants", nargs="+", default=[], metavar="FILE", help="query variants TSV (qid<TAB>text)")
+    sp.add_argument("--model", help="SBERT model name or path (default: detect.sbert)")
+    sp.add_argument("--k", type=int, help="nearest training queries per test text (default: detect.k)")
+    sp.add_argument("--threshold", type=float, help="similarity threshold (default: detect.threshold)")
+    sp.add_argument("--train-rel", type=int, default=1, help="training label counted as relevant (>=)")
+    sp.add_argument("--test-rel", type=int, default=1, help="test label counted as relevant (>=)")
+    sp.add_argument("--out", required=True, help="output directory")
+    if name == "audit":
+        sp.add_argument("--ngrams", nargs="+", type=int, default=[13, 3], help="word n-gram sizes (13: lm-eval's rule)")
+    if name == "decontaminate":
+        sp.add_argument("--by-label", action="store_true", help="also remove training queries sharing a relevant document")
+        sp.add_argument("--docs", help="training documents, for the data.yaml written with the result")
+    if name == "restrain":
+        sp.add_argument("--sizes", nargs="+", type=int, default=[], help="training set sizes (queries)")
+        sp.add_argument("--extrapolation-threshold", type=float, help="default: --threshold")
+    if name == "resttest":
+        sp.add_argument("--buckets", type=int, default=5, help="K")
+        sp.add_argument("--sample", type=int, default=100_000, help="k-means training sample")
+    if name in ("restrain", "resttest"):
+        sp.add_argument("--seed", type=int, default=0)
+
+
+def _add_pair_commands(sub) -> None:
+    for name in ("audit", "decontaminate"):
+        _add_pair_arguments(sub.add_parser(name, help=PAIR_COMMANDS[name], description=PAIR_COMMANDS[name]), name)
+    rs = sub.add_parser("resample", help=PAIR_COMMANDS["resample"], description=PAIR_COMMANDS["resample"])
+    rsub = rs.add_subparsers(dest="method", required=True, metavar="method")
+    _add_pair_arguments(rsub.add_parser("restrain", help="interpolation / extrapolation training sets of given sizes"),
+                        "restrain")
+    _add_pair_arguments(rsub.add_parser("resttest", help="K buckets: train on K-1, test interpolation / extrapolation"),
+                        "resttest")
+    sp = sub.add_parser("split-eval", help=PAIR_COMMANDS["split-eval"], description=PAIR_COMMANDS["split-eval"])
+    sp.add_argument("runs", nargs="+", metavar="RUN", help="TREC run files (NAME=PATH to name one)")
+    sp.add_argument("--qrels", required=True, help="TREC qrels of the test queries")
+    sp.add_argument("--audit", required=True, help="an audit's output directory")
+    sp.add_argument("--leaked-by", default="semantic", choices=["semantic", "exact", "label", "any"])
+    sp.add_argument("--source", help="the audit's test source the runs belong to (when qids repeat across sources)")
+    sp.add_argument("--measures", nargs="+", help="default: evaluate.measures")
+    sp.add_argument("--baseline", help="run compared with the others (default: the first)")
+    sp.add_argument("--out", help="output directory (default: AUDIT/split-eval)")
+
+
+def _pair_kwargs(args) -> dict:
+    """The shared inputs of audit/decontaminate/resample, with defaults from the config's detect.*"""
+    from leakexp.audit import AuditOptions
+    from leakexp.config import compose
+
+    overrides = list(args.overrides)
+    for side in ("train", "test"):  # an override typed after --train/--test lands in its list
+        specs = []
+        for v in getattr(args, side):
+            key = v.partition("=")[0]
+            (overrides if "=" in v and ("." in key or key in _OVERRIDE_KEYS) else specs).append(v)
+        setattr(args, side, specs)
+    cfg = compose(overrides)
+    d = cfg.detect
+    options = AuditOptions(k=args.k or int(d.k), threshold=float(d.threshold if args.threshold is None else args.threshold),
+                           ngrams=tuple(getattr(args, "ngrams", (13, 3))), train_rel=args.train_rel, test_rel=args.test_rel)
+    return dict(train=args.train, test=args.test, train_qrels=args.train_qrels, test_qrels=args.test_qrels,
+                fields=args.fields, test_variants=args.test_variants, out=Path(args.out), store=Path(cfg.store),
+                sbert=args.model or str(d.sbert), batch_size=int(d.batch_size), options=options)
+
+
+def cmd_pair(args) -> int:
+    from leakexp import audit, resample
+    from leakexp.data.sources import DataUnavailable
+    from leakexp.report import markdown_table
+
+    try:
+        if args.command == "split-eval":
+            from leakexp.config import compose
+
+            e = compose([]).evaluate
+            table = audit.run_split_eval(args.runs, qrels=Path(args.qrels), audit_dir=Path(args.audit),
+                                         measures=args.measures or list(e.measures), baseline=args.baseline,
+                                         leaked_by=args.leaked_by, source=args.source,
+                                         out=Path(args.out) if args.out else None, mfr_missing=str(e.mfr_missing))
+            print(markdown_table(table, floatfmt="{:.4f}"))
+            print(f"split-eval: {Path(args.out) if args.out else Path(args.audit) / 'split-eval'}/split_eval.{{md,csv,tex}}")
+            return 0
+        kwargs = _pair_kwargs(args)
+        if args.command == "audit":
+            print(audit.format_summary(audit.run_audit(**kwargs)))
+            print(f"report: {kwargs['out'] / 'report.md'}")
+        elif args.command == "decontaminate":
+            f = resample.run_decontaminate(**kwargs, by_label=args.by_label, docs=args.docs)
+            print(f"removed: {f['removed']} of {f['train_queries']} training queries "
+                  f"({f['removed_similarity']} above {f['threshold']:g}, {f['removed_label_only']} by label only)")
+            print(f"decontaminated data: {kwargs['out']} (removed.csv lists each removal)")
+        else:
+            extra = (dict(sizes=args.sizes, extrapolation_threshold=args.extrapolation_threshold)
+                     if args.method == "restrain" else dict(buckets=args.buckets, sample=args.sample))
+            table = resample.run_resample(args.method, **kwargs, seed=args.seed, **extra)
+            print(markdown_table(table, floatfmt="{:.4f}"))
+            print(f"{args.method}: {kwargs['out'] / args.method}")
+        return 0
+    except (ValueError, DataUnavailable) as exc:
+        print(f"leakexp: {exc}", file=sys.stderr)
+        return 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -426,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--columns", default="head,tail,label",
                    help="order of the first three fields (WN18: head,label,tail)")
     g.add_argument("--out", help="report folder (default <LEAKEXP_STORE or store>/graph/<name>)")
+    _add_pair_commands(sub)
     args = parser.parse_args(argv)
     _setup_logging(args.verbose)
     from leakexp.config import ConfigError
@@ -442,6 +562,8 @@ def main(argv: list[str] | None = None) -> int:
     from leakexp.tables import NoResults
 
     try:
+        if args.command in PAIR_COMMANDS:
+            return cmd_pair(args)
         if args.command == "annotations":
             return cmd_annotations(args)
         if args.command == "graph-audit":
