@@ -123,9 +123,12 @@ def bonferroni(pvalues: list[float]) -> list[float]:
 
 def evaluate_corpus(
     avg: pd.DataFrame, corpus: str, measures: list[str], *, n_folds: int = 5, fold_seed: int = 0,
-    selection: str = "best", alpha: float = 0.05,
+    selection: str = "best", alpha: float = 0.05, heldout: list | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """CV results and tests for every model of ``corpus``.
+
+    ``heldout``, when given, receives the cross-validated per-topic values as frames (corpus, model,
+    measure, leakage, qid, value): the held-out values each mean of the summary averages.
 
     Returns (summary, sizes): summary has one row per (model, measure, leakage) with the mean, the mean of
     the None values it is paired with (``none_mean``: None's own cross-validation under ``best``, None at the
@@ -150,6 +153,10 @@ def evaluate_corpus(
                 res = cross_validate(g, folds, measure, selection=selection, leakage=leakage,
                                      baseline=base_grid if not base_grid.empty else None)
                 cv[leakage] = res
+                if heldout is not None:
+                    heldout.append(pd.DataFrame({"corpus": corpus, "model": model, "measure": measure,
+                                                 "leakage": leakage, "qid": res.values.index.astype(str),
+                                                 "value": res.values.values}))
                 size_rows += [{"corpus": corpus, "model": model, "measure": measure, "leakage": leakage,
                                "fold": k, "size": s} for k, s in res.sizes.items()]
             leaked = [l for l in ("msm", "test") if l in cv and "none" in cv]

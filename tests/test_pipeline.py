@@ -69,7 +69,8 @@ def test_tables_regenerate_from_the_store_alone(small_run, small_cfg):
     from leakexp.tables import write_tables
 
     p, cells, _, out = small_run
-    names = ["summary.csv", "table3.md", "table4.tex", "table5.csv", "figure2.csv", "detail.csv", "cv_sizes.csv"]
+    names = ["summary.csv", "table3.md", "table4.tex", "table5.csv", "figure2.csv", "detail.csv", "cv_sizes.csv",
+             "leaked_vs_other.csv"]
     before = {n: (out / n).read_text() for n in names}
     assert (out / "figure2.png").stat().st_size > 0 and (out / "figure2.pdf").exists()
     for n in names:
@@ -132,3 +133,17 @@ def test_an_external_first_stage_run_is_what_the_models_rerank(small_run, small_
     other = next(c for c in cells if c.corpus == "toy_robust")
     with pytest.raises(ValueError, match="is one run, for corpus=toy_core17"):
         q.reranked(other)
+
+
+def test_leaked_and_other_topics_split_the_cross_validated_values(small_run, small_cfg):
+    from leakexp.tables import leaking_topics
+
+    p, cells, _, out = small_run
+    t = pd.read_csv(out / "leaked_vs_other.csv", dtype={"qid": str})
+    leaking = leaking_topics(small_cfg)
+    for corpus in small_cfg.grid.corpora:
+        c = t[(t.corpus == corpus) & (t.measure == "nDCG@10") & (t.leakage == "msm")].set_index("group")
+        assert c.loc["leaked", "queries"] + c.loc["other", "queries"] == c.loc["all", "queries"]
+        assert 0 < c.loc["leaked", "queries"] <= len(leaking[corpus])
+    # a leaked type is tested against None on the same group; None itself has no test
+    assert t[t.leakage == "none"].p.isna().all() and t[t.leakage != "none"].p.notna().any()
