@@ -196,6 +196,9 @@ def validate(cfg: DictConfig) -> None:
     for s in cfg.grid.sizes:
         if int(s) <= 0 or int(s) % 2:
             raise ConfigError(f"grid.sizes has {s}; sizes must be positive even numbers of instances")
+    from leakexp.memorization import validate as validate_memorization
+
+    validate_memorization(cfg)
 
 
 def _diff(a, b):
