@@ -32,6 +32,8 @@ STAGES = {
     "cell": "run one cell end to end (same as evaluate)",
     "grid": "run every cell of the configured grid, then write the tables",
     "demo": "the whole pipeline on the embedded toy world (experiment=demo), then the tables",
+    "memorization": "scores and ranks of the leaked documents with vs without leakage (Tables 6-8); computes what "
+                    "the store lacks, then writes the tables",
     "tables": "write the tables from the store alone (no training)",
     "status": "done / running / failed / missing artifacts of the configured grid per stage (exit 1 while incomplete)",
     "plan": "job counts, training instances, embedding size and estimated GPU-hours of the configured grid",
@@ -131,6 +133,23 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     for cell, exc in failed:
         print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
     print(f"tables: {out}")
+    return 1 if failed else 0
+
+
+def cmd_memorization(overrides: list[str]) -> int:
+    from leakexp import memorization
+    from leakexp.pipeline import grid_cells
+    from leakexp.tables import tables_dir
+
+    cfg, p = _pipeline(overrides)
+    p.store.require_writable("leakexp memorization")
+    cells = grid_cells(cfg)
+    _, failed = memorization.compute_all(p, cells)
+    written = memorization.write_tables(cfg, p, tables_dir(cfg), cells, memorization.stored_cv_sizes(cfg, p, cells))
+    for path in written:
+        print(path)
+    for cell, exc in failed:
+        print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
     return 1 if failed else 0
 
 
@@ -552,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
 
     handlers = {
         "toy": cmd_toy, "index": cmd_index, "detect": cmd_detect, "verify": cmd_verify, "build": cmd_build,
-        "tables": cmd_tables, "plan": cmd_plan, "status": cmd_status, "annotations": cmd_annotations,
+        "tables": cmd_tables, "memorization": cmd_memorization, "plan": cmd_plan, "status": cmd_status, "annotations": cmd_annotations,
         "grid": lambda o: cmd_grid(o), "demo": lambda o: cmd_grid(o, demo=True),
         "train": lambda o: cmd_cells("train", o), "rerank": lambda o: cmd_cells("rerank", o),
         "evaluate": lambda o: cmd_cells("evaluate", o), "cell": lambda o: cmd_cells("evaluate", o),

@@ -93,6 +93,18 @@ def grid_status(cfg: DictConfig, *, verify: bool = False) -> dict[str, StageStat
             except Exception:
                 path = None
             record(st, f"{stage}/{cell}", path)
+    from leakexp import memorization
+
+    st = out.setdefault("memorize", StageStatus())
+    for cell in cells:
+        if memorization.wanted(cfg, cell):
+            try:
+                path = memorization.memorization_path(p, cell)
+            except Exception:
+                path = None
+            record(st, f"memorization/{cell}", path)
+    if not st.total:
+        del out["memorize"]
     return out
 
 

@@ -449,7 +449,10 @@ class Pipeline:
 
     def run_cell(self, cell: Cell) -> dict:
         """Everything one cell needs, computing only what the store lacks; returns its mean measures."""
+        from leakexp import memorization
+
         pq = self.evaluated(cell)
+        memorization.memorize_ready(self, cell)  # once a leaked cell and its None cell are both re-ranked
         return pq.groupby("measure").value.mean().to_dict()
 
     def cell_state(self, stage: str, cell: Cell) -> tuple[str, Path | None, str]:

@@ -180,11 +180,15 @@ def figure2(results: pd.DataFrame, leaking: dict[str, list[str]], model: str, ou
 
 
 def write_leaked_vs_other(heldout: pd.DataFrame, leaking: dict[str, list[str]], out: Path, cfg: DictConfig,
-                          incomplete: str) -> Path:
+                          incomplete: str) -> Path | None:
     """Tables 3-5 split into the topics with verified leaks and the others (DuReader-retrieval's Table 6):
     the same cross-validated per-topic values, each leakage type tested against None on each group."""
     from leakexp.audit import split_eval
 
+    with_none = heldout.groupby(["corpus", "model"]).leakage.transform(lambda l: (l == "none").any())
+    heldout = heldout[with_none]  # a model without its None results has nothing to be tested against
+    if heldout.empty:
+        return None
     t = split_eval(heldout, leaking, systems=["corpus", "model", "leakage"], by=["corpus", "model"],
                    baseline={"leakage": "none"}, leaked_key="corpus", alpha=float(cfg.evaluate.get("alpha", 0.05)))
     counts = ", ".join(f"{CORPUS_LABEL.get(c, c)} {len(leaking.get(c, []))} of {heldout[heldout.corpus == c].qid.nunique()}"
@@ -300,6 +304,9 @@ def write_tables(cfg: DictConfig) -> Path:
         atomic_write_text(out / f"{stem}.csv", rows.to_csv(index=False))
     if all_rows:
         atomic_write_text(out / "cv_sizes.csv", pd.concat(all_sizes).to_csv(index=False))
+    from leakexp import memorization
+
+    memorization.write_tables(cfg, pipeline, out, cells, pd.concat(all_sizes) if all_sizes else None)
 
     leaking = leaking_topics(cfg)
     if heldout and leaking:

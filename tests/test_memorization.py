@@ -338,9 +338,13 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
         for suffix in ("size128", "size256", "cv"):
             assert {f"{table}-{suffix}.{ext}" for ext in ("md", "csv", "tex")} <= names
     per_instance = pd.read_csv(tmp_path / "memorization.csv", dtype={"topic": str, "train_qid": str, "docno": str})
-    assert len(per_instance) == sum(len(pd.read_parquet(x / M.FILE)) for x in paths.values())
-    t6 = pd.read_csv(tmp_path / "table6-size128.csv").set_index(["leakage", "variant"])
-    mine = per_instance[(per_instance["size"] == 128) & (per_instance.label == 1) & (per_instance.leakage == "test")]
+    every = [M.memorization_path(p, c) for c in cells if M.wanted(small_cfg, c)]  # the grid memorizes every corpus
+    assert len(every) == 12 and None not in every
+    assert len(per_instance) == sum(len(pd.read_parquet(x / M.FILE)) for x in every)
+    t6 = pd.read_csv(tmp_path / "table6-size128.csv")
+    t6 = t6[t6.corpus == "toy_core17"].set_index(["leakage", "variant"])
+    mine = per_instance[(per_instance["size"] == 128) & (per_instance.label == 1) & (per_instance.leakage == "test")
+                        & (per_instance.corpus == "toy_core17")]
     for variant in ("with", "without"):
         expected = mine[mine.variant == variant].groupby("topic")["rank"].mean()
         assert t6.loc[("test", variant), "mean"] == pytest.approx(expected.mean())
@@ -349,7 +353,8 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
     md = (tmp_path / "table6-size128.md").read_text()
     assert "training-set size 128" in md and "1 seed(s): 1" in md and "maximal rank is 31" in md
     assert "toy_core17: MSM" in md and "Test 12 topics / 24 leaked queries" in md
-    assert "INCOMPLETE" in md and "toy_core17/msm/128/knrm/seed-9" in md and "toy_robust/test/128/knrm/seed-1" in md
+    assert "INCOMPLETE" in md and "toy_core17/msm/128/knrm/seed-9" in md
+    assert "toy_robust/test/128/knrm/seed-1" not in md  # run_cell memorized every corpus of the grid
     assert "toy_core17/msm/256" not in md  # another size's cells belong to that size's caption
     assert "KNRM" in md and " ± " in md
     cv_md = (tmp_path / "table6-cv.md").read_text()
