@@ -5,12 +5,17 @@ Per test corpus, three types × the configured sizes:
 - ``none``: random non-leaking training queries, balanced between MS MARCO and ORCAS (±1);
 - ``msm``: a fixed number of verified leaking queries of the corpus, then non-leaking fillers;
 - ``test``: the corpus's own topics (each ``k`` times, different TREC-judged documents each time), then fillers.
+  A topic without a relevant or without a judged non-relevant document cannot leak a pair: it is skipped and
+  listed in the manifest, and the leaked part falls short by its occurrences (the authors' Robust04 Test sets
+  hold 996, 1,996, ... instances: topic 672 has no relevant judgment), or ``top_up`` spreads the configured
+  number over the usable topics.
 
 Every query contributes a positive then a negative instance (kept consecutive). Fillers are the prefix of
 one seeded, source-interleaved permutation of all non-candidate queries, so each size's fillers are a
 prefix of the next size's and the three types of one size share their fillers: comparisons differ only in
 the leaked part. Negatives of training queries are a seeded random non-relevant document from the query's
-BM25 top-100 on the training collection (Nogueira et al.); a query always gets the same pair.
+BM25 top-100 on the training collection (Nogueira et al.); a query always gets the same pair. Training
+queries and their judgments are keyed by (source, qid): MS MARCO and ORCAS number their queries independently.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from leakexp.data.types import SOURCES, Collection, TrainPool
 log = logging.getLogger(__name__)
 
 LEAKAGE_TYPES = ("none", "msm", "test")
+MISSING_JUDGMENTS = ("skip", "top_up")  # what test leakage does with topics that cannot give a pair
 INSTANCE_COLUMNS = ["pair", "qid", "query", "docno", "text", "label", "origin", "source"]
 
 
@@ -63,32 +69,84 @@ def filler_order(pool: TrainPool, excluded: set[tuple[str, str]], seed: int) -> 
     return both.iloc[list(inter) + tail].reset_index(drop=True)[["qid", "text", "source"]]
 
 
+def query_key(source: str, qid: str) -> str:
+    """One string per training query, unique over both sources (e.g. for a BM25 run's query ids)."""
+    return f"{source}:{qid}"
+
+
+def split_query_key(keys: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """(source, qid) of :func:`query_key` strings."""
+    parts = keys.astype(str).str.split(":", n=1, expand=True)
+    return parts[0], parts[1]
+
+
 @dataclass
 class Negatives:
-    """Positive and negative documents of training queries, from their qrels and BM25 top-k."""
+    """Positive and negative documents of training queries, from their qrels and BM25 top-k, by (source, qid)."""
 
-    qrels: dict[str, list[str]]  # qid -> relevant docnos (sorted)
-    ranked: dict[str, list[str]]  # qid -> BM25 top-k docnos, in rank order
+    qrels: dict[tuple[str, str], list[str]]  # (source, qid) -> relevant docnos (sorted)
+    ranked: dict[tuple[str, str], list[str]]  # (source, qid) -> BM25 top-k docnos, in rank order
     seed: int
 
     @classmethod
     def from_frames(cls, qrels: pd.DataFrame, run: pd.DataFrame, seed: int) -> "Negatives":
-        rel = qrels.groupby("qid").docno.apply(lambda s: sorted(set(s))).to_dict()
-        run = run.sort_values(["qid", "rank"], kind="mergesort")
-        ranked = run.groupby("qid", sort=False).docno.apply(list).to_dict()
+        """``qrels`` (source, qid, docno) and a BM25 ``run`` (source, qid, docno, rank)."""
+        for frame, what in ((qrels, "qrels"), (run, "run")):
+            if "source" not in frame.columns:
+                raise ValueError(f"training {what} need a 'source' column: queries are keyed by (source, qid)")
+        rel = qrels.groupby(["source", "qid"]).docno.apply(lambda s: sorted(set(s))).to_dict()
+        run = run.sort_values(["source", "qid", "rank"], kind="mergesort")
+        ranked = run.groupby(["source", "qid"], sort=False).docno.apply(list).to_dict()
         return cls(rel, ranked, seed)
 
     def pair(self, source: str, qid: str) -> tuple[str, str] | None:
         """(relevant docno, non-relevant docno) for a query, or None if it has no candidate negative."""
-        rel = self.qrels.get(qid)
+        rel = self.qrels.get((source, qid))
         if not rel:
             return None
         rel_set = set(rel)
-        negs = [d for d in self.ranked.get(qid, []) if d not in rel_set]
+        negs = [d for d in self.ranked.get((source, qid), []) if d not in rel_set]
         if not negs:
             return None
         rng = stable_rng(self.seed, "pair", source, qid)
         return rel[int(rng.integers(len(rel)))], negs[int(rng.integers(len(negs)))]
+
+
+def leaking_queries(pool: TrainPool, leaks: pd.DataFrame) -> pd.DataFrame:
+    """The pool queries (qid, text, source, topic_qid, type) that verified leaks (train_qid, query, ...) name.
+
+    Annotations carry no source, so the query text tells which source's query an id names (exactly, else up
+    to case and white space); an id that only one source has needs no text. An id that both sources have and
+    whose text matches neither is an error: guessing would train on the wrong query.
+    """
+    found = pool.locate(leaks[["train_qid", "query", "topic_qid", "type"]])
+    for kind, problem in (("missing", "is not in the training pool"),
+                          ("ambiguous", "matches no query text of the pool, and both sources have its id")):
+        bad = found[found.match == kind]
+        if len(bad):
+            r = bad.iloc[0]
+            raise ValueError(f"annotated training query {r.train_qid} ({r.query!r}) {problem} {pool.name} "
+                             f"({bad.train_qid.nunique()} such annotated queries); check the annotation files")
+    found = found.drop_duplicates(["source", "qid"])
+    return found[["qid", "text", "source", "topic_qid", "type"]].reset_index(drop=True)
+
+
+def excluded_queries(pool: TrainPool, candidates: pd.DataFrame, annotations: pd.DataFrame,
+                     leaks: list[pd.DataFrame]) -> set[tuple[str, str]]:
+    """(source, qid) of the training queries No-Leakage sets must not use (paper, Section 4).
+
+    Every candidate given (source, train_qid: those above the threshold), every annotated query whatever
+    its recomputed similarity (an annotation whose id both sources have and whose text matches neither
+    excludes both), and every verified leak (source, qid).
+    """
+    out = set(zip(candidates.source, candidates.train_qid))
+    if len(annotations):
+        found = pool.locate(annotations[["train_qid", "query"]])
+        found = found[found.match != "missing"]
+        out |= set(zip(found.source, found.qid))
+    for frame in leaks:
+        out |= set(zip(frame.source, frame.qid))
+    return out
 
 
 def _pairs_from_queries(queries: pd.DataFrame, negatives: Negatives, need: int, origin: str) -> tuple[list, int]:
@@ -107,36 +165,62 @@ def _pairs_from_queries(queries: pd.DataFrame, negatives: Negatives, need: int, 
 
 def test_pairs(
     collection: Collection, n_queries: int, *, seed: int, field: str = "title", with_replacement: bool = False,
-    where: str = "",
-) -> list:
-    """Test-leakage pairs: each topic repeated, every occurrence with a different rel and non-rel doc."""
+    missing_judgments: str = "skip", where: str = "",
+) -> tuple[list, dict]:
+    """Test-leakage pairs: each topic repeated, every occurrence with a different rel and non-rel doc.
+
+    ``n_queries`` occurrences are spread evenly over the topics (the remainder to a seeded choice of topics).
+    A topic without a relevant or without a judged non-relevant document is skipped: with ``skip`` its
+    occurrences are lost (the leaked part falls short), with ``top_up`` they are spread over the usable
+    topics. A topic with fewer distinct documents than occurrences reuses them if ``with_replacement``.
+    Returns the pairs and ``{"skipped_topics": [...], "reused_documents": [...]}`` for the manifest.
+    """
+    if missing_judgments not in MISSING_JUDGMENTS:
+        raise BuildError(f"{where}: build.test_missing_judgments={missing_judgments!r} is unknown; use skip or top_up")
     topics = list(collection.topics.values())
     if not topics:
         raise BuildError(f"{where}: the corpus has no topics")
-    repeats = np.full(len(topics), n_queries // len(topics))
-    order = stable_rng(seed, "test-topics", collection.name).permutation(len(topics))
-    repeats[order[: n_queries % len(topics)]] += 1
     qrels = collection.qrels
-    out = []
-    for topic, k in zip(topics, repeats):
-        if k == 0:
+    judged = {qid: g for qid, g in qrels.groupby("qid")}
+    docs, skipped = {}, []
+    for topic in topics:
+        q = judged.get(topic.qid)
+        rel = sorted(q[q.label >= 1].docno) if q is not None else []
+        non = sorted(q[q.label == 0].docno) if q is not None else []
+        if q is None or (not rel and not non):
+            skipped.append({"topic": topic.qid, "reason": "no judgments"})
+        elif not rel:
+            skipped.append({"topic": topic.qid, "reason": "no relevant judgment"})
+        elif not non:
+            skipped.append({"topic": topic.qid, "reason": "no judged non-relevant document"})
+        else:
+            docs[topic.qid] = (rel, non)
+    if not docs:
+        raise BuildError(f"{where}: no topic of the corpus has a relevant and a judged non-relevant document; "
+                         "test leakage needs both")
+    spread = [t for t in topics if t.qid in docs] if missing_judgments == "top_up" else topics
+    repeats = np.full(len(spread), n_queries // len(spread))
+    order = stable_rng(seed, "test-topics", collection.name).permutation(len(spread))
+    repeats[order[: n_queries % len(spread)]] += 1
+    out, reused = [], []
+    for topic, k in zip(spread, repeats):
+        if k == 0 or topic.qid not in docs:
             continue
-        q = qrels[qrels.qid == topic.qid]
-        rel = sorted(q[q.label >= 1].docno)
-        non = sorted(q[q.label == 0].docno)
+        rel, non = docs[topic.qid]
         rng = stable_rng(seed, "test", collection.name, topic.qid)
-        for name, docs in (("relevant", rel), ("judged non-relevant", non)):
-            if len(docs) == 0 or (len(docs) < k and not with_replacement):
-                raise BuildError(
-                    f"{where}: topic {topic.qid} has {len(docs)} {name} document(s) but needs {k} distinct ones "
-                    "for its test-leakage occurrences; set build.test_with_replacement=true to sample with "
-                    "replacement"
-                )
+        for name, label_docs in (("relevant", rel), ("non-relevant", non)):
+            if len(label_docs) < k:
+                if not with_replacement:
+                    raise BuildError(
+                        f"{where}: topic {topic.qid} has {len(label_docs)} {name} document(s) but needs {k} distinct "
+                        "ones for its test-leakage occurrences; set build.test_with_replacement=true to reuse them"
+                    )
+                reused.append({"topic": topic.qid, "label": name, "documents": len(label_docs), "occurrences": int(k)})
         pos = rng.choice(len(rel), size=k, replace=len(rel) < k)
         neg = rng.choice(len(non), size=k, replace=len(non) < k)
         for i in range(k):
             out.append((topic.qid, topic.text(field), "test", rel[pos[i]], non[neg[i]], "test-leak"))
-    return out
+    return out, {"skipped_topics": skipped, "reused_documents": reused}
 
 
 def build_set(
@@ -154,8 +238,13 @@ def build_set(
     test_field: str = "title",
     take_all_leaks: bool = False,
     test_with_replacement: bool = False,
+    test_missing_judgments: str = "skip",
 ) -> tuple[pd.DataFrame, dict]:
-    """One training set as an instance frame (INSTANCE_COLUMNS) and its manifest."""
+    """One training set as an instance frame (INSTANCE_COLUMNS) and its manifest.
+
+    The set holds ``size`` instances unless test leakage skipped topics without judgments: then it is short by
+    the lost occurrences (the fillers stay those of the configured leaked part, as in the authors' sets).
+    """
     where = f"corpus={corpus} leakage={leakage} size={size}"
     if leakage not in LEAKAGE_TYPES:
         raise BuildError(f"{where}: unknown leakage type; use one of {', '.join(LEAKAGE_TYPES)}")
@@ -163,7 +252,8 @@ def build_set(
         raise BuildError(f"{where}: size must be a positive even number of instances (query = pos + neg)")
     n_queries = size // 2
     leaked: list = []
-    note = {}
+    note: dict = {}
+    fillers_for = n_queries  # queries the leaked part and the fillers make together
     if leakage in ("msm", "test") and 2 * fixed_queries > size:
         raise BuildError(
             f"{where}: size {size} is smaller than the {2 * fixed_queries} fixed leaked instances "
@@ -187,9 +277,12 @@ def build_set(
     elif leakage == "test":
         if collection is None:
             raise BuildError(f"{where}: test leakage needs the test collection")
-        leaked = test_pairs(collection, fixed_queries, seed=seed, field=test_field,
-                            with_replacement=test_with_replacement, where=where)
-    need = n_queries - len(leaked)
+        leaked, info = test_pairs(collection, fixed_queries, seed=seed, field=test_field,
+                                  with_replacement=test_with_replacement, missing_judgments=test_missing_judgments,
+                                  where=where)
+        note = {"test_missing_judgments": test_missing_judgments, **info}
+        fillers_for = n_queries - (fixed_queries - len(leaked))  # skipped occurrences are not filled
+    need = fillers_for - len(leaked)
     filled, skipped = _pairs_from_queries(fillers, negatives, need, "filler")
     if len(filled) < need:
         raise BuildError(
@@ -209,6 +302,8 @@ def build_set(
         "by_source": {k: int(v) for k, v in frame.source.value_counts().sort_index().items()},
         "by_origin_source": {f"{o}/{s}": int(v) for (o, s), v in counts.items()},
         "leaked_instances": 2 * len(leaked),
+        "leaked_requested": 2 * fixed_queries if leakage != "none" else 0,
+        "leaked_shortfall": 2 * (fixed_queries - len(leaked)) if leakage != "none" else 0,
         "leakage_ratio": round(2 * len(leaked) / size, 6),
         "content_hash": content_hash(frame),
         "build_seed": seed,

@@ -22,7 +22,9 @@ from leakexp.store import Store, atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
 
-CANDIDATE_COLUMNS = ["train_qid", "source", "query", "topic_qid", "field", "variant_index", "similarity"]
+# corpora: the corpora ("|"-joined) whose topic has this text in this field; a topic id that two corpora use
+# with different texts (the Common Core tracks reused Robust04 ids) is a different topic for each.
+CANDIDATE_COLUMNS = ["train_qid", "source", "query", "topic_qid", "field", "variant_index", "similarity", "corpora"]
 
 
 def sbert_path(name: str) -> str:
@@ -43,10 +45,8 @@ def load_sbert(name: str, device: str | None = None):
 
     hf_logging.disable_progress_bar()  # the 'Loading weights' bar on every load
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = SentenceTransformer(sbert_path(name), device=device)
-    if device.startswith("cuda"):
-        model.half()  # fp16 on GPU: the paper-scale embedding is throughput-bound
-    return model
+    # float32 on every device: fp16 moves similarities near the 0.91 threshold by about 1e-3
+    return SentenceTransformer(sbert_path(name), device=device)
 
 
 def encode(model, texts: list[str], batch_size: int = 256) -> np.ndarray:
@@ -120,20 +120,27 @@ def _rank(scores: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def topic_fields(collections: list[Collection], fields: list[str]) -> pd.DataFrame:
-    """One row per (topic qid, field, variant index, text); topics shared by corpora appear once."""
-    rows, seen = [], set()
+    """One row per (topic qid, field, text) with the corpora whose topic has it.
+
+    A text that several corpora share for the same topic id and field is searched once; a topic id that a
+    corpus reuses with another text (the Common Core tracks reused Robust04 ids) gets its own rows.
+    """
+    rows: dict[tuple[str, str, str], list] = {}
     for c in collections:
         for t in c.topics.values():
-            if t.qid in seen:
-                continue
-            seen.add(t.qid)
+            texts = []
             if "title" in fields and t.title:
-                rows.append((t.qid, "title", -1, t.title))
+                texts.append(("title", -1, t.title))
             if "description" in fields and t.description:
-                rows.append((t.qid, "description", -1, t.description))
+                texts.append(("description", -1, t.description))
             if "variant" in fields:
-                rows.extend((t.qid, "variant", i, v) for i, v in enumerate(t.variants))
-    return pd.DataFrame(rows, columns=["topic_qid", "field", "variant_index", "text"])
+                texts.extend(("variant", i, v) for i, v in enumerate(t.variants))
+            for field_name, index, text in texts:
+                row = rows.setdefault((t.qid, field_name, text), [t.qid, field_name, index, text, []])
+                if c.name not in row[4]:
+                    row[4].append(c.name)
+    out = [(*r[:4], "|".join(r[4])) for r in rows.values()]
+    return pd.DataFrame(out, columns=["topic_qid", "field", "variant_index", "text", "corpora"])
 
 
 def detect(
@@ -207,6 +214,7 @@ def detect(
             frames.append(pd.DataFrame({
                 "train_qid": hit.qid, "source": source, "query": hit.text, "topic_qid": t.topic_qid,
                 "field": t.field, "variant_index": t.variant_index.astype(int), "similarity": flat_s[keep],
+                "corpora": t.corpora,
             }))
         cands = pd.concat(frames, ignore_index=True)[CANDIDATE_COLUMNS]
         cands.to_parquet(tmp / "candidates.parquet", index=False)
@@ -222,11 +230,22 @@ def above_threshold(cands: pd.DataFrame, threshold: float) -> pd.DataFrame:
 
 
 def leak_pairs(cands: pd.DataFrame, threshold: float) -> pd.DataFrame:
-    """One row per (training query, topic) above the threshold, with its best similarity and field."""
+    """One row per (training query, topic) above the threshold, with its best similarity and field, and (if
+    the candidates name them) every corpus whose text of the topic is above the threshold."""
     hits = above_threshold(cands, threshold).sort_values(
         ["topic_qid", "similarity", "train_qid"], ascending=[True, False, True], kind="mergesort"
     )
-    return hits.drop_duplicates(["source", "train_qid", "topic_qid"]).reset_index(drop=True)
+    key = ["source", "train_qid", "topic_qid"]
+    pairs = hits.drop_duplicates(key).reset_index(drop=True)
+    if "corpora" in hits.columns and len(pairs):
+        union = hits.groupby(key).corpora.agg(lambda s: "|".join(sorted(set("|".join(s).split("|")))))
+        pairs["corpora"] = [union[k] for k in zip(pairs.source, pairs.train_qid, pairs.topic_qid)]
+    return pairs
+
+
+def in_corpus(corpora: pd.Series, corpus: str) -> pd.Series:
+    """Whether each "|"-joined corpora value names ``corpus``."""
+    return corpora.map(lambda s: corpus in str(s).split("|")).astype(bool)
 
 
 def table1(cands: pd.DataFrame, corpora: dict[str, list[str]], threshold: float) -> pd.DataFrame:
@@ -235,6 +254,8 @@ def table1(cands: pd.DataFrame, corpora: dict[str, list[str]], threshold: float)
     rows = []
     for corpus, qids in corpora.items():
         h = hits[hits.topic_qid.isin(set(qids))]
+        if "corpora" in h.columns:  # a reused topic id counts for the corpus whose text matched
+            h = h[in_corpus(h.corpora, corpus)]
         for field_name, label in (("title", "Title"), ("description", "Description"), ("variant", "Variants"), (None, "Union")):
             f = h if field_name is None else h[h.field == field_name]
             for sources, slabel in ((("msmarco",), "MSM"), (("msmarco", "orcas"), "+ORC")):

@@ -151,9 +151,15 @@ class Pipeline:
     def candidates(self) -> pd.DataFrame:
         if "candidates" not in self._memo:
             d = self.cfg.detect
+            fields = list(d.fields)
+            for c in self.corpora:  # before loading anything: variants that are missing by accident
+                sources.require_variants(self.corpus_cfg(c), fields)
+            collections = [self.collection(c) for c in self.corpora]
+            for c, coll in zip(self.corpora, collections):
+                sources.check_variants(coll, self.corpus_cfg(c), fields)
             self._memo["candidates"] = detector.detect(
-                self.store, self.pool, [self.collection(c) for c in self.corpora], sbert=d.sbert, k=int(d.k),
-                fields=list(d.fields), batch_size=int(d.batch_size), fingerprint=self.pool_fingerprint,
+                self.store, self.pool, collections, sbert=d.sbert, k=int(d.k),
+                fields=fields, batch_size=int(d.batch_size), fingerprint=self.pool_fingerprint,
             )
         return self._memo["candidates"]
 
@@ -163,9 +169,11 @@ class Pipeline:
         return marker.config_hash if marker else ""
 
     def excluded(self) -> set[tuple[str, str]]:
-        """(source, qid) of every training query above the threshold for any topic of any corpus."""
+        """(source, qid) of every training query that No-Leakage sets must not use: above the threshold for any
+        topic of any corpus, annotated (whatever its recomputed similarity), or a verified leak."""
         pairs = detector.above_threshold(self.candidates(), float(self.cfg.detect.threshold))
-        return set(zip(pairs.source, pairs.train_qid))
+        leaks = [self.verified_leaks(c) for c in self.corpora]
+        return builder.excluded_queries(self.pool, pairs, self.annotations(), leaks)
 
     def _annotation_files(self) -> list[Path]:
         spec = self.cfg.verify.annotations
@@ -241,19 +249,10 @@ class Pipeline:
         return self._memo[key]
 
     def _verified_leaks(self, corpus: str) -> pd.DataFrame:
-        ann = self.annotations()
-        leaks = verifier.verified_leaks(ann, list(self.collection(corpus).topics))
-        q = self.pool.queries
-        merged = leaks.merge(q, left_on=["train_qid", "query"], right_on=["qid", "text"], how="left")
-        missing = merged.qid.isna()
-        if missing.any():  # the annotation's query text may be normalised differently: fall back to the id
-            by_id = q.drop_duplicates("qid").set_index("qid")
-            for i in merged.index[missing]:
-                tq = merged.at[i, "train_qid"]
-                if tq not in by_id.index:
-                    raise ValueError(f"annotated training query {tq} is not in the training pool {self.pool.name}")
-                merged.loc[i, ["qid", "text", "source"]] = [tq, by_id.at[tq, "text"], by_id.at[tq, "source"]]
-        return merged.drop_duplicates(["source", "qid"])[["qid", "text", "source", "topic_qid", "type"]].reset_index(drop=True)
+        pairs = detector.leak_pairs(self.candidates(), float(self.cfg.detect.threshold))
+        leaks = verifier.verified_leaks(self.annotations(), list(self.collection(corpus).topics), corpus=corpus,
+                                        pairs=pairs)
+        return builder.leaking_queries(self.pool, leaks)
 
     # -- training sets ---------------------------------------------------------------------------------
     def negatives(self) -> builder.Negatives:
@@ -265,11 +264,15 @@ class Pipeline:
         need = min(len(fillers), int(max_size // 2 * 1.1) + 100)  # slack for queries without a negative
         leaks = pd.concat([self.verified_leaks(c) for c in self.corpora], ignore_index=True)
         queries = pd.concat([fillers.iloc[:need], leaks[["qid", "text", "source"]]], ignore_index=True)
-        queries = queries.drop_duplicates("qid").rename(columns={"text": "query"})[["qid", "query"]]
+        queries = queries.drop_duplicates(["source", "qid"])
+        # one BM25 query id per training query: an id may name an MS MARCO and an ORCAS query
+        queries = pd.DataFrame({"qid": [builder.query_key(s, q) for s, q in zip(queries.source, queries.qid)],
+                                "query": queries.text})
         queries = queries.sort_values("qid", kind="mergesort").reset_index(drop=True)
         run = bm25_run(self.store, self.index("train"), f"train-{self.pool.name}/{config_hash(list(queries.qid))}",
                        queries, depth=int(self.cfg.build.negatives_depth), **self._bm25_kwargs())
-        return builder.Negatives.from_frames(self.pool.qrels, run, seed)
+        source, qid = builder.split_query_key(run.qid)
+        return builder.Negatives.from_frames(self.pool.qrels, run.assign(source=source, qid=qid), seed)
 
     @cached_property
     def _fillers(self) -> pd.DataFrame:
@@ -281,6 +284,11 @@ class Pipeline:
     def set_config(self, corpus: str, leakage: str, size: int) -> dict:
         """What a training set depends on; cheap (reads markers, loads no data)."""
         c, b = self.corpus_cfg(corpus), self.cfg.build
+        missing = b.get("test_missing_judgments", "skip")
+        if missing not in builder.MISSING_JUDGMENTS:
+            from leakexp.config import ConfigError
+
+            raise ConfigError(f"build.test_missing_judgments={missing!r} is unknown; use skip or top_up")
         return {
             "stage": "set", "corpus": corpus, "leakage": leakage, "size": int(size),
             "pool": self.pool_fingerprint, "collection": self.corpus_fingerprint(corpus),
@@ -288,7 +296,7 @@ class Pipeline:
             "verify": config_hash(self.verify_config()), "seed": int(b.seed), "negatives_depth": int(b.negatives_depth),
             "fixed": int(c.fixed_leak_queries if leakage == "msm" else c.test_leak_queries if leakage == "test" else 0),
             "test_field": b.test_query_field, "take_all_leaks": bool(b.take_all_leaks),
-            "test_with_replacement": bool(b.test_with_replacement),
+            "test_with_replacement": bool(b.test_with_replacement), "test_missing_judgments": missing,
             "bm25": {"k1": float(self.cfg.bm25.k1), "b": float(self.cfg.bm25.b)},
         }
 
@@ -313,9 +321,16 @@ class Pipeline:
                 collection=self.collection(corpus), pool_docs=self.pool.docs, seed=int(b.seed),
                 test_field=b.test_query_field, take_all_leaks=bool(b.take_all_leaks),
                 test_with_replacement=bool(b.test_with_replacement),
+                test_missing_judgments=config["test_missing_judgments"],
             )
             builder.write_set(tmp, frame, manifest)
-            return {k: manifest[k] for k in ("instances", "leaked_instances", "leakage_ratio", "content_hash")}
+            if manifest.get("skipped_topics"):
+                log.info("%s/%s/%s: %d topic(s) without judgments skipped (%s); leaked part %d instances short",
+                         corpus, leakage, size, len(manifest["skipped_topics"]),
+                         ", ".join(f"{t['topic']}: {t['reason']}" for t in manifest["skipped_topics"]),
+                         manifest["leaked_shortfall"])
+            return {k: manifest[k] for k in ("instances", "leaked_instances", "leaked_shortfall", "leakage_ratio",
+                                             "content_hash")}
 
         return self.store.ensure(path, config, compute)
 

@@ -330,7 +330,9 @@ def write_table1(cfg: DictConfig, pipeline) -> Path:
     corpora = {c: list(pipeline.collection(c).topics) for c in pipeline.corpora}
     wide = table1_wide(table1(cands, corpora, float(cfg.detect.threshold)))
     caption = (f"Table 1. Topics (T) and training queries (Q) with a Sentence-BERT similarity > {cfg.detect.threshold} "
-               f"to a topic's title, description or a query variant, for MS MARCO (MSM) and MS MARCO + ORCAS (+ORC); "
+               f"to a searched topic field, for MS MARCO (MSM) and MS MARCO + ORCAS (+ORC); fields searched: "
+               f"{', '.join(cfg.detect.fields)}"
+               f"{'' if 'variant' in cfg.detect.fields else ' (query variants not searched: their row is empty)'}; "
                f"data={cfg.data.name}, model={cfg.detect.sbert}, top-{cfg.detect.k} exact neighbours per field.")
     out = tables_dir(cfg)
     write(wide, out, "table1", caption)

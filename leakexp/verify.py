@@ -74,10 +74,13 @@ def write_annotations(path: Path, records: list[dict]) -> None:
 
 def truth_labels(review: pd.DataFrame, truth: pd.DataFrame) -> list[list[str]]:
     """The toy world's ground truth as annotator labels: Title-<type> for planted leaks, else Different Topic."""
-    kinds = {(str(r.train_qid), str(r.topic_qid)): r.type for r in truth.itertuples(index=False)}
+    # keyed by source too where both name it: one query id may name different MS MARCO and ORCAS queries
+    cols = ["train_qid", "topic_qid"] + (["source"] if "source" in review and "source" in truth else [])
+    key = lambda r: tuple(str(getattr(r, c)) for c in cols)  # noqa: E731
+    kinds = {key(r): r.type for r in truth.itertuples(index=False)}
     out = []
     for r in review.itertuples(index=False):
-        kind = kinds.get((str(r.train_qid), str(r.topic_qid)))
+        kind = kinds.get(key(r))
         out.append([f"Title-{kind}"] if kind and kind != DIFFERENT else [DIFFERENT])
     return out
 
@@ -171,12 +174,27 @@ def read_annotations(paths: list[Path], *, allow_empty: bool = False) -> pd.Data
     return pd.DataFrame(rows, columns=ANNOTATION_COLUMNS)
 
 
-def verified_leaks(annotations: pd.DataFrame, topic_ids: list[str]) -> pd.DataFrame:
+def verified_leaks(annotations: pd.DataFrame, topic_ids: list[str], *, corpus: str | None = None,
+                   pairs: pd.DataFrame | None = None) -> pd.DataFrame:
     """True leaks of one corpus: annotations whose topic is one of the corpus's topics.
 
-    Core 2017 / 2018 reuse Robust04 topics, so one annotation counts for every corpus with its topic.
+    Core 2017 / 2018 reuse Robust04 topics, so one annotation counts for every corpus with its topic, unless a
+    corpus uses the id with another text: given the ``corpus`` name and the candidate ``pairs`` of
+    :func:`leakexp.detect.leak_pairs` (with their ``corpora``), an annotated pair that is a candidate counts
+    only for the corpora whose text of the topic it matched (by training query id, query text and topic).
     """
     a = annotations[annotations.leak & annotations.topic_qid.isin({str(t) for t in topic_ids})]
+    if corpus is not None and pairs is not None and "corpora" in pairs.columns and len(a):
+        exact, by_id = {}, {}
+        for r in pairs.itertuples(index=False):
+            names = set(str(r.corpora).split("|"))
+            exact.setdefault((str(r.train_qid), r.query, str(r.topic_qid)), set()).update(names)
+            by_id.setdefault((str(r.train_qid), str(r.topic_qid)), set()).update(names)
+        keep = []
+        for qid, query, topic in zip(a.train_qid.astype(str), a["query"], a.topic_qid.astype(str)):
+            names = exact.get((qid, query, topic), by_id.get((qid, topic)))
+            keep.append(names is None or corpus in names)  # not a candidate here: attributed by topic id
+        a = a[keep]
     return a.drop_duplicates(["train_qid", "topic_qid"]).reset_index(drop=True)
 
 

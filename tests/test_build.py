@@ -11,15 +11,15 @@ def world():
     q = [(f"m{i}", f"msmarco query {i}", "msmarco") for i in range(40)] + \
         [(f"o{i}", f"orcas query {i}", "orcas") for i in range(40)]
     queries = pd.DataFrame(q, columns=["qid", "text", "source"])
-    qrels = pd.DataFrame([(qid, f"D-{qid}") for qid, _, _ in q], columns=["qid", "docno"])
+    qrels = pd.DataFrame([(source, qid, f"D-{qid}") for qid, _, source in q], columns=["source", "qid", "docno"])
     docs = {f"D-{qid}": f"doc of {qid}" for qid, _, _ in q}
     pool = TrainPool(queries, qrels, DictDocStore(docs))
     # BM25 top-5: the query's own doc plus four others; m0 retrieves only its own doc (no negative)
     run = []
-    for i, (qid, _, _) in enumerate(q):
+    for i, (qid, _, source) in enumerate(q):
         ranked = [f"D-{qid}"] if qid == "m0" else [f"D-{qid}"] + [f"D-{q[(i + j) % len(q)][0]}" for j in range(1, 5)]
-        run += [(qid, d, r) for r, d in enumerate(ranked)]
-    run = pd.DataFrame(run, columns=["qid", "docno", "rank"])
+        run += [(source, qid, d, r) for r, d in enumerate(ranked)]
+    run = pd.DataFrame(run, columns=["source", "qid", "docno", "rank"])
     topics = {t: Topic(t, f"topic {t}") for t in ("301", "302", "303")}
     tq = []
     for t in topics:
@@ -106,9 +106,173 @@ def test_errors_name_corpus_type_size_and_numbers(world):
     assert m["leaks_taken"] == 6 and m["leaks_requested"] == 8
     with pytest.raises(BuildError, match=r"topic 30\d has 3 relevant document\(s\) but needs 4"):
         _build(world, "test", 40, fixed=12)
-    f, _ = _build(world, "test", 40, fixed=12, test_with_replacement=True)
+    f, m = _build(world, "test", 40, fixed=12, test_with_replacement=True)
     assert (f.origin == "test-leak").sum() == 24
+    assert m["reused_documents"] == [{"topic": t, "label": label, "documents": 3, "occurrences": 4}
+                                     for t in ("301", "302", "303") for label in ("relevant", "non-relevant")]
+    with pytest.raises(BuildError, match=r"build.test_missing_judgments='drop' is unknown; use skip or top_up"):
+        _build(world, "test", 20, test_missing_judgments="drop")
     with pytest.raises(BuildError, match=r"filler pool is exhausted"):
         _build(world, "none", 400)
     with pytest.raises(BuildError, match=r"size must be a positive even number"):
         _build(world, "none", 21)
+
+
+def test_judgments_and_negatives_are_keyed_by_source_and_query_id():
+    # id 7 names one MS MARCO and one ORCAS query, each with its own relevant document
+    qrels = pd.DataFrame([("msmarco", "7", "dA"), ("orcas", "7", "dB")], columns=["source", "qid", "docno"])
+    run = pd.DataFrame([("msmarco", "7", "dA", 0), ("msmarco", "7", "dB", 1), ("msmarco", "7", "dC", 2),
+                        ("orcas", "7", "dB", 0), ("orcas", "7", "dA", 1)],
+                       columns=["source", "qid", "docno", "rank"])
+    neg = Negatives.from_frames(qrels, run, seed=0)
+    assert neg.qrels == {("msmarco", "7"): ["dA"], ("orcas", "7"): ["dB"]}
+    assert neg.ranked[("orcas", "7")] == ["dB", "dA"]
+    assert neg.pair("orcas", "7") == ("dB", "dA")  # the other source's relevant document is a fair negative
+    assert neg.pair("msmarco", "7")[0] == "dA" and neg.pair("msmarco", "7")[1] in {"dB", "dC"}
+    assert neg.pair("msmarco", "8") is None
+
+
+def _big_world(n_topics=250, n_queries=1200, no_rel=(), no_non=(), unjudged=(), single_rel=()):
+    """``n_topics`` topics (301...) with 3 relevant + 3 non-relevant judgments each, except the hazards."""
+    q = [(f"q{i}", f"query {i}", ("msmarco", "orcas")[i % 2]) for i in range(n_queries)]
+    queries = pd.DataFrame(q, columns=["qid", "text", "source"])
+    qrels = pd.DataFrame([(s, qid, f"D-{qid}") for qid, _, s in q], columns=["source", "qid", "docno"])
+    run = pd.DataFrame([(s, qid, d, r) for i, (qid, _, s) in enumerate(q)
+                        for r, d in enumerate([f"D-{qid}", f"D-{q[(i + 1) % n_queries][0]}"])],
+                       columns=["source", "qid", "docno", "rank"])
+    pool = TrainPool(queries, qrels, DictDocStore({f"D-{qid}": qid for qid, _, _ in q}))
+    topics = {str(t): Topic(str(t), f"topic {t}") for t in range(301, 301 + n_topics)}
+    tq = []
+    for t in topics:
+        if t in unjudged:
+            continue
+        if t not in no_rel:
+            tq += [(t, f"{t}-r{j}", 1) for j in range(1 if t in single_rel else 3)]
+        if t not in no_non:
+            tq += [(t, f"{t}-n{j}", 0) for j in range(3)]
+    coll = Collection("c", topics, pd.DataFrame(tq, columns=["qid", "docno", "label"]),
+                      DictDocStore({d: "" if d.endswith("n0") else f"text {d}" for _, d, _ in tq}))
+    return pool, Negatives.from_frames(qrels, run, seed=0), coll
+
+
+def _test_set(world, size, fixed, **kw):
+    pool, neg, coll = world
+    return build_set(corpus="c", leakage="test", size=size, fixed_queries=fixed, fillers=filler_order(pool, set(), 0),
+                     negatives=neg, collection=coll, pool_docs=pool.docs, seed=0, **kw)
+
+
+def test_test_leakage_skips_topics_without_judgments_as_the_authors_996():
+    # Robust04: 250 topics, topic 672 has no relevant judgment; 500 leaked queries = each topic twice
+    world = _big_world(no_rel={"400"})
+    f, m = _test_set(world, 1000, 500)
+    assert len(f) == m["instances"] == 996 and m["size"] == 1000  # 249 topics x 2 x (1 rel + 1 non-rel)
+    assert m["skipped_topics"] == [{"topic": "400", "reason": "no relevant judgment"}]
+    assert m["leaked_instances"] == 996 and m["leaked_requested"] == 1000 and m["leaked_shortfall"] == 4
+    assert "400" not in set(f.qid) and (f[f.origin == "test-leak"].groupby("qid").size() == 4).all()
+    f2, m2 = _test_set(world, 2000, 500)  # larger sets keep the same leaked part: 1,996, 3,996, ...
+    assert len(f2) == 1996 and m2["by_origin"] == {"filler": 1000, "test-leak": 996}
+    assert m2["leakage_ratio"] == 996 / 2000
+
+
+def test_test_leakage_top_up_fills_the_configured_number_from_usable_topics():
+    world = _big_world(no_rel={"400"}, no_non={"401"}, unjudged={"402"})
+    f, m = _test_set(world, 1000, 500, test_missing_judgments="top_up")
+    assert m["skipped_topics"] == [{"topic": "400", "reason": "no relevant judgment"},
+                                   {"topic": "401", "reason": "no judged non-relevant document"},
+                                   {"topic": "402", "reason": "no judgments"}]
+    assert len(f) == 1000 and m["leaked_instances"] == 1000 and m["leaked_shortfall"] == 0
+    per_topic = f[f.origin == "test-leak"].groupby("qid").size() // 2  # occurrences per usable topic
+    assert len(per_topic) == 247 and per_topic.sum() == 500 and sorted(set(per_topic)) == [2, 3]
+    assert (per_topic == 3).sum() == 500 - 2 * 247
+    _, skip = _test_set(world, 1000, 500)
+    assert skip["leaked_instances"] == 1000 - 12 and skip["leaked_shortfall"] == 12
+    with pytest.raises(BuildError, match=r"no topic of the corpus has a relevant and a judged non-relevant"):
+        _test_set(_big_world(n_topics=2, no_rel={"301", "302"}), 40, 4)
+
+
+def test_a_single_relevant_document_is_reused_and_recorded_an_empty_document_kept():
+    world = _big_world(n_topics=3, n_queries=40, single_rel={"302"})
+    with pytest.raises(BuildError, match=r"topic 302 has 1 relevant document\(s\) but needs 2 distinct"):
+        _test_set(world, 20, 6)
+    f, m = _test_set(world, 20, 6, test_with_replacement=True)
+    t = f[(f.origin == "test-leak") & (f.qid == "302")]
+    assert t[t.label == 1].docno.tolist() == ["302-r0", "302-r0"]
+    assert m["reused_documents"] == [{"topic": "302", "label": "relevant", "documents": 1, "occurrences": 2}]
+    # 301-n0 .. 303-n0 are empty documents: instances keep them as empty texts
+    empty = f[f.docno.str.endswith("n0")]
+    assert len(empty) >= 1 and (empty.text == "").all() and (empty.label == 0).all()
+
+
+def _shared_id_pool():
+    # id 7 names an MS MARCO and an ORCAS query; 8 is MS MARCO only
+    q = pd.DataFrame([("7", "what is lyme disease", "msmarco"), ("8", "hubble telescope", "msmarco"),
+                      ("7", "ferry sinkings", "orcas"), ("9", "polio vaccine", "orcas")],
+                     columns=["qid", "text", "source"])
+    qrels = pd.DataFrame([("msmarco", "7", "dA"), ("msmarco", "8", "dB"), ("orcas", "7", "dC"), ("orcas", "9", "dD")],
+                         columns=["source", "qid", "docno"])
+    return TrainPool(q, qrels, DictDocStore({d: d for d in ("dA", "dB", "dC", "dD")}))
+
+
+def test_verified_leaks_find_their_source_by_query_text():
+    from leakexp.build import leaking_queries
+
+    pool = _shared_id_pool()
+    leaks = pd.DataFrame([("7", "Ferry  Sinkings", "303", "Identical"), ("8", "hubble", "302", "Generalization"),
+                          ("7", "what is lyme disease", "301", "Identical")],
+                         columns=["train_qid", "query", "topic_qid", "type"])
+    got = leaking_queries(pool, leaks)
+    assert sorted(zip(got.source, got.qid, got.text)) == [
+        ("msmarco", "7", "what is lyme disease"), ("msmarco", "8", "hubble telescope"), ("orcas", "7", "ferry sinkings")]
+    with pytest.raises(ValueError, match=r"annotated training query 7 \('tick bite'\) matches no query text"):
+        leaking_queries(pool, pd.DataFrame([("7", "tick bite", "301", "Identical")], columns=leaks.columns))
+    with pytest.raises(ValueError, match=r"annotated training query 5 \('x'\) is not in the training pool"):
+        leaking_queries(pool, pd.DataFrame([("5", "x", "301", "Identical")], columns=leaks.columns))
+
+
+def test_no_leakage_excludes_annotated_candidates_whatever_their_similarity_and_verified_leaks():
+    from leakexp.build import excluded_queries
+
+    pool = _shared_id_pool()
+    above = pd.DataFrame([("msmarco", "8")], columns=["source", "train_qid"])
+    # annotated at similarity 0.90 (below a 0.91 threshold recomputed today), judged not a leak
+    annotations = pd.DataFrame([("7", "ferry sinkings", 0.90, False), ("5", "not in this pool", 0.95, True)],
+                               columns=["train_qid", "query", "similarity", "leak"])
+    leaks = [pd.DataFrame([("9", "orcas")], columns=["qid", "source"])]
+    assert excluded_queries(pool, above, annotations, leaks) == {("msmarco", "8"), ("orcas", "7"), ("orcas", "9")}
+    fillers = filler_order(pool, excluded_queries(pool, above, annotations, leaks), seed=0)
+    assert list(zip(fillers.source, fillers.qid)) == [("msmarco", "7")]
+
+
+def test_toy_pipeline_meets_and_handles_the_real_datas_hazards(small_cfg):
+    """On the toy world (shared store with the pipeline tests): the sets and leaks the hazards affect."""
+    import json
+
+    from leakexp.pipeline import Pipeline
+
+    p = Pipeline(small_cfg)
+    path = p.training_set("toy_robust", "test", 128)
+    m = json.loads((path / "manifest.json").read_text())
+    assert m["skipped_topics"] == [{"topic": "326", "reason": "no relevant judgment"}]
+    assert m["reused_documents"] == [{"topic": "327", "label": "relevant", "documents": 1, "occurrences": 2}]
+    assert (m["leaked_instances"], m["leaked_shortfall"], m["instances"]) == (116, 4, 124)
+    f = pd.read_parquet(path / "instances.parquet")
+    assert ((f.text == "") & (f.qid == "328") & (f.label == 0)).sum() == 1  # the empty judged document
+    assert f.text.str.split().str.len().max() > 800  # a long relevant document
+    # topic id 330 is robust's "obesity in children" and core18's "iran nuclear program": leaks by text
+    robust, core18 = (p.verified_leaks(c) for c in ("toy_robust", "toy_core18"))
+    r330, c330 = (set(x[x.topic_qid == "330"].text) for x in (robust, core18))
+    assert r330 and c330 and not r330 & c330
+    assert all("iran" in t or "nuclear" in t or "uranium" in t or "atomic" in t for t in c330)
+    # queries whose id both sources use keep their own source's relevant document
+    q = p.pool.queries
+    shared = set(q[q.source == "msmarco"].qid) & set(q[q.source == "orcas"].qid)
+    assert len(shared) == 30  # every 20th of the 600 ORCAS queries
+    neg = p.negatives()
+    rel = p.pool.qrels.set_index(["source", "qid"]).docno
+    used = [(s, i) for s in ("msmarco", "orcas") for i in shared if neg.pair(s, i)]
+    assert used and all(neg.pair(s, i)[0] == rel[(s, i)] for s, i in used)
+    # No-Leakage excludes every annotated query and every verified leak
+    excluded = p.excluded()
+    assert set(zip(robust.source, robust.qid)) <= excluded
+    none = pd.read_parquet(p.training_set("toy_robust", "none", 256) / "instances.parquet")
+    assert not set(zip(none.source, none.qid)) & excluded

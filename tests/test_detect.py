@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import pandas as pd
 
 from leakexp.detect import embed_to_memmap, exact_topk, leak_pairs, table1
@@ -66,3 +67,148 @@ def test_embedding_resumes_after_a_kill_without_reembedding(tmp_path):
     emb = embed_to_memmap(resumed, texts, tmp_path, chunk_size=3)
     assert resumed.calls == 2  # only chunks 3 and 4 (texts 6..9) are embedded again
     np.testing.assert_array_equal(emb[:, 0], [len(t) for t in texts])
+
+
+def _collections():
+    from leakexp.data.types import Collection, DictDocStore, Topic
+
+    empty = pd.DataFrame(columns=["qid", "docno", "label"])
+    robust = Collection("robust", {"301": Topic("301", "lyme disease", "Lyme?", variants=("tick illness",)),
+                                   "330": Topic("330", "obesity in children", "Overweight children?")},
+                        empty, DictDocStore({}))
+    # the Core track reuses 301 unchanged and 330 with another text
+    core = Collection("core", {"301": Topic("301", "lyme disease", "Lyme?", variants=("tick illness",)),
+                               "330": Topic("330", "iran nuclear program", "Iran's uranium?")},
+                      empty, DictDocStore({}))
+    return robust, core
+
+
+def test_topic_fields_keep_a_reused_topic_id_with_another_text_apart():
+    from leakexp.detect import topic_fields
+
+    t = topic_fields(list(_collections()), ["title", "description", "variant"])
+    got = sorted(zip(t.topic_qid, t.field, t.text, t.corpora))
+    assert got == [
+        ("301", "description", "Lyme?", "robust|core"),
+        ("301", "title", "lyme disease", "robust|core"),
+        ("301", "variant", "tick illness", "robust|core"),
+        ("330", "description", "Iran's uranium?", "core"),
+        ("330", "description", "Overweight children?", "robust"),
+        ("330", "title", "iran nuclear program", "core"),
+        ("330", "title", "obesity in children", "robust"),
+    ]
+
+
+def _reused_id_candidates():
+    return pd.DataFrame([
+        # train_qid, source, query, topic, field, variant, similarity, corpora
+        ("q1", "orcas", "obesity in children", "330", "title", -1, 0.99, "robust"),
+        ("q1", "orcas", "obesity in children", "330", "title", -1, 0.20, "core"),
+        ("q2", "orcas", "iran nuclear program", "330", "title", -1, 0.98, "core"),
+        ("q3", "msmarco", "what is lyme disease", "301", "title", -1, 0.95, "robust|core"),
+        ("q3", "msmarco", "what is lyme disease", "301", "variant", 0, 0.93, "robust|core"),
+    ], columns=["train_qid", "source", "query", "topic_qid", "field", "variant_index", "similarity", "corpora"])
+
+
+def test_table1_and_leak_pairs_count_a_reused_id_for_the_corpus_whose_text_matched():
+    c = _reused_id_candidates()
+    t = table1(c, {"robust": ["301", "330"], "core": ["301", "330"]}, 0.91)
+    union = t[(t.field == "Union") & (t.sources == "+ORC")].set_index("corpus")
+    assert union.loc["robust", ["T", "Q"]].tolist() == [2, 2]  # q1 (330) and q3 (301); not q2
+    assert union.loc["core", ["T", "Q"]].tolist() == [2, 2]  # q2 (330) and q3 (301); not q1
+    pairs = leak_pairs(c, 0.91).set_index("train_qid")
+    assert pairs.corpora.to_dict() == {"q1": "robust", "q2": "core", "q3": "core|robust"}
+
+
+def test_verified_leaks_of_a_reused_topic_id_go_to_the_corpus_whose_text_matched():
+    from leakexp.verify import verified_leaks
+
+    ann = pd.DataFrame([
+        (0, "q1", "obesity in children", "330", True), (1, "q2", "iran nuclear program", "330", True),
+        (2, "q3", "what is lyme disease", "301", True), (3, "q9", "from another annotation run", "330", True),
+        (4, "q4", "lyme regis", "301", False),
+    ], columns=["id", "train_qid", "query", "topic_qid", "leak"])
+    pairs = leak_pairs(_reused_id_candidates(), 0.91)
+    got = {c: sorted(verified_leaks(ann, ["301", "330"], corpus=c, pairs=pairs).train_qid) for c in ("robust", "core")}
+    # q9 is not among the candidates: attributed by its topic id alone, as without the candidate table
+    assert got == {"robust": ["q1", "q3", "q9"], "core": ["q2", "q3", "q9"]}
+    assert sorted(verified_leaks(ann, ["301", "330"]).train_qid) == ["q1", "q2", "q3", "q9"]
+
+
+def test_truth_labels_follow_the_source_of_a_shared_query_id():
+    from leakexp.verify import truth_labels
+
+    review = pd.DataFrame([("7", "msmarco", "301"), ("7", "orcas", "301")], columns=["train_qid", "source", "topic_qid"])
+    truth = pd.DataFrame([("7", "orcas", "301", "Identical")], columns=["train_qid", "source", "topic_qid", "type"])
+    assert truth_labels(review, truth) == [["Different Topic"], ["Title-Identical"]]
+
+
+def test_detection_embeddings_stay_float32_on_gpu(monkeypatch):
+    import sentence_transformers
+
+    from leakexp import detect
+
+    class FakeModel:
+        def __init__(self, path, device=None):
+            self.device, self.halved = device, False
+
+        def half(self):
+            self.halved = True
+            return self
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", FakeModel)
+    model = detect.load_sbert("bundled", device="cuda")
+    assert model.device == "cuda" and not model.halved  # fp16 moves similarities near 0.91 by ~1e-3
+
+
+def test_table1_caption_states_the_searched_fields(tmp_path):
+    from leakexp.config import compose
+    from leakexp.tables import write_table1
+
+    class Searched:  # the two pipeline methods Table 1 reads
+        corpora = ["robust", "core"]
+
+        def candidates(self):
+            return _reused_id_candidates()
+
+        def collection(self, name):
+            return dict(zip(self.corpora, _collections()))[name]
+
+    for fields, said in (("[title,description]", "fields searched: title, description (query variants not searched"),
+                         ("[title,description,variant]", "fields searched: title, description, variant;")):
+        cfg = compose([f"store={tmp_path}", f"detect.fields={fields}"])
+        assert said in write_table1(cfg, Searched()).read_text()
+
+
+def test_real_corpus_without_variants_is_an_error_that_says_how_to_fix_it(tmp_path, monkeypatch):
+    from leakexp.config import compose
+    from leakexp.data.sources import DataUnavailable
+    from leakexp.pipeline import Pipeline
+
+    for name in ("ROBUST04", "CORE17", "CORE18"):
+        monkeypatch.delenv(f"LEAKEXP_VARIANTS_{name}", raising=False)
+    cfg = compose([f"store={tmp_path}", "experiment=paper"])
+    with pytest.raises(DataUnavailable, match=r"corpus robust04 has no query variants but detect.fields includes "
+                       r"'variant': give a TSV file of qid<TAB>variant lines .* corpus.variants=/path/to/variants.tsv "
+                       r".* or search without variants on purpose with detect.fields=\[title,description\]"):
+        Pipeline(cfg).candidates()  # before any data is loaded
+
+
+def test_variants_file_must_match_the_topics(caplog):
+    from omegaconf import OmegaConf
+
+    from leakexp.data.files import DataFormatError
+    from leakexp.data.sources import check_variants, require_variants
+
+    robust, core = _collections()  # robust 301 has a variant, 330 has none
+    local = OmegaConf.create({"name": "robust", "kind": "local", "variants": "v.tsv"})
+    require_variants(local, ["title", "variant"])  # given: fine
+    require_variants(OmegaConf.create({"name": "x", "kind": "local", "variants": None}), ["title"])  # not searched
+    with caplog.at_level("WARNING"):
+        check_variants(robust, local, ["title", "variant"])
+    assert "corpus robust: 1 of 2 topics have no query variants" in caplog.text
+    from leakexp.data.types import Collection, Topic
+
+    bare = Collection("robust", {"301": Topic("301", "lyme disease")}, robust.qrels, robust.docs)
+    with pytest.raises(DataFormatError, match=r"corpus robust: the variants file v.tsv names none of the 1 topic ids"):
+        check_variants(bare, local, ["variant"])

@@ -29,7 +29,20 @@ def local_irds(tmp_path_factory):
                     TrecQrels(LocalDownload(d / "train-qrels.txt"), {1: "click"}))
     missing = Dataset(TsvDocs(LocalDownload(d / "absent.tsv"), namespace="lx", lang="en"),
                       TsvQueries(LocalDownload(d / "train.tsv"), namespace="lx", lang="en"))
-    for name, ds in (("leakexp-test/core", test), ("leakexp-test/train", train), ("leakexp-test/missing", missing)):
+    # hazards of real files: a topic without a title, a query id given twice with different texts
+    (d / "untitled.txt").write_text(
+        "<top>\n<num> Number: 441\n<title> lyme disease\n<desc> Description:\nLyme?\n<narr> Narrative:\nAny.\n</top>\n"
+        "<top>\n<num> Number: 442\n<title>\n<desc> Description:\nNo title.\n<narr> Narrative:\nAny.\n</top>\n"
+    )
+    untitled = Dataset(TsvDocs(LocalDownload(d / "docs.tsv"), namespace="lx", lang="en"),
+                       TrecQueries(LocalDownload(d / "untitled.txt"), namespace="lx", lang="en"),
+                       TrecQrels(LocalDownload(d / "qrels.txt"), {0: "no", 1: "yes", 2: "very"}))
+    (d / "dup.tsv").write_text("1\tlyme disease symptoms\n2\thubble images\n1\tferry sinkings\n")
+    dup = Dataset(TsvDocs(LocalDownload(d / "docs.tsv"), namespace="lx", lang="en"),
+                  TsvQueries(LocalDownload(d / "dup.tsv"), namespace="lx", lang="en"),
+                  TrecQrels(LocalDownload(d / "train-qrels.txt"), {1: "click"}))
+    for name, ds in (("leakexp-test/core", test), ("leakexp-test/train", train), ("leakexp-test/missing", missing),
+                     ("leakexp-test/untitled", untitled), ("leakexp-test/dup", dup)):
         if name not in ir_datasets.registry:
             ir_datasets.registry.register(name, ds)
     variants = d / "variants.tsv"
@@ -50,7 +63,18 @@ def test_collection_from_a_registered_dataset(local_irds):
 def test_train_pool_from_registered_datasets(local_irds):
     pool = load_irds_train_pool("leakexp-test/train", "leakexp-test/train")
     assert pool.queries.groupby("source").size().to_dict() == {"msmarco": 2, "orcas": 2}
-    assert sorted(map(tuple, pool.qrels.values.tolist())) == [("1", "d1"), ("2", "d2")]
+    # judgments are keyed by (source, qid): the same id in the two sources names two queries
+    assert sorted(map(tuple, pool.qrels[["source", "qid", "docno"]].values.tolist())) == [
+        ("msmarco", "1", "d1"), ("msmarco", "2", "d2"), ("orcas", "1", "d1"), ("orcas", "2", "d2")]
+
+
+def test_topic_without_title_and_duplicate_query_ids_are_errors(local_irds):
+    from leakexp.data.files import DataFormatError
+
+    with pytest.raises(DataFormatError, match=r"'leakexp-test/untitled': topic 442 has an empty title"):
+        load_irds_collection("x", "leakexp-test/untitled")
+    with pytest.raises(DataFormatError, match=r"'leakexp-test/dup': query id '1' occurs with different texts"):
+        load_irds_train_pool("leakexp-test/train", "leakexp-test/dup")
 
 
 def test_unknown_and_missing_datasets_say_what_to_do(local_irds):

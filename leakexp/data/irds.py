@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Callable, Iterator, TypeVar
 
 import pandas as pd
 
-from leakexp.data.files import read_variants
+from leakexp.data.files import DataFormatError, read_variants
 from leakexp.data.sources import DataUnavailable
 from leakexp.data.types import Collection, Topic, TrainPool
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 HOW_TO = {
     "disks45": "TREC Disks 4 & 5 are licensed by NIST: obtain them and place the files as "
@@ -94,7 +96,15 @@ def load_irds_collection(name: str, dataset_id: str, *, variants: str | None = N
     """A test collection from ir_datasets; query variants come from a separate TSV (not in ir_datasets)."""
     ds = load_dataset(dataset_id)
     variant_map = read_variants(variants) if variants else {}
-    topics = {t.qid: t for t in (_topic(q, variant_map) for q in _guard(dataset_id, "topics", lambda: list(ds.queries_iter())))}
+    topics: dict[str, Topic] = {}
+    for t in (_topic(q, variant_map) for q in _guard(dataset_id, "topics", lambda: list(ds.queries_iter()))):
+        if t.qid in topics:
+            raise DataFormatError(f"ir_datasets '{dataset_id}': topic {t.qid} occurs twice; topic ids must be unique")
+        topics[t.qid] = t
+    untitled = [t.qid for t in topics.values() if not t.title]
+    if untitled:  # the title is the query: such a topic would score 0 on every measure
+        raise DataFormatError(f"ir_datasets '{dataset_id}': topic {untitled[0]} has an empty title ({len(untitled)} of "
+                              f"{len(topics)} topics); use a dataset whose topics have titles")
     qrels = pd.DataFrame(
         [(q.query_id, q.doc_id, int(q.relevance)) for q in _guard(dataset_id, "qrels", lambda: list(ds.qrels_iter()))],
         columns=["qid", "docno", "label"],
@@ -103,7 +113,7 @@ def load_irds_collection(name: str, dataset_id: str, *, variants: str | None = N
 
 
 def load_irds_train_pool(msmarco_id: str, orcas_id: str, *, name: str = "train") -> TrainPool:
-    """MS MARCO + ORCAS training queries with their relevant documents (label >= 1)."""
+    """MS MARCO + ORCAS training queries with their relevant documents (label >= 1), keyed by (source, qid)."""
     frames, qrels = [], []
     for source, dataset_id in (("msmarco", msmarco_id), ("orcas", orcas_id)):
         ds = load_dataset(dataset_id)
@@ -111,18 +121,25 @@ def load_irds_train_pool(msmarco_id: str, orcas_id: str, *, name: str = "train")
             [(x.query_id, x.text) for x in _guard(dataset_id, "queries", lambda: list(ds.queries_iter()))],
             columns=["qid", "text"],
         )
+        dup = q.duplicated("qid", keep="first")
+        if dup.any():
+            first = q.qid[dup].iloc[0]
+            if q[q.qid.isin(set(q.qid[dup]))].drop_duplicates().qid.duplicated().any():
+                raise DataFormatError(f"ir_datasets '{dataset_id}': query id {first!r} occurs with different texts; "
+                                      "query ids must be unique within a source")
+            log.warning("ir_datasets '%s': %d repeated identical queries dropped", dataset_id, int(dup.sum()))
+            q = q[~dup].reset_index(drop=True)
         q["source"] = source
         frames.append(q)
-        qrels.append(
-            pd.DataFrame(
-                [(x.query_id, x.doc_id) for x in _guard(dataset_id, "qrels", lambda: list(ds.qrels_iter()))
-                 if int(x.relevance) >= 1],
-                columns=["qid", "docno"],
-            )
+        rel = pd.DataFrame(
+            [(x.query_id, x.doc_id) for x in _guard(dataset_id, "qrels", lambda: list(ds.qrels_iter()))
+             if int(x.relevance) >= 1],
+            columns=["qid", "docno"],
         )
+        qrels.append(rel.drop_duplicates().assign(source=source)[["source", "qid", "docno"]])
     return TrainPool(
         pd.concat(frames, ignore_index=True),
-        pd.concat(qrels, ignore_index=True).drop_duplicates(),
+        pd.concat(qrels, ignore_index=True),
         IrdsDocStore(msmarco_id),
         name=name,
     )

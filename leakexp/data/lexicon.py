@@ -1,6 +1,6 @@
 """Developer-written topical lexicon for the toy world.
 
-Real English words, so that Sentence-BERT similarities between toy queries behave like those between real
+Real English words (a few with accents, as real queries and documents have), so that Sentence-BERT similarities between toy queries behave like those between real
 queries. Each test theme is one line ``title|generalization|reformulation|decoy|topical words``:
 
 - *generalization*: a subset of the title's words (Jansen et al.'s "generalization");
@@ -25,7 +25,7 @@ wind power energy|wind power|turbine electricity generation|wind chill temperatu
 oil spill cleanup|oil spill|petroleum slick remediation|olive oil recipes|tanker crude coast beaches wildlife booms cleanup birds pollution exxon
 stolen art recovery|stolen art|missing paintings theft|art gallery opening hours|museum paintings thieves interpol masterpiece recovered auction collectors insurance police
 cuba sugar exports|cuba sugar|cuban cane trade|cuba travel beaches|cane harvest havana exports tons economy mills plantation prices trade
-el nino weather|el nino|pacific warming phenomenon|el nino restaurant menu|pacific ocean temperature rainfall drought floods climate currents forecast storms
+el niño weather|el niño|pacific warming phenomenon|el niño restaurant menu|pacific ocean temperature rainfall drought floods climate currents forecast storms
 tuberculosis outbreaks|tuberculosis|tb infection epidemics|tuberculosis vaccine history|lungs bacteria cough patients infection hospitals resistant drugs health epidemic
 solar car racing|solar car|photovoltaic vehicle competition|solar panel installation|race cells battery vehicle team engineering students sunlight speed design
 human smuggling|smuggling|migrant trafficking networks|human anatomy lesson|border migrants smugglers illegal immigrants trafficking police gangs boats victims
@@ -92,4 +92,5 @@ sourdough bread|starter flour loaf bread fermentation crust baking dough yeast r
 first aid training|bandages wounds cpr emergency injuries burns kit responders bleeding safety
 video game consoles|games controller console players graphics xbox playstation nintendo gaming screen
 hiking boots|boots trails hiking waterproof socks blisters ankle soles trekking outdoor
+café crème recipes|café crème brûlée pâtisserie croissant espresso bistro soufflé purée flambé
 """

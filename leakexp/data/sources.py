@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
 
 import pandas as pd
 from omegaconf import DictConfig
 
 from leakexp.data import toy
-from leakexp.data.files import iter_docs, read_qrels, read_queries, read_trec_topics, read_variants
+from leakexp.data.files import DataFormatError, read_docs, read_qrels, read_queries, read_trec_topics, read_variants
 from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
 from leakexp.store import Store, config_hash
+
+log = logging.getLogger(__name__)
 
 
 class DataUnavailable(RuntimeError):
@@ -35,7 +38,7 @@ def toy_config(data: DictConfig) -> dict:
         "seed": int(data.seed),
         "queries_per_source": int(data.queries_per_source),
         "leak_fraction": float(data.leak_fraction),
-        "generator": 4,
+        "generator": 5,  # 5: the real data's hazards (see leakexp.data.toy)
     }
 
 
@@ -66,25 +69,64 @@ def load_local_collection(
     variant_map = read_variants(variants) if variants else {}
     parsed = {}
     for t in read_trec_topics(topics):
+        if t.qid in parsed:
+            raise DataFormatError(f"{topics}: topic {t.qid} occurs twice; topic ids must be unique")
         parsed[t.qid] = Topic(t.qid, t.title, t.description, t.narrative, tuple(variant_map.get(t.qid, ())))
-    return Collection(name, parsed, read_qrels(qrels), DictDocStore(dict(iter_docs(docs))))
+    return Collection(name, parsed, read_qrels(qrels), DictDocStore(read_docs(docs)))
 
 
 def load_local_train_pool(
-    *, msmarco: Path, orcas: Path, qrels: Path, docs: Path, name: str = "train"
+    *, msmarco: Path, orcas: Path, msmarco_qrels: Path, orcas_qrels: Path, docs: Path, name: str = "train"
 ) -> TrainPool:
-    frames = []
-    for source, path in (("msmarco", msmarco), ("orcas", orcas)):
+    """Training queries and their judgments per source (one id may name different queries in the two sources)."""
+    frames, judged = [], []
+    for source, path, qrels_path in (("msmarco", msmarco, msmarco_qrels), ("orcas", orcas, orcas_qrels)):
         q = read_queries(path)
         q["source"] = source
         frames.append(q)
+        tq = read_qrels(qrels_path)
+        tq = tq[tq.label >= 1]
+        unknown = ~tq.qid.isin(set(q.qid))
+        if unknown.any():
+            log.warning("%s: %d judgment(s) of %d query id(s) that %s does not contain dropped (e.g. %r)", qrels_path,
+                        int(unknown.sum()), tq.qid[unknown].nunique(), path, tq.qid[unknown].iloc[0])
+        tq = tq[~unknown].drop_duplicates(["qid", "docno"])
+        judged.append(tq.assign(source=source)[["source", "qid", "docno"]])
     queries = pd.concat(frames, ignore_index=True)
-    dup = queries[queries.duplicated(["source", "qid"])]
-    if len(dup):
-        raise ValueError(f"duplicate training query ids within a source, e.g. {dup.iloc[0].qid!r}")
-    tq = read_qrels(qrels)
-    tq = tq[tq.label >= 1][["qid", "docno"]].reset_index(drop=True)
-    return TrainPool(queries, tq, DictDocStore(dict(iter_docs(docs))), name=name)
+    qrels = pd.concat(judged, ignore_index=True)
+    return TrainPool(queries, qrels, DictDocStore(read_docs(docs)), name=name)
+
+
+def require_variants(corpus: DictConfig, fields: list[str]) -> None:
+    """Real data: searching the ``variant`` field needs a variants file; say how to give it or drop the field.
+
+    In the paper most candidates came from the query variants (Robust04: 3,356 of 3,960; Core 2018: all 973),
+    so detection without them must be a decision, not an accident.
+    """
+    if "variant" not in fields or corpus.kind == "toy" or corpus.get("variants"):
+        return
+    raise DataUnavailable(
+        f"corpus {corpus.name} has no query variants but detect.fields includes 'variant': give a TSV file of "
+        f"qid<TAB>variant lines (e.g. Benham & Culpepper's UQV variants; ir_datasets does not have them) with "
+        f"corpus.variants=/path/to/variants.tsv or the environment variable "
+        f"LEAKEXP_VARIANTS_{corpus.name.upper()}=/path/to/variants.tsv, or search without variants on purpose "
+        f"with detect.fields=[title,description]"
+    )
+
+
+def check_variants(collection: Collection, corpus: DictConfig, fields: list[str]) -> None:
+    """A variants file that matches no topic is an error; topics without variants are counted in a warning."""
+    if "variant" not in fields:
+        return
+    without = [t.qid for t in collection.topics.values() if not t.variants]
+    if without and len(without) == len(collection.topics):
+        raise DataFormatError(
+            f"corpus {corpus.name}: the variants file {corpus.get('variants')} names none of the "
+            f"{len(without)} topic ids (e.g. {without[0]!r}); its first column must be the topic id"
+        )
+    if without:
+        log.warning("corpus %s: %d of %d topics have no query variants (e.g. %s)", corpus.name, len(without),
+                    len(collection.topics), without[0])
 
 
 # -- dispatch on config ------------------------------------------------------------------------------
@@ -115,19 +157,26 @@ def load_train_pool(store: Store, data: DictConfig) -> TrainPool:
     if data.kind == "toy":
         d = toy_world(store, data) / "train"
         return load_local_train_pool(
-            msmarco=d / "msmarco.queries.tsv", orcas=d / "orcas.queries.tsv", qrels=d / "qrels.txt",
-            docs=d / "docs.jsonl", name=data.name,
+            msmarco=d / "msmarco.queries.tsv", orcas=d / "orcas.queries.tsv", msmarco_qrels=d / "msmarco.qrels.txt",
+            orcas_qrels=d / "orcas.qrels.txt", docs=d / "docs.jsonl", name=data.name,
         )
     if data.kind == "irds":
         from leakexp.data.irds import load_irds_train_pool
 
         return load_irds_train_pool(data.msmarco, data.orcas, name=data.name)
     if data.kind == "local":
+        _check_local_keys(data)
         return load_local_train_pool(
-            msmarco=Path(data.msmarco), orcas=Path(data.orcas), qrels=Path(data.qrels), docs=Path(data.docs),
-            name=data.name,
+            msmarco=Path(data.msmarco), orcas=Path(data.orcas), msmarco_qrels=Path(data.msmarco_qrels),
+            orcas_qrels=Path(data.orcas_qrels), docs=Path(data.docs), name=data.name,
         )
     raise ValueError(f"data.kind={data.kind!r} is unknown; use toy, irds or local")
+
+
+def _check_local_keys(data: DictConfig) -> None:
+    if data.get("qrels") is not None and data.get("msmarco_qrels") is None:
+        raise ValueError("data.qrels is replaced by data.msmarco_qrels and data.orcas_qrels: judgments are read per "
+                         "source, because one query id may name different queries in MS MARCO and ORCAS")
 
 
 def data_fingerprint(store: Store, data: DictConfig) -> str:
@@ -135,7 +184,9 @@ def data_fingerprint(store: Store, data: DictConfig) -> str:
     if data.kind == "toy":
         return config_hash(toy_config(data))  # what the generator makes is fixed by its config
     if data.kind == "local":
-        return file_fingerprint(Path(data.msmarco), Path(data.orcas), Path(data.qrels), Path(data.docs))
+        _check_local_keys(data)
+        return file_fingerprint(Path(data.msmarco), Path(data.orcas), Path(data.msmarco_qrels),
+                                Path(data.orcas_qrels), Path(data.docs))
     return f"{data.kind}:{data.msmarco}:{data.orcas}"
 
 

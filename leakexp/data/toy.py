@@ -11,6 +11,14 @@ Leaks are planted for about 70 % of the test themes: training queries that are i
 title, a generalization, a specialization or a reformulation of it, plus lexically close queries on a
 different topic (decoys). ``truth/leaks.tsv`` keeps the ground truth so the toy world can play the
 manual annotators.
+
+The real data's hazards are planted on purpose, so that the demo and the tests meet them before a real run
+does (DESIGN.md, "Dependencies"): a robust topic without any relevant judgment (as Robust04 topic 672) and one
+with a single relevant document; documents longer than 512 subword tokens and than Capreolus' 800-token
+``maxdoclen``; an empty document in a test collection and in the training pool; ORCAS queries whose ids are
+also MS MARCO query ids, with other texts and other judgments (so the training judgments come per source);
+a core18 topic that reuses a robust topic id with another text; accents and curly quotes in topics, queries
+and documents.
 """
 
 from __future__ import annotations
@@ -35,9 +43,9 @@ GENERAL_WORDS = (
 ).split()
 
 STYLES = {
-    "train": "online website posted blog click review updated app share guide tips video",
-    "robust": "ministry bureau dispatch telex communique soviet correspondent officials reported agency",
-    "core17": "newspaper editor column city times reporters weekly edition readers metro",
+    "train": "online website posted blog click review updated app share guide tips video it’s",
+    "robust": "ministry bureau dispatch telex communiqué soviet correspondent officials reported agency",
+    "core17": "newspaper editor’s column city times reporters weekly edition readers metro",
     "core18": "online posted digital website updated social video streaming app share",
 }
 
@@ -57,6 +65,16 @@ COLLECTIONS = {
     },
 }
 NEW_TOPIC_QID_BASE = 801
+
+# The real data's hazards (theme indices into TEST_THEMES; robust topic ids are 301 + index).
+NO_RELEVANT_THEME = 25  # robust topic 326: judged documents, none of them relevant (Robust04 topic 672)
+SINGLE_RELEVANT_THEME = 26  # robust topic 327: exactly one relevant document
+EMPTY_DOC_THEME = 27  # robust topic 328: two judged non-relevant documents, one of them empty
+REUSED_QIDS = {30: "330"}  # core18's first new topic takes robust topic 330's id, with another text
+LONG_DOC_WORDS = (850, 950)  # > 512 WordPiece / SentencePiece tokens (each word is >= 1) and > 800 words
+LONG_DOC_TOPICS = 2  # the first topics of each collection (and topic 327) get a long highly relevant document
+LONG_TRAIN_DOC_EVERY = 250  # every 250th training query's relevant document is long
+SHARED_QID_EVERY = 20  # every 20th ORCAS query carries the id of an MS MARCO query (another text)
 
 
 @dataclass(frozen=True)
@@ -81,7 +99,10 @@ def parse_themes() -> tuple[list[Theme], list[Theme]]:
 
 
 def theme_qid(index: int) -> str:
-    """Test themes 0-29 are robust topics 301-330; later ones are new core18 topics from 801."""
+    """Test themes 0-29 are robust topics 301-330; later ones are new core18 topics from 801, except those
+    that reuse a robust id (``REUSED_QIDS``)."""
+    if index in REUSED_QIDS:
+        return REUSED_QIDS[index]
     return str(301 + index) if index < 30 else str(NEW_TOPIC_QID_BASE + index - 30)
 
 
@@ -139,9 +160,8 @@ def _variants(theme: Theme, rng: random.Random, n: int = 9) -> list[str]:
 
 
 def _msmarco_form(text: str, rng: random.Random) -> str:
-    return rng.choice(["what is {}", "what are {}", "{} definition", "how does {} work", "facts about {}"]).format(
-        text
-    )
+    return rng.choice(["what is {}", "what are {}", "{} definition", "how does {} work", "facts about {}",
+                       "what’s {}"]).format(text)
 
 
 def _leak_queries(theme: Theme, rng: random.Random) -> list[tuple[str, str]]:
@@ -184,14 +204,14 @@ def generate(
         topics[i] = Topic(
             qid=theme_qid(i),
             title=th.title,
-            description=f"Find information on {th.title}, in particular {w[0]}, {w[1]} or {w[2]}.",
+            description=f"Find information on “{th.title}”, in particular {w[0]}, {w[1]} or {w[2]}.",
             narrative=(
-                f"A relevant document discusses {th.title} and mentions {w[3]} or {w[4]}. "
-                f"Documents about {th.decoy} are not relevant."
+                f"A relevant document discusses ‘{th.title}’ and mentions {w[3]} or {w[4]}. "
+                f"Documents about {th.decoy} aren’t relevant."
             ),
             variants=tuple(_variants(th, rng)),
         )
-    figures: dict = {"collections": {}}
+    figures: dict = {"collections": {}, "hazards": {"long_docs": {}, "empty_docs": {}}}
     for cname, spec in COLLECTIONS.items():
         cdir = out / cname
         cdir.mkdir(parents=True, exist_ok=True)
@@ -202,19 +222,37 @@ def generate(
             return len(docs) - 1
 
         judged = []  # (theme index, doc index, label)
-        for i in spec["themes"]:
+        long_docs, empty_docs = [], []
+        for n_topic, i in enumerate(spec["themes"]):
             th = test_themes[i]
             title_words = th.title.split()
             pool = list(th.words)
+            robust = cname == "robust"
+            n_high, n_rel = rng.randint(3, 5), rng.randint(3, 5)
+            if robust and i == NO_RELEVANT_THEME:
+                n_high = n_rel = 0
+            elif robust and i == SINGLE_RELEVANT_THEME:
+                n_high, n_rel = 1, 0
             # highly relevant: on topic throughout, the title mentioned a few times
-            for _ in range(rng.randint(3, 5)):
+            for k in range(n_high):
+                # a long document, truncated by every re-ranker; the single relevant one of its topic is long too,
+                # so every test-leakage set of the robust collection trains on it
+                if k == 0 and (n_topic < LONG_DOC_TOPICS or (robust and i == SINGLE_RELEVANT_THEME)):
+                    long_docs.append(add(writer.doc(title_words, pool, cname, rng.randint(*LONG_DOC_WORDS), (4, 8))))
+                    judged.append((i, long_docs[-1], 2))
+                    continue
                 judged.append((i, add(writer.doc(title_words, pool, cname, rng.randint(*doc_words), (1, 3))), 2))
             # relevant: on topic, one title word
-            for _ in range(rng.randint(3, 5)):
+            for _ in range(n_rel):
                 focus = [rng.choice(title_words)] + rng.sample(pool, 2)
                 judged.append((i, add(writer.doc(focus, pool[:6], cname, rng.randint(*doc_words), (1, 1))), 1))
             # judged non-relevant: the title's words in a text about something else, or the decoy topic
-            for _ in range(rng.randint(6, 10)):
+            n_non = 2 if robust and i == EMPTY_DOC_THEME else rng.randint(6, 10)
+            for k in range(n_non):
+                if robust and i == EMPTY_DOC_THEME and k == 0:  # an empty document, judged non-relevant
+                    empty_docs.append(add(""))
+                    judged.append((i, empty_docs[-1], 0))
+                    continue
                 other = rng.choice(background)
                 focus = th.decoy.split() + [rng.choice(title_words)] if rng.random() < 0.3 else title_words
                 judged.append((i, add(writer.doc(focus, list(other.words), cname, rng.randint(*doc_words), (1, 2))), 0))
@@ -239,9 +277,14 @@ def generate(
                 for v in t.variants:
                     f.write(f"{t.qid}\t{v}\n")
         figures["collections"][cname] = {"topics": len(ctopics), "docs": len(docs), "qrels": len(qrels)}
+        figures["hazards"]["long_docs"][cname] = sorted(docnos[d] for d in long_docs)
+        figures["hazards"]["empty_docs"][cname] = sorted(docnos[d] for d in empty_docs)
 
     # -- training pool ----------------------------------------------------------------------------------
-    leaking = sorted(rng.sample(used, round(leak_fraction * len(used))))
+    # both topics that share id 330 leak, so that leak attribution must tell their texts apart
+    forced = {i for i in used if theme_qid(i) in REUSED_QIDS.values()}
+    others = [i for i in used if i not in forced]
+    leaking = sorted(forced | set(rng.sample(others, max(round(leak_fraction * len(used)) - len(forced), 0))))
     planned: list[tuple[str, str, int, str]] = []  # (text, source, theme index or -1, type)
     seen: set[tuple[str, str]] = set()
 
@@ -276,16 +319,29 @@ def generate(
     qid_numbers = {"msmarco": rng.sample(range(10**6, 2 * 10**6), len(planned)),
                    "orcas": rng.sample(range(10**7, 2 * 10**7), len(planned))}
     doc_numbers = rng.sample(range(10**6, 10**7), len(planned))
+    msmarco_ids = [str(qid_numbers["msmarco"][n]) for n, p in enumerate(planned) if p[1] == "msmarco"]
+    n_orcas, shared, empty_doc = 0, [], None
     for n, (text, source, i, kind) in enumerate(planned):
         qid = str(qid_numbers[source][n])
+        if source == "orcas":  # every SHARED_QID_EVERY-th ORCAS query reuses an MS MARCO id
+            if n_orcas % SHARED_QID_EVERY == 0 and len(shared) < len(msmarco_ids):
+                qid = msmarco_ids[len(shared)]
+                shared.append(qid)
+            n_orcas += 1
         docno = f"D{doc_numbers[n]}"
         theme = test_themes[i] if i >= 0 else background[-1 - i]
         # a relevant document is about the query's own theme (a decoy's theme is some other one)
         pool = list(theme.words) if kind != DECOY else list(rng.choice(background).words)
-        focus = [w for w in text.split() if w not in ("what", "is", "are", "how", "does", "work", "facts", "about", "definition")]
-        train_docs.append((docno, writer.doc(focus, pool, "train", rng.randint(*doc_words), (2, 3))))
+        focus = [w for w in text.split() if w not in ("what", "is", "are", "how", "does", "work", "facts", "about",
+                                                        "definition", "what’s")]
+        if empty_doc is None and kind == "Background":  # one training query's relevant document is empty
+            empty_doc = docno
+            train_docs.append((docno, ""))
+        else:
+            length = LONG_DOC_WORDS if n % LONG_TRAIN_DOC_EVERY == LONG_TRAIN_DOC_EVERY - 1 else doc_words
+            train_docs.append((docno, writer.doc(focus, pool, "train", rng.randint(*length), (2, 3))))
         queries.append((qid, text, source))
-        train_qrels.append((qid, docno, 1))
+        train_qrels.append((source, qid, docno, 1))
         if i >= 0 and kind in LEAK_TYPES + (DECOY,):
             truth.append((qid, source, theme_qid(i), kind))
 
@@ -296,7 +352,9 @@ def generate(
             for qid, text, s in queries:
                 if s == source:
                     f.write(f"{qid}\t{text}\n")
-    write_qrels(tdir / "qrels.txt", pd.DataFrame(train_qrels, columns=["qid", "docno", "label"]))
+    qrels_frame = pd.DataFrame(train_qrels, columns=["source", "qid", "docno", "label"])
+    for source in ("msmarco", "orcas"):  # per source: an id may name different queries in the two sources
+        write_qrels(tdir / f"{source}.qrels.txt", qrels_frame[qrels_frame.source == source])
     write_docs_jsonl(tdir / "docs.jsonl", sorted(train_docs))
     (out / "truth").mkdir(exist_ok=True)
     pd.DataFrame(truth, columns=["train_qid", "source", "topic_qid", "type"]).to_csv(
@@ -309,5 +367,12 @@ def generate(
         "planted_leaks": sum(t[3] in LEAK_TYPES for t in truth),
         "decoys": sum(t[3] == DECOY for t in truth),
         "leaking_topics": len(leaking),
+        "shared_qids": len(shared),
+        "empty_doc": empty_doc,
     }
+    figures["hazards"].update({
+        "no_relevant_topic": theme_qid(NO_RELEVANT_THEME), "single_relevant_topic": theme_qid(SINGLE_RELEVANT_THEME),
+        "reused_topic_ids": sorted(REUSED_QIDS.values()), "shared_train_qids": len(shared),
+        "train_empty_doc": empty_doc,
+    })
     return figures

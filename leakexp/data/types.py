@@ -70,15 +70,60 @@ class Collection:
         )
 
 
+QUERY_KEY = ["source", "qid"]  # a training query is identified by its source and its id within that source
+
+
 @dataclass
 class TrainPool:
-    """Training queries from both sources with their relevant documents and the training documents."""
+    """Training queries from both sources with their relevant documents and the training documents.
 
-    queries: pd.DataFrame  # qid, text, source
-    qrels: pd.DataFrame  # qid, docno
+    MS MARCO and ORCAS number their queries independently, so one id may name two different queries:
+    queries and judgments are keyed by (source, qid) everywhere.
+    """
+
+    queries: pd.DataFrame  # qid, text, source; (source, qid) unique
+    qrels: pd.DataFrame  # source, qid, docno: the relevant documents of each query
     docs: DocStore
     name: str = "train"
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        for frame, what, columns in ((self.queries, "queries", ("qid", "text", "source")),
+                                     (self.qrels, "qrels", ("source", "qid", "docno"))):
+            missing = [c for c in columns if c not in frame.columns]
+            if missing:
+                raise ValueError(f"training pool {self.name}: {what} lack column(s) {', '.join(missing)}")
+        dup = self.queries[self.queries.duplicated(QUERY_KEY, keep=False)]
+        if len(dup):
+            r = dup.iloc[0]
+            raise ValueError(f"training pool {self.name}: query id {r.qid!r} occurs {int((dup.qid == r.qid).sum())} "
+                             f"times in source {r.source}; (source, qid) must be unique")
+
     def source_queries(self, source: str) -> pd.DataFrame:
         return self.queries[self.queries.source == source]
+
+    def locate(self, refs: pd.DataFrame) -> pd.DataFrame:
+        """The pool queries that (train_qid, query) references (e.g. annotations, which carry no source) name.
+
+        One output row per matching pool query, with ``source``, ``qid``, ``text`` and ``match``: ``exact`` (id
+        and text), ``normalised`` (id, and text equal up to case and white space), ``id`` (the id exists in one
+        source only), ``ambiguous`` (the id exists in several sources and no text matches: one row per
+        source), ``missing`` (no pool query has the id; source, qid and text are empty).
+        """
+        norm = lambda t: " ".join(str(t).casefold().split())  # noqa: E731
+        by_id: dict[str, list[tuple[str, str]]] = {}
+        for qid, text, source in zip(self.queries.qid, self.queries.text, self.queries.source):
+            by_id.setdefault(str(qid), []).append((source, text))
+        rows = []
+        for ref in refs.itertuples(index=False):
+            ident, query = str(ref.train_qid), ref.query
+            found = by_id.get(ident, [])
+            for kind, hits in (("exact", [h for h in found if h[1] == query]),
+                               ("normalised", [h for h in found if norm(h[1]) == norm(query)]),
+                               ("id", found if len(found) == 1 else []),
+                               ("ambiguous", found),
+                               ("missing", [("", "")])):
+                if hits:
+                    rows += [(*ref, source, ident if source else "", text, kind) for source, text in hits]
+                    break
+        return pd.DataFrame(rows, columns=[*refs.columns, "source", "qid", "text", "match"])
