@@ -240,7 +240,7 @@ def side_from_pool(pool: "TrainPool") -> QuerySide:
     """The training side of a pipeline's pool (every source's queries; relevant docs have label 1)."""
     q = pool.queries
     texts = list(zip(q.source, q.qid.astype(str), ["title"] * len(q), [-1] * len(q), q.text))
-    rel = q[["source", "qid"]].merge(pool.qrels.astype({"qid": str}), on="qid")  # a shared qid: both sources
+    rel = pool.qrels.astype({"qid": str})[["source", "qid", "docno"]].copy()  # keyed by (source, qid)
     rel["label"] = 1
     return _side(texts, [rel], list(dict.fromkeys(q.source)))
 

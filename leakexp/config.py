@@ -185,6 +185,9 @@ def validate(cfg: DictConfig) -> None:
     if not -1.0 <= t <= 1.0:
         raise ConfigError(f"detect.threshold={t} must be a cosine similarity in [-1, 1]")
     validate_evaluation(cfg)
+    if cfg.build.get("test_missing_judgments", "skip") not in ("skip", "top_up"):
+        raise ConfigError(f"build.test_missing_judgments={cfg.build.test_missing_judgments} is unknown; use skip "
+                          "(leave out topics without a relevant or non-relevant judgment) or top_up")
     for c in cfg.grid.corpora:
         corpus_config(c)
     for m in dict.fromkeys([*cfg.grid.models, cfg.model.name]):

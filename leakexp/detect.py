@@ -143,6 +143,23 @@ def topic_fields(collections: list[Collection], fields: list[str]) -> pd.DataFra
     return pd.DataFrame(out, columns=["topic_qid", "field", "variant_index", "text", "corpora"])
 
 
+def sbert_slug(sbert: str) -> str:
+    """The readable name of an SBERT model in artifact paths."""
+    return Path(sbert).name if sbert != "bundled" else "all-MiniLM-L6-v2"
+
+
+def detect_config(*, pool: str, sbert: str, k: int, fields: list[str], collections: list[str]) -> dict:
+    """What the candidate table depends on: the pool's and the collections' fingerprints, model, k, fields.
+
+    Cheap (no data is loaded), so the stages below can key their artifacts by it before detection runs."""
+    return {"stage": "detect", "pool": pool, "sbert": sbert, "k": int(k), "fields": sorted(fields),
+            "collections": list(collections)}
+
+
+def detect_path(store: Store, pool_name: str, config: dict) -> Path:
+    return store.keyed("detect", pool_name, sbert_slug(config["sbert"]), config=config)
+
+
 def detect(
     store: Store,
     pool: TrainPool,
@@ -153,20 +170,15 @@ def detect(
     fields: list[str],
     batch_size: int,
     fingerprint: str,
+    collection_fingerprints: list[str],
     chunk_size: int = 65536,
 ) -> pd.DataFrame:
     """The candidate table (top-k neighbours of every topic field per source), cached in the store."""
     emb_config = {"stage": "embed", "pool": fingerprint, "sbert": sbert}
     topics = topic_fields(collections, list(fields))
-    config = {
-        **emb_config,
-        "stage": "detect",
-        "k": k,
-        "fields": sorted(fields),
-        "topics": pd.util.hash_pandas_object(topics, index=False).sum().item(),
-    }
-    slug = Path(sbert).name if sbert != "bundled" else "all-MiniLM-L6-v2"
-    path = store.path("detect", pool.name, slug)
+    config = detect_config(pool=fingerprint, sbert=sbert, k=k, fields=fields, collections=collection_fingerprints)
+    slug = sbert_slug(sbert)
+    path = detect_path(store, pool.name, config)
     model = None
 
     def get_model():
@@ -178,7 +190,8 @@ def detect(
     embeddings = {}
     for source in SOURCES:
         q = pool.source_queries(source).reset_index(drop=True)
-        epath = store.path("embed", pool.name, slug, source)
+        source_config = {**emb_config, "source": source}
+        epath = store.keyed("embed", pool.name, slug, source, config=source_config)
 
         def compute_emb(tmp: Path, q=q, epath=epath, source=source) -> dict:
             partial = epath.parent / f"{epath.name}.partial"
@@ -192,7 +205,7 @@ def detect(
             partial.rmdir()
             return {"queries": len(q)}
 
-        store.ensure(epath, {**emb_config, "source": source, "queries": len(q)}, compute_emb)
+        store.ensure(epath, source_config, compute_emb)
         meta = read_json(epath / "meta.json")
         embeddings[source] = (q, np.memmap(epath / "emb.f32", dtype=np.float32, mode="r",
                                            shape=(max(meta["n"], 1), meta["dim"]))[: meta["n"]])

@@ -48,8 +48,7 @@ def _upstream_paths(p: Pipeline) -> dict[str, list[tuple[str, Path | None, str]]
     rows: dict[str, list] = {}
     if p.cfg.data.kind == "toy":
         rows["data"] = [(f"data/toy/seed-{p.cfg.data.seed}", toy_world_path(p.store, p.cfg.data), "")]
-    slug = "all-MiniLM-L6-v2" if p.cfg.detect.sbert == "bundled" else Path(str(p.cfg.detect.sbert)).name
-    rows["detect"] = [(f"detect/{p.cfg.data.name}/{slug}", p.store.path("detect", p.cfg.data.name, slug), "")]
+    rows["detect"] = [(f"detect/{p.cfg.data.name}", p.detect_path(), "")]
     try:
         rows["verify"] = [(f"verify/{p.cfg.data.name}", p.verify_path(), "")]
     except Exception as exc:  # e.g. verify.annotations not given yet

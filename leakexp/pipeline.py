@@ -160,13 +160,21 @@ class Pipeline:
             self._memo["candidates"] = detector.detect(
                 self.store, self.pool, collections, sbert=d.sbert, k=int(d.k),
                 fields=fields, batch_size=int(d.batch_size), fingerprint=self.pool_fingerprint,
+                collection_fingerprints=[self.corpus_fingerprint(c) for c in self.corpora],
             )
         return self._memo["candidates"]
 
+    def detect_config(self) -> dict:
+        d = self.cfg.detect
+        return detector.detect_config(pool=self.pool_fingerprint, sbert=str(d.sbert), k=int(d.k), fields=list(d.fields),
+                                      collections=[self.corpus_fingerprint(c) for c in self.corpora])
+
+    def detect_path(self) -> Path:
+        """Where the candidate table of this config lives (cheap: loads no data)."""
+        return detector.detect_path(self.store, self.cfg.data.name, self.detect_config())
+
     def _detect_hash(self) -> str:
-        slug = Path(self.cfg.detect.sbert).name if self.cfg.detect.sbert != "bundled" else "all-MiniLM-L6-v2"
-        marker = self.store.marker(self.store.path("detect", self.cfg.data.name, slug))
-        return marker.config_hash if marker else ""
+        return config_hash(self.detect_config())
 
     def excluded(self) -> set[tuple[str, str]]:
         """(source, qid) of every training query that No-Leakage sets must not use: above the threshold for any
@@ -224,7 +232,9 @@ class Pipeline:
                 ann = verifier.read_annotations(files)
             ann.assign(labels=ann.labels.map(lambda x: "|".join(x))).to_parquet(tmp / "annotations.parquet",
                                                                                  index=False)
-            leaking = {c.name: sorted(verifier.verified_leaks(ann, list(c.topics)).topic_qid.unique())
+            pairs = detector.leak_pairs(cands, threshold)
+            leaking = {c.name: sorted(verifier.verified_leaks(ann, list(c.topics), corpus=c.name,
+                                                              pairs=pairs).topic_qid.unique())
                        for c in collections}
             atomic_write_json(tmp / "leaking_topics.json", leaking)
             return {"reviewed": len(review), "annotated": len(ann), "true": int(ann.leak.sum())}

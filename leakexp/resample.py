@@ -166,11 +166,11 @@ def _write_data_yaml(out_dir: Path, files: dict[str, dict[str, str]], docs: str 
         src = mapping[slot]
         if src is None:
             atomic_write_text(empty, "")
-            lines.append(f"{slot}: {empty.resolve()}")
+            lines += [f"{slot}: {empty.resolve()}", f"{slot}_qrels: {empty.resolve()}"]
         else:
-            lines.append(f"{slot}: {(out_dir / files[src]['queries']).resolve()}   # source {src}")
-    lines += [f"qrels: {(out_dir / 'qrels.txt').resolve()}",
-              f"docs: {docs if docs else '???    # the training documents (JSONL or TSV), unchanged'}",
+            lines += [f"{slot}: {(out_dir / files[src]['queries']).resolve()}   # source {src}",
+                      f"{slot}_qrels: {(out_dir / files[src]['qrels']).resolve()}"]
+    lines += [f"docs: {docs if docs else '???    # the training documents (JSONL or TSV), unchanged'}",
               "corpora: ???   # names of corpus configs"]
     atomic_write_text(out_dir / "data.yaml", "\n".join(lines) + "\n")
 

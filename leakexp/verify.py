@@ -49,13 +49,16 @@ def review_candidates(pairs: pd.DataFrame, top_k: int) -> pd.DataFrame:
 
 def to_annotation_records(review: pd.DataFrame, collections: list[Collection], labels: list[list[str]] | None = None) -> list[dict]:
     """Candidates as records in the published format (labels empty unless given)."""
-    topics = {}
+    topics, by_corpus = {}, {}
     for c in collections:
         for t in c.topics.values():
             topics.setdefault(t.qid, t)
+            by_corpus[(c.name, t.qid)] = t
     records = []
     for n, r in enumerate(review.itertuples(index=False)):
-        t = topics[r.topic_qid]
+        # a topic id that corpora use with different texts (Core reusing Robust ids): the text this candidate matched
+        corpora = str(getattr(r, "corpora", "") or "").split("|")
+        t = next((by_corpus[(c, r.topic_qid)] for c in corpora if (c, r.topic_qid) in by_corpus), topics[r.topic_qid])
         variant = t.variants[int(r.variant_index)] if r.field == "variant" and int(r.variant_index) >= 0 else ""
         records.append({
             "id": n, "data": r.query, "label": labels[n] if labels else [], "title": t.title,

@@ -88,9 +88,11 @@ def test_decontaminate_removes_exactly_the_queries_above_the_threshold(tmp_path)
     # loads back as the project's local training pool
     (tmp_path / "docs.jsonl").write_text("".join(f'{{"docno": "D{i}", "text": "doc {i}"}}\n' for i in range(1, 10)))
     pool = load_local_train_pool(msmarco=tmp_path / "d" / "msmarco.queries.tsv", orcas=tmp_path / "d" / "orcas.queries.tsv",
-                                 qrels=tmp_path / "d" / "qrels.txt", docs=tmp_path / "docs.jsonl")
+                                 msmarco_qrels=tmp_path / "d" / "msmarco.qrels.txt",
+                                 orcas_qrels=tmp_path / "d" / "orcas.qrels.txt", docs=tmp_path / "docs.jsonl")
     assert len(pool.queries) == 3 and sorted(pool.qrels.docno) == ["D3", "D5", "D9"]
-    assert "msmarco:" in (tmp_path / "d" / "data.yaml").read_text()
+    data_yaml = (tmp_path / "d" / "data.yaml").read_text()
+    assert "msmarco:" in data_yaml and "orcas_qrels:" in data_yaml
 
 
 def test_decontaminate_by_label_and_determinism(tmp_path):

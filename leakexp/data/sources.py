@@ -198,4 +198,7 @@ def corpus_fingerprint(store: Store, data: DictConfig, corpus: DictConfig) -> st
         if corpus.get("variants"):
             paths.append(Path(corpus.variants))
         return file_fingerprint(*paths)
-    return f"irds:{corpus.irds_id}:{corpus.get('variants')}"
+    variants = corpus.get("variants")
+    if variants and Path(str(variants)).exists():  # the variants file's content, not just its name
+        variants = file_fingerprint(Path(str(variants)))
+    return f"irds:{corpus.irds_id}:{variants}"
