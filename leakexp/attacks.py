@@ -7,11 +7,14 @@ Query attacks follow Wu et al., "Are Neural Ranking Models Robust?" (TOIS; ``sha
   characters only (the first and last character of a word stay, after the psycholinguistic argument Wu et al.
   take from Pruthi et al. [70]): ``insert`` a lower-case letter, ``delete`` a character, ``substitute`` a
   character by another letter, ``swap`` two adjacent characters, or ``any`` (one of the four drawn at random
-  per word, Wu et al.'s "1-char" / "2-char" queries). Word eligibility follows Pruthi et al.'s attack code
-  (github.com/danishpruthi/Adversarial-Misspellings, ``attacks.py``: ``drop_one_attack`` and ``add_one_attack``
-  skip words shorter than 3 characters and stop words, ``swap_one_attack`` swaps ``word[i:i+2]`` for
-  ``i in range(1, len(word) - 2)``). Wu et al.'s 2-char attack may hit the same word twice; leakexp edits two
-  distinct words, so that "exactly one character in each of two words" holds and can be checked.
+  per word, Wu et al.'s "1-char" / "2-char" queries). Wu et al.'s own code was announced but is not public;
+  word eligibility follows the attack code of Pruthi et al. [70] (github.com/danishpruthi/Adversarial-Misspellings
+  @07da742, ``attacks.py``: ``drop_one_attack``, l. 29-54, and ``add_one_attack``, l. 86-117, skip words shorter
+  than 3 characters and stop words and edit positions ``1 .. len(word) - 1``; ``swap_one_attack``, l. 57-83, swaps
+  ``word[i:i+2]`` for ``i in range(1, len(word) - 2)``; leakexp swaps in words of 4 letters or more where Pruthi
+  et al. require ``MIN_LEN = 5``, l. 12, because the toy titles are short). Wu et al.'s 2-char attack may hit the
+  same word twice; leakexp edits two distinct words, so that "exactly one character in each of two words" holds
+  and can be checked.
 - word level: ``word-delete`` (delete one content word), ``word-swap`` (swap two different words),
   ``word-synonym`` (replace one word by a listed near-synonym; Wu et al. substitute a *random* word, which
   changes the information need, so leakexp uses the word list ``leakexp/data/synonyms.tsv``) and
