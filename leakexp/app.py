@@ -24,7 +24,13 @@ def main(cfg: DictConfig) -> dict | None:
     validate(cfg)
     cell = cell_from_config(cfg)
     try:
-        means = Pipeline(cfg).run_cell(cell)
+        p = Pipeline(cfg)
+        means = p.run_cell(cell)
+        if cfg.robustness.get("enabled", False):
+            from leakexp import robustness
+
+            if cell in robustness.robustness_cells(cfg):
+                robustness.robust(p, cell)
     except Exception as exc:  # the failure is recorded next to the artifact; the other jobs go on
         log.error("cell %s failed: %s: %s", cell, type(exc).__name__, exc)
         return None

@@ -103,9 +103,9 @@ def _read_wordlist(path: str, mtime: float) -> dict[str, tuple[str, ...]]:
         if len(parts) != 2:
             raise AttackError(f"{where}: expected word<TAB>alternative,alternative,...; got {line!r}")
         word, alts = parts[0].strip(), tuple(a.strip() for a in parts[1].split(",") if a.strip())
-        if not re.fullmatch(r"[a-z][a-z0-9]*", word):
+        if not (re.fullmatch(r"[^\W\d_][^\W_]*", word) and word == word.lower()):
             raise AttackError(f"{where}: the word {word!r} must be one lower-case word")
-        bad = [a for a in alts if not re.fullmatch(r"[a-z][a-z0-9]*", a) or a == word]
+        bad = [a for a in alts if not (re.fullmatch(r"[^\W\d_][^\W_]*", a) and a == a.lower()) or a == word]
         if not alts or bad:
             raise AttackError(f"{where}: {word!r} needs one or more lower-case one-word alternatives that differ "
                               f"from it, separated by commas; fix {bad or 'the empty list'}")

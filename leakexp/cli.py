@@ -34,6 +34,8 @@ STAGES = {
     "demo": "the whole pipeline on the embedded toy world (experiment=demo), then the tables",
     "memorization": "scores and ranks of the leaked documents with vs without leakage (Tables 6-8); computes what "
                     "the store lacks, then writes the tables",
+    "robustness": "robustness of the trained models with vs without leakage (Wu et al.: variance, OOD drop, query "
+                  "attacks, document manipulation); computes what the store lacks, then writes the tables",
     "tables": "write the tables from the store alone (no training)",
     "status": "done / running / failed / missing artifacts of the configured grid per stage (exit 1 while incomplete)",
     "plan": "job counts, training instances, embedding size and estimated GPU-hours of the configured grid",
@@ -110,6 +112,11 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     start = time.time()
     cfg, p = _pipeline((["experiment=demo"] if demo else []) + overrides)
     p.store.require_writable("leakexp demo" if demo else "leakexp grid")
+    robust = bool(cfg.robustness.get("enabled", False))
+    if robust:
+        from leakexp import robustness
+
+        robustness.settings(cfg)  # bad settings fail before any work
     cells = grid_cells(cfg)
     failed = []
     for cell in tqdm(cells, desc="grid", unit="cell"):
@@ -118,6 +125,8 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
         except Exception as exc:
             failed.append((cell, exc))
             log.error("cell %s failed: %s: %s", cell, type(exc).__name__, exc)
+    if robust:  # robustness.enabled (the demo); otherwise on request: `leakexp robustness experiment=paper`
+        failed += robustness.robust_all(p, robustness.robustness_cells(cfg))
     extra_lines = []
     if demo:
         from leakexp.demo import extras
@@ -147,6 +156,22 @@ def cmd_memorization(overrides: list[str]) -> int:
     _, failed = memorization.compute_all(p, cells)
     written = memorization.write_tables(cfg, p, tables_dir(cfg), cells, memorization.stored_cv_sizes(cfg, p, cells))
     for path in written:
+        print(path)
+    for cell, exc in failed:
+        print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_robustness(overrides: list[str]) -> int:
+    from leakexp import robustness
+    from leakexp.tables import tables_dir
+
+    cfg, p = _pipeline(overrides)
+    robustness.settings(cfg)  # bad settings fail before any work
+    p.store.require_writable("leakexp robustness")
+    cells = robustness.robustness_cells(cfg)
+    failed = robustness.robust_all(p, cells)
+    for path in robustness.write_tables(cfg, p, tables_dir(cfg), cells):
         print(path)
     for cell, exc in failed:
         print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -571,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
 
     handlers = {
         "toy": cmd_toy, "index": cmd_index, "detect": cmd_detect, "verify": cmd_verify, "build": cmd_build,
-        "tables": cmd_tables, "memorization": cmd_memorization, "plan": cmd_plan, "status": cmd_status, "annotations": cmd_annotations,
+        "tables": cmd_tables, "memorization": cmd_memorization, "robustness": cmd_robustness, "plan": cmd_plan, "status": cmd_status, "annotations": cmd_annotations,
         "grid": lambda o: cmd_grid(o), "demo": lambda o: cmd_grid(o, demo=True),
         "train": lambda o: cmd_cells("train", o), "rerank": lambda o: cmd_cells("rerank", o),
         "evaluate": lambda o: cmd_cells("evaluate", o), "cell": lambda o: cmd_cells("evaluate", o),

@@ -104,6 +104,18 @@ def grid_status(cfg: DictConfig, *, verify: bool = False) -> dict[str, StageStat
             record(st, f"memorization/{cell}", path)
     if not st.total:
         del out["memorize"]
+    from leakexp import robustness
+
+    st = out.setdefault("robust", StageStatus())
+    for cell in (robustness.robustness_cells(cfg) if cfg.robustness.get("enabled", False) else []):
+        try:
+            paths = robustness.robustness_paths(p, cell)
+        except Exception:
+            paths = {"all": None}
+        for name, path in paths.items():
+            record(st, f"robustness/{cell}/{name}", path)
+    if not st.total:
+        del out["robust"]
     return out
 
 

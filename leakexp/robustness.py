@@ -203,15 +203,21 @@ def settings(cfg: DictConfig) -> Settings:
                           "first-stage rank below the top)")
     if not (isinstance(rate, (int, float)) and 0 < rate <= 1):
         raise ConfigError(f"robustness.noise.rate={rate!r} must be a fraction of words in (0, 1]")
-    corpora, sizes, ood = _list(r.get("corpora")), _list(r.get("sizes")), _list(r.get("ood"))
     grid = cfg.grid
-    for key, values, where, known in (("corpora", corpora, "grid.corpora", list(grid.corpora)),
-                                      ("ood", ood, "data.corpora", list(cfg.data.corpora)),
-                                      ("sizes", sizes, "grid.sizes", [int(s) for s in grid.sizes])):
-        bad = [v for v in values or [] if v not in known]
+    if r.get("sizes") == "largest":  # the grid's largest size, whatever the grid (the demo's choice)
+        sizes = [max(int(s) for s in grid.sizes)]
+    else:
+        sizes = _list(r.get("sizes"))
+        bad = [v for v in sizes or [] if not (isinstance(v, int) and v > 0)]
         if bad:
-            raise ConfigError(f"robustness.{key} has {bad[0]!r}, which is not in {where}={known}; choose from "
-                              "those or null")
+            raise ConfigError(f"robustness.sizes has {bad[0]!r}; use training-set sizes, 'largest' or null")
+    corpora, ood = _list(r.get("corpora")), _list(r.get("ood"))
+    # corpora and sizes outside this grid are simply not run (a narrowed grid keeps working); names must exist
+    for key, values in (("corpora", corpora), ("ood", ood)):
+        bad = [v for v in values or [] if v not in list(cfg.data.corpora)]
+        if bad:
+            raise ConfigError(f"robustness.{key} has {bad[0]!r}, which is not in data.corpora="
+                              f"{list(cfg.data.corpora)}; choose from those or null")
     for key in ("synonyms", "misspellings"):
         value = str(r.get(key, "bundled"))
         if value != "bundled":

@@ -307,6 +307,9 @@ def write_tables(cfg: DictConfig) -> Path:
     from leakexp import memorization
 
     memorization.write_tables(cfg, pipeline, out, cells, pd.concat(all_sizes) if all_sizes else None)
+    from leakexp import robustness
+
+    robustness.write_tables(cfg, pipeline, out, robustness.robustness_cells(cfg))
 
     leaking = leaking_topics(cfg)
     if heldout and leaking:
