@@ -16,7 +16,7 @@ CELL_EXPERIMENT = $(if $(filter toy_%,$(CORPUS)),demo,paper)
 EXPERIMENT ?= demo
 ARGS ?=
 
-.PHONY: help setup test test-all demo grid cell tables status plan bench clean
+.PHONY: help setup test test-all test-gpu demo grid cell tables status plan bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -27,14 +27,19 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=compat  # compat: Hydra finds hydra_plugins/
 	touch $(STAMP)
 
 test: setup ## the default test suite (CPU, toy data; slow tests excluded)
-	$(BIN)/python -m pytest -m "not slow" -q $(ARGS)
+	$(BIN)/python -m pytest -m "not slow and not gpu" -q $(ARGS)
 
-test-all: setup ## every test, slow ones included
-	$(BIN)/python -m pytest -q $(ARGS)
+test-all: setup ## every CPU test, slow ones included
+	$(BIN)/python -m pytest -m "not gpu" -q $(ARGS)
+
+test-gpu: setup ## the GPU suite: every model trains and re-ranks on CUDA (bf16) at the paper's shapes
+	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" || \
+		{ echo "test-gpu: no CUDA device here (torch.cuda.is_available() is False); run it on a machine with a GPU"; exit 1; }
+	$(BIN)/python -m pytest -m gpu -q $(ARGS)
 
 demo: setup ## the whole pipeline on the embedded toy world (CPU, minutes); prints where the tables are
 	$(BIN)/leakexp demo $(ARGS)

@@ -1,11 +1,15 @@
 """Benchmarks: each prints measured figures as `name: value` lines (nothing here is typed in).
 
     python benchmarks/run.py            # all sections
-    python benchmarks/run.py detect     # one section: detect | build
+    python benchmarks/run.py detect     # one section: detect | build | rerank | train | monot5 | gpu
+
+The gpu section (CUDA only; it says so and skips without) also writes its figures to $LEAKEXP_STORE/bench/gpu.json
+(default store/bench/gpu.json), which `leakexp plan` then uses instead of the config's assumed throughput.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import tempfile
@@ -102,6 +106,7 @@ def bench_rerank(root: Path) -> None:
     """Re-ranking throughput (docs/s) of each registered model on the toy world's BM25 top-100, on CPU."""
     from leakexp.config import compose, resolved_model_config
     from leakexp.models import REGISTRY
+    from leakexp.models.capreolus import IdfTable
     from leakexp.pipeline import Pipeline
     from leakexp.rerank import rerank
     from leakexp.train import set_seed
@@ -115,6 +120,8 @@ def bench_rerank(root: Path) -> None:
         batch = int(resolved_model_config(cfg, name).train.get("score_batch_size", 64))
         set_seed(0)
         model = cls(**params)
+        if model.needs_idf:  # the df table of the collection being ranked
+            model.use_idf(IdfTable.from_docs(text for _, text in docs))
         rerank(model, run.head(200), docs, batch_size=batch)  # warm-up
         start = time.perf_counter()
         rerank(model, run, docs, batch_size=batch)
@@ -132,7 +139,12 @@ def _embedded_model(p, cfg, name):
     params.pop("name", None)
     if name == "monot5":
         params["checkpoint"] = str(p.embedded_t5())
-    return REGISTRY[name](**params), train_cfg
+    model = REGISTRY[name](**params)
+    if model.needs_idf:  # training: the df table of the training pool's documents
+        from leakexp.models.capreolus import IdfTable
+
+        model.use_idf(IdfTable.from_docs(text for _, text in p.pool.docs))
+    return model, train_cfg
 
 
 def bench_train(root: Path) -> None:
@@ -149,8 +161,7 @@ def bench_train(root: Path) -> None:
     for name in ("monot5", "monobert", "knrm", "duet", "pacrr"):
         set_seed(0)
         model, tc = _embedded_model(p, cfg, name)
-        known = TrainConfig.__dataclass_fields__
-        figs = train(model, data, seed=0, cfg=TrainConfig(**{k: v for k, v in tc.items() if k in known}), progress=False)
+        figs = train(model, data, seed=0, cfg=TrainConfig.from_config(tc, {"epochs": 1}), progress=False)
         emit(f"train_{name}_instances_per_s_cpu", figs["instances_per_s"])
 
 
@@ -356,8 +367,133 @@ def bench_audit(root: Path) -> None:
     emit("audit_memmap_mib", n_train * dim * 4 / 2**20)
 
 
+# Peak dense bf16 tensor throughput (TFLOP/s, no sparsity) from NVIDIA's data sheets; LEAKEXP_PEAK_TFLOPS overrides.
+PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.4), ("H200", 989.4), ("GH200", 989.4),
+                    ("A100", 312.0), ("L40S", 362.1), ("L4", 121.0), ("A10", 125.0))
+
+
+def peak_tflops(device_name: str) -> float | None:
+    if os.environ.get("LEAKEXP_PEAK_TFLOPS"):
+        return float(os.environ["LEAKEXP_PEAK_TFLOPS"])
+    for key, value in PEAK_BF16_TFLOPS:
+        if key in device_name:
+            return value
+    return None
+
+
+def count_flops(fn) -> int:
+    """FLOPs of what ``fn`` runs, counted by torch's FlopCounterMode: matmuls, convolutions and attention
+    (2 per multiply-add), backward included when ``fn`` calls it; elementwise ops are not counted."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def bench_gpu(root: Path) -> None:
+    """Training instances/s and re-ranking docs/s of each model at the paper's settings on CUDA (bf16), with the
+    model FLOPs utilisation they imply; written to <store>/bench/gpu.json for `leakexp plan`.
+
+    Models: t5-base / bert-base-uncased architectures (random weights; speed does not depend on the values) at
+    512 tokens, KNRM / PACRR / DUET with 300-d vectors at 800 document tokens; inputs are synthetic documents of
+    900 words, so every input is at the length limit. Training uses each model file's batch size, accumulation,
+    optimiser and schedule; re-ranking its score_batch_size. MFU = FLOPs per instance (FlopCounterMode on one
+    micro-batch: forward + backward for training, forward for re-ranking) x instances/s / peak bf16 FLOP/s.
+    """
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    # LEAKEXP_BENCH_DEVICE=cpu: a dry run of this section on a CPU (no file written); LEAKEXP_BENCH_MODELS: a subset
+    device = os.environ.get("LEAKEXP_BENCH_DEVICE", "cuda")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        print("gpu: no CUDA device here; GPU figures skipped (run `python benchmarks/run.py gpu` on a GPU machine)")
+        return
+    on_gpu = device.startswith("cuda")
+    names = os.environ.get("LEAKEXP_BENCH_MODELS", "monot5,monobert,knrm,duet,pacrr").split(",")
+    from omegaconf import OmegaConf
+
+    from leakexp.config import model_config
+    from leakexp.models.paper import PaperModels, synthetic_pairs
+    from leakexp.store import atomic_write_json
+    from leakexp.train import batch_loss, configure_precision, pairs_of, set_seed, train
+
+    configure_precision({"matmul": "highest"})
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu"
+    peak = peak_tflops(device_name) if on_gpu else None
+    emit("gpu_device", device_name)
+    emit("gpu_peak_bf16_tflops_assumed", peak if peak is not None else "unknown (set LEAKEXP_PEAK_TFLOPS)")
+    paper = PaperModels(root / "paper-models")
+    out = {"device": device_name, "peak_bf16_tflops": peak, "torch": torch.__version__,
+           "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "models": {}}
+    for name in names:
+        set_seed(0)
+        model = paper.build(name).to(device)
+        cfg = paper.train_config(name)
+        per_update = cfg.batch_size * cfg.grad_accum
+        n_updates = 6 if name in ("monot5", "monobert") else 40
+        data = synthetic_pairs(per_update * n_updates, doc_words=900)
+        train(model, data, seed=0, cfg=dataclasses.replace(cfg, updates=2), device=device, progress=False)  # warm-up
+        sync()
+        result = train(model, data, seed=1, cfg=dataclasses.replace(cfg, updates=n_updates), device=device,
+                       progress=False)
+        train_ips = result["instances_per_s"]
+        pos, neg = pairs_of(data)
+        idx = np.arange(cfg.batch_size)
+
+        def step():
+            batch_loss(model, pos.iloc[idx], neg.iloc[idx], device, cfg.bf16).backward()
+
+        train_flops = count_flops(step) / (2 * len(idx))
+        model.zero_grad(set_to_none=True)
+
+        score_batch = int(OmegaConf.select(model_config(name), "train.score_batch_size", default=64))
+        queries, docs = data["query"].tolist(), data["text"].tolist()
+        n_docs = min(len(docs), 2048 if name in ("monot5", "monobert") else 8192)
+        queries, docs = (queries * math.ceil(n_docs / len(queries)))[:n_docs], (docs * math.ceil(n_docs / len(docs)))[:n_docs]
+        model.score(queries[:score_batch * 2], docs[:score_batch * 2], batch_size=score_batch, device=device)
+        sync()
+        start = time.perf_counter()
+        model.score(queries, docs, batch_size=score_batch, device=device, bf16=True)
+        rerank_dps = n_docs / (time.perf_counter() - start)
+        feats = {k: v.to(device) for k, v in model.featurize(queries[:score_batch], docs[:score_batch]).items()}
+
+        def forward():
+            with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=on_gpu):
+                model.eval()(**feats)
+
+        rerank_flops = count_flops(forward) / score_batch
+        fig = {"train_instances_per_s": train_ips, "rerank_docs_per_s": round(rerank_dps, 1),
+               "train_flops_per_instance": train_flops, "rerank_flops_per_doc": rerank_flops,
+               "train_mfu": train_flops * train_ips / (peak * 1e12) if peak else None,
+               "rerank_mfu": rerank_flops * rerank_dps / (peak * 1e12) if peak else None,
+               "settings": {"batch_pairs": cfg.batch_size, "grad_accum": cfg.grad_accum, "updates": n_updates,
+                            "score_batch_size": score_batch, "bf16": cfg.bf16,
+                            "max_length": getattr(model, "hparams", {}).get("max_length"),
+                            "maxdoclen": getattr(model, "maxdoclen", None)}}
+        out["models"][name] = fig
+        emit(f"gpu_train_{name}_instances_per_s", train_ips)
+        emit(f"gpu_rerank_{name}_docs_per_s", rerank_dps)
+        if peak:
+            emit(f"gpu_train_{name}_mfu", fig["train_mfu"])
+            emit(f"gpu_rerank_{name}_mfu", fig["rerank_mfu"])
+        del model
+        if on_gpu:
+            torch.cuda.empty_cache()
+    if not on_gpu:
+        print("gpu: CPU dry run, no bench file written")
+        return
+    path = Path(os.environ.get("LEAKEXP_STORE", "store")) / "bench" / "gpu.json"
+    atomic_write_json(path, out)
+    emit("gpu_bench_file", str(path))
+
+
 SECTIONS = {"detect": bench_detect, "build": bench_build, "rerank": bench_rerank, "train": bench_train,
-            "monot5": bench_monot5, "graph": bench_graph, "audit": bench_audit}
+            "monot5": bench_monot5, "graph": bench_graph, "audit": bench_audit,
+            "gpu": bench_gpu}
 
 
 def main(argv: list[str]) -> int:

@@ -340,7 +340,6 @@ def memorized(p: "Pipeline", cell: "Cell") -> Path:
     Scores only documents outside the runs, batched, once per model; ranks in the stored runs otherwise.
     """
     from leakexp import verify as verifier
-    from leakexp.models import load_checkpoint
 
     if cell.leakage not in LEAKED:
         raise ValueError(f"memorization needs a leaked cell (msm or test), got {cell}")
@@ -369,9 +368,10 @@ def memorized(p: "Pipeline", cell: "Cell") -> Path:
         frames, scored = [], {}
         for variant in VARIANTS:
             def score(qs: list[str], texts: list[str], variant: str = variant) -> list[float]:
-                model = load_checkpoint(model_paths[variant]).to(p.device)
+                model = p.load_model({"with": cell, "without": base}[variant])
                 scored[variant] = len(texts)
-                return model.score(qs, texts, batch_size=batch, device=p.device)
+                # scored as the re-ranking scored the run (same precision), so ranks can be compared
+                return model.score(qs, texts, batch_size=batch, device=p.device, bf16=p.rerank_bf16())
 
             ranked = rank_leaked(docs, runs[variant], queries, score, always_score=cell.leakage == "msm")
             frames.append(ranked.assign(variant=variant))

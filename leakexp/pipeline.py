@@ -29,7 +29,7 @@ from leakexp.models import load_checkpoint
 from leakexp.rerank import rerank, write_trec_run
 from leakexp.retrieval import bm25_run, build_index, read_trec_run
 from leakexp.store import Store, atomic_write_json, config_hash
-from leakexp.train import TrainConfig, resolve_device, set_seed, train
+from leakexp.train import TrainConfig, configure_precision, resolve_device, set_seed, train, write_history
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ class Pipeline:
         self.cfg = cfg
         self.store = Store(cfg.store, create=not readonly)
         self.device = resolve_device(cfg.get("device", "auto"))
+        configure_precision(cfg.precision)  # process-wide, from config, before any model runs
         self.verbose = bool(cfg.get("verbose", False))
         self._collections: dict[str, Collection] = {}
         self._memo: dict[str, object] = {}
@@ -370,8 +371,49 @@ class Pipeline:
         m.pop("name", None)
         if name == "monot5" and m.get("checkpoint") == "embedded":
             m["checkpoint"] = str(self.embedded_t5())
-        known = TrainConfig.__dataclass_fields__
-        return m, TrainConfig(**{k: v for k, v in train_cfg.items() if k in known})
+        run = OmegaConf.to_container(self.cfg.train, resolve=True)
+        return m, TrainConfig.from_config(train_cfg, run, bf16=bool(self.cfg.precision.train_bf16))
+
+    def reads_idf(self, model: str) -> bool:
+        params = OmegaConf.to_container(self.model_cfg(model), resolve=True)
+        return get_model_class(model).reads_idf(params)
+
+    # -- document frequencies of a collection (idf of KNRM / PACRR / DUET, as Capreolus reads its index) ---------
+    def df_config(self, name: str) -> dict:
+        """What the df table of a collection (``train`` = the training pool) depends on; cheap."""
+        from leakexp.models.vectors import TOKENIZER_VERSION
+
+        docs = self.pool_fingerprint if name == "train" else self.corpus_fingerprint(name)
+        return {"stage": "df", "collection": docs, "tokenizer": TOKENIZER_VERSION}
+
+    def df_table(self, name: str):
+        """The df table (an ``IdfTable``) of a test collection or of the training pool, computed once, stored."""
+        from leakexp.models.capreolus import IdfTable
+
+        key = f"df:{name}"
+        if key not in self._memo:
+            config = self.df_config(name)
+            docs = self.pool.docs if name == "train" else self.collection(name).docs
+
+            def compute(tmp: Path) -> dict:
+                table = IdfTable.from_docs((t for _, t in docs), progress=self.verbose)
+                table.save(tmp / "df.parquet")
+                return {"documents": table.n_docs, "terms": len(table.df)}
+
+            path = self.store.ensure(self.store.keyed("df", name, config=config), config, compute)
+            self._memo[key] = IdfTable.load(path / "df.parquet")
+        return self._memo[key]
+
+    def load_model(self, cell: Cell, corpus: str | None = None):
+        """The trained model of ``cell`` on this pipeline's device, ready to rank ``corpus`` (default: the cell's
+        own): models that read idf get that collection's df table."""
+        model = load_checkpoint(self.trained(cell)).to(self.device)
+        if model.needs_idf:
+            model.use_idf(self.df_table(corpus or cell.corpus))
+        return model
+
+    def rerank_bf16(self) -> bool:
+        return self.device.startswith("cuda") and bool(self.cfg.precision.rerank_bf16)
 
     def train_config(self, cell: Cell) -> dict | None:
         """What a trained model depends on; None while its training set is not built (cheap otherwise)."""
@@ -380,8 +422,15 @@ class Pipeline:
             return None
         params = OmegaConf.to_container(self.model_cfg(cell.model), resolve=True)
         params.get("train", {}).pop("score_batch_size", None)  # inference batching does not change the model
-        return {"stage": "train", "set": m.figures["content_hash"], "model": cell.model, "params": params,
-                "seed": cell.seed, "device": "cuda" if self.device.startswith("cuda") else "cpu"}
+        cuda = self.device.startswith("cuda")
+        config = {"stage": "train", "set": m.figures["content_hash"], "model": cell.model, "params": params,
+                  "budget": OmegaConf.to_container(self.cfg.train, resolve=True), "seed": cell.seed,
+                  "device": "cuda" if cuda else "cpu"}
+        if cuda:
+            config["precision"] = {"matmul": str(self.cfg.precision.matmul), "bf16": bool(self.cfg.precision.train_bf16)}
+        if self.reads_idf(cell.model):
+            config["df"] = config_hash(self.df_config("train"))
+        return config
 
     def first_stage_config(self, corpus: str) -> dict:
         """What the first-stage run that a corpus's models re-rank depends on."""
@@ -398,7 +447,12 @@ class Pipeline:
         train = self.train_config(cell)
         if train is None:
             return None
-        return {"stage": "rerank", "train": config_hash(train), "first_stage": self.first_stage_config(cell.corpus)}
+        config = {"stage": "rerank", "train": config_hash(train), "first_stage": self.first_stage_config(cell.corpus)}
+        if self.rerank_bf16():
+            config["bf16"] = True
+        if self.reads_idf(cell.model):
+            config["df"] = config_hash(self.df_config(cell.corpus))
+        return config
 
     def eval_config(self, cell: Cell) -> dict | None:
         rerank = self.rerank_config(cell)
@@ -427,10 +481,13 @@ class Pipeline:
             params, tcfg = self._model_params(cell.model)
             set_seed(cell.seed)  # the seed also fixes the random initialisation
             model = get_model_class(cell.model)(**params)
-            figures = train(model, instances, seed=cell.seed, cfg=tcfg, device=self.device, progress=self.verbose or None)
+            if model.needs_idf:  # the training documents' collection (Capreolus reads the index at hand)
+                model.use_idf(self.df_table("train"))
+            result = train(model, instances, seed=cell.seed, cfg=tcfg, device=self.device, progress=self.verbose or None)
             model.save(tmp)
-            atomic_write_json(tmp / "manifest.json", {"cell": str(cell), "seed": cell.seed, **figures})
-            return {k: figures[k] for k in ("instances", "steps", "final_loss", "seconds")}
+            write_history(result.history, tmp / "history.csv")
+            atomic_write_json(tmp / "manifest.json", {"cell": str(cell), "seed": cell.seed, **result})
+            return {k: result[k] for k in ("instances", "updates", "final_loss", "seconds")}
 
         return self.store.ensure(path, config, compute)
 
@@ -443,9 +500,10 @@ class Pipeline:
         run = self.test_run(cell.corpus)
 
         def compute(tmp: Path) -> dict:
-            model = load_checkpoint(model_path).to(self.device)
+            model = self.load_model(cell)
             batch = int(self.model_cfg(cell.model).get("train", {}).get("score_batch_size", 64))
-            res = rerank(model, run, self.collection(cell.corpus).docs, batch_size=batch, device=self.device)
+            res = rerank(model, run, self.collection(cell.corpus).docs, batch_size=batch, device=self.device,
+                         bf16=self.rerank_bf16())
             res.to_parquet(tmp / "run.parquet", index=False)
             write_trec_run(res, tmp / "run.trec.gz", f"leakexp-{cell.model}-{cell.leakage}-{cell.size}-s{cell.seed}")
             return {"queries": int(res.qid.nunique()), "rows": len(res)}

@@ -1,14 +1,45 @@
 """What a configured run will cost: job counts, instances, embedding sizes and time estimates.
 
-The throughput figures come from ``plan:`` in the config. They are estimates (see the comments there),
-not measurements; ``make bench`` measures this machine.
+Throughput per model comes from the GPU benchmark's file when one exists (``make bench`` on a GPU machine writes
+``<store>/bench/gpu.json``: measured), otherwise from ``plan:`` in the config (assumed; see the comments there).
+Training instances per cell follow the budget: ``train.epochs`` x size, or ``train.updates`` x pairs per update x 2.
 """
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+import json
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
 
 SBERT_DIM = {"bundled": 384, "sentence-transformers/paraphrase-MiniLM-L6-v2": 384}
+BENCH_FILE = Path("bench") / "gpu.json"  # under the store root; written by `benchmarks/run.py gpu`
+
+
+def bench_path(cfg: DictConfig) -> Path:
+    return Path(str(cfg.store)) / BENCH_FILE
+
+
+def load_measured(path: str | Path) -> dict | None:
+    """The GPU benchmark's figures: {"device", "train_instances_per_s": {model: x}, "rerank_docs_per_s": {...}},
+    or None when there is no file. A file without those figures is an error that names it."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        models = data["models"]
+        out = {"device": str(data["device"]), "path": str(path),
+               "train_instances_per_s": {m: float(v["train_instances_per_s"]) for m, v in models.items()},
+               "rerank_docs_per_s": {m: float(v["rerank_docs_per_s"]) for m, v in models.items()}}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a leakexp GPU benchmark file ({type(exc).__name__}: {exc}); rerun "
+                         "`python benchmarks/run.py gpu` or delete the file to use the assumed figures") from None
+    for kind in ("train_instances_per_s", "rerank_docs_per_s"):
+        for m, v in out[kind].items():
+            if not v > 0:
+                raise ValueError(f"{path}: models.{m}.{kind}={v} must be > 0")
+    return out
 
 
 def query_counts(cfg: DictConfig, pipeline=None) -> dict[str, int]:
@@ -29,37 +60,60 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-def plan(cfg: DictConfig, pipeline=None) -> dict:
+def trained_instances(cfg: DictConfig, model: str, size: int) -> int:
+    """Instances one cell trains on under the configured budget (each pair is two instances)."""
+    from leakexp.config import resolved_model_config
+    from leakexp.train import TrainConfig
+
+    model_train = OmegaConf.to_container(resolved_model_config(cfg, model).get("train", {}) or {}, resolve=True)
+    run = OmegaConf.to_container(cfg.get("train", {}) or {}, resolve=True)
+    t = TrainConfig.from_config(model_train, run)
+    if t.updates is not None:
+        return 2 * t.updates * t.batch_size * t.grad_accum
+    return t.epochs * size
+
+
+def plan(cfg: DictConfig, pipeline=None, bench: str | Path | None = None) -> dict:
+    """Job counts and hours. ``bench`` (default ``<store>/bench/gpu.json``): measured throughput, when present."""
     p, g = cfg.plan, cfg.grid
     counts = query_counts(cfg, pipeline)
     dim = SBERT_DIM.get(str(cfg.detect.sbert), int(p.get("sbert_dim", 384)))
     n = sum(counts.values())
     embed_bytes = n * dim * 4
     sets = len(g.corpora) * len(g.leakages) * len(g.sizes)
-    per_set_instances = sum(int(s) for s in g.sizes) * len(g.corpora) * len(g.leakages)
     models = list(g.models)
     seeds = len(g.seeds)
-    train_hours, rerank_hours = {}, {}
+    measured = load_measured(bench if bench is not None else bench_path(cfg))
     topics = {c: int(t) for c, t in p.topics.items()}
+    train_hours, rerank_hours, source, instances = {}, {}, {}, {}
     for m in models:
-        inst = per_set_instances * seeds
-        train_hours[m] = inst / float(p.train_instances_per_s[m]) / 3600
+        have = measured is not None and m in measured["train_instances_per_s"]
+        train_rate = measured["train_instances_per_s"][m] if have else float(p.train_instances_per_s[m])
+        rerank_rate = measured["rerank_docs_per_s"][m] if have else float(p.rerank_docs_per_s[m])
+        source[m] = f"measured ({measured['device']})" if have else "assumed"
+        instances[m] = sum(trained_instances(cfg, m, int(s)) for s in g.sizes) * len(g.corpora) * len(g.leakages) * seeds
+        train_hours[m] = instances[m] / train_rate / 3600
         docs = sum(topics.get(c, 50) for c in g.corpora) * len(g.leakages) * len(g.sizes) * seeds * int(cfg.rerank.depth)
-        rerank_hours[m] = docs / float(p.rerank_docs_per_s[m]) / 3600
+        rerank_hours[m] = docs / rerank_rate / 3600
     return {
         "queries": counts, "queries_total": n, "embedding_dim": dim,
         "embedding_bytes": embed_bytes, "embed_hours": n / float(p.embed_queries_per_s) / 3600,
         "jobs": {"training sets": sets, "train": sets * len(models) * seeds, "rerank": sets * len(models) * seeds,
                  "evaluate": sets * len(models) * seeds},
-        "training_instances": per_set_instances * seeds * len(models),
-        "train_gpu_hours": train_hours, "rerank_gpu_hours": rerank_hours,
+        "training_instances": sum(instances.values()), "training_instances_per_model": instances,
+        "train_gpu_hours": train_hours, "rerank_gpu_hours": rerank_hours, "throughput_source": source,
+        "bench_file": measured["path"] if measured else None,
         "gpu_hours_total": sum(train_hours.values()) + sum(rerank_hours.values()),
     }
 
 
 def render(info: dict) -> str:
+    head = (f"leakexp plan (throughput measured by the GPU benchmark where marked: {info['bench_file']})"
+            if info.get("bench_file") else
+            "leakexp plan (estimates from the config's plan: throughput table, not measurements; "
+            "`python benchmarks/run.py gpu` on the GPU machine measures them)")
     lines = [
-        "leakexp plan (estimates from the config's plan: throughput table, not measurements)",
+        head,
         f"  training queries: {info['queries_total']:,} ({', '.join(f'{k} {v:,}' for k, v in info['queries'].items())})",
         f"  embeddings: {info['embedding_dim']}-d float32 = {human_bytes(info['embedding_bytes'])} on disk "
         f"(memory-mapped; exact search holds one shard in memory); ~{info['embed_hours']:.2f} h to embed",
@@ -67,6 +121,7 @@ def render(info: dict) -> str:
         f"  training instances over all jobs: {info['training_instances']:,}",
     ]
     for m in info["train_gpu_hours"]:
-        lines.append(f"  {m:<9} train ~{info['train_gpu_hours'][m]:8.1f} GPU-h   re-rank ~{info['rerank_gpu_hours'][m]:7.1f} GPU-h")
+        lines.append(f"  {m:<9} train ~{info['train_gpu_hours'][m]:8.1f} GPU-h   re-rank ~{info['rerank_gpu_hours'][m]:7.1f} "
+                     f"GPU-h   ({info['throughput_source'][m]})")
     lines.append(f"  total ~{info['gpu_hours_total']:.0f} GPU-hours")
     return "\n".join(lines)

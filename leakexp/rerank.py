@@ -10,16 +10,17 @@ import pandas as pd
 from leakexp.models.base import Reranker, rank_with_docno_ties
 
 
-def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, device: str = "cpu") -> pd.DataFrame:
+def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, device: str = "cpu",
+           bf16: bool = False) -> pd.DataFrame:
     """Re-rank a stored BM25 run with the PyTerrier pipeline ``bm25 >> text >> model``.
 
-    Ties in the model's score are broken by docno (the paper), not by BM25's order.
+    Ties in the model's score are broken by docno (the paper), not by BM25's order. ``bf16``: autocast on CUDA.
     """
     import pyterrier as pt
 
     first_stage = pt.Transformer.from_df(bm25[["qid", "query", "docno", "score", "rank"]])
     text = pt.apply.generic(lambda df: df.assign(text=[docs[d] for d in df.docno]))
-    pipeline = first_stage >> text >> model.transformer(batch_size=batch_size, device=device)
+    pipeline = first_stage >> text >> model.transformer(batch_size=batch_size, device=device, bf16=bf16)
     topics = bm25[["qid", "query"]].drop_duplicates("qid")
     res = pipeline(topics)
     return rank_with_docno_ties(res[["qid", "query", "docno", "score"]])

@@ -380,14 +380,13 @@ class _Stage:
         todo = {n: c for n, c in configs.items() if not p.store.is_done(self.part_path(cell, n, c), c)}
         if not todo:
             return p.store.path("robustness", *cell.parts())
-        model_cache: list = []
+        model_cache: dict = {}
 
-        def model():
-            if not model_cache:
-                from leakexp.models import load_checkpoint
-
-                model_cache.append(load_checkpoint(p.trained(cell)).to(p.device))
-            return model_cache[0]
+        def model(corpus: str = cell.corpus):
+            """The cell's model, ready to rank ``corpus`` (models that read idf take that collection's)."""
+            if corpus not in model_cache:
+                model_cache[corpus] = p.load_model(cell, corpus)
+            return model_cache[corpus]
 
         batch = int(p.model_cfg(cell.model).get("train", {}).get("score_batch_size", 64))
         run = pd.read_parquet(run_path / "run.parquet")
@@ -420,8 +419,8 @@ class _Stage:
         def compute(tmp: Path) -> dict:
             from leakexp.rerank import rerank
 
-            res = rerank(model(), self.p.test_run(target), self.p.collection(target).docs, batch_size=batch,
-                         device=self.p.device)
+            res = rerank(model(target), self.p.test_run(target), self.p.collection(target).docs, batch_size=batch,
+                         device=self.p.device, bf16=self.p.rerank_bf16())
             res.to_parquet(tmp / "run.parquet", index=False)
             pq = self._values(res, target, [self.s.measure])
             pq.to_parquet(tmp / "perquery.parquet", index=False)
@@ -436,7 +435,8 @@ class _Stage:
             att = pd.read_parquet(shared / "attacks.parquet")
             pool = pd.read_parquet(shared / "pool.parquet")
             applied = set(att.qid[att.applied])
-            new = (rerank(model(), pool, self.p.collection(cell.corpus).docs, batch_size=batch, device=self.p.device)
+            new = (rerank(model(), pool, self.p.collection(cell.corpus).docs, batch_size=batch, device=self.p.device,
+                          bf16=self.p.rerank_bf16())
                    if len(pool) else pool.iloc[0:0])
             new.to_parquet(tmp / "run.parquet", index=False)  # only the attacked topics: all others are unchanged
             attacked_run = pd.concat([new, run[~run.qid.isin(applied)]], ignore_index=True)
@@ -467,7 +467,7 @@ class _Stage:
             # manipulation (the other documents keep their stored scores)
             queries = pairs["query"].tolist()
             scores = model().score(queries * 2, [docs[d] for d in pairs.docno] + pairs.text.tolist(),
-                                   batch_size=batch, device=self.p.device)
+                                   batch_size=batch, device=self.p.device, bf16=self.p.rerank_bf16())
             pairs["before"], pairs["after"] = scores[:len(pairs)], scores[len(pairs):]
             rows = []
             for qid, g in run.groupby("qid", sort=True):

@@ -201,6 +201,29 @@ def write_leaked_vs_other(heldout: pd.DataFrame, leaking: dict[str, list[str]], 
     return out / "leaked_vs_other.md"
 
 
+def write_training_curves(pipeline, cells: list, out: Path) -> list[Path]:
+    """Loss and learning rate along every stored training run, one figure per model (``training_curves_<model>``)
+    and all runs in ``training_curves.csv``, so a reader sees whether and how each model learned."""
+    from leakexp.train import plot_histories, read_history
+
+    by_model: dict[str, dict[str, pd.DataFrame]] = {}
+    for cell in cells:
+        path = pipeline.cell_path("train", cell)
+        if path is None or pipeline.store.valid_marker(path) is None or not (path / "history.csv").exists():
+            continue
+        label = f"{cell.corpus} {LEAKAGE_LABEL.get(cell.leakage, cell.leakage)} {cell.size} s{cell.seed}"
+        by_model.setdefault(cell.model, {})[label] = read_history(path / "history.csv")
+    written = []
+    for model, histories in by_model.items():
+        written.append(plot_histories(histories, out / f"training_curves_{model}.png",
+                                      title=f"{MODEL_LABEL.get(model, model)}: training loss and learning rate"))
+    if by_model:
+        frame = pd.concat([h.assign(model=m, run=label) for m, hs in by_model.items() for label, h in hs.items()],
+                          ignore_index=True)
+        atomic_write_text(out / "training_curves.csv", frame.to_csv(index=False))
+    return written
+
+
 def detail(results: pd.DataFrame) -> pd.DataFrame:
     """Mean and standard deviation over seeds of each cell's topic-averaged values."""
     per_seed = results.groupby(["corpus", "model", "leakage", "size", "measure", "seed"]).value.mean().reset_index()
@@ -310,6 +333,7 @@ def write_tables(cfg: DictConfig) -> Path:
     from leakexp import robustness
 
     robustness.write_tables(cfg, pipeline, out, robustness.robustness_cells(cfg))
+    write_training_curves(pipeline, cells, out)
 
     leaking = leaking_topics(cfg)
     if heldout and leaking:

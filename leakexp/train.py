@@ -1,19 +1,28 @@
-"""One trainer for every re-ranker: one epoch over a cell's training set (paper, Section 4).
+"""One trainer for every re-ranker: a budget of passes or updates over a cell's training set, with the references'
+optimisers, schedules and clipping, and a per-update history of loss and learning rate.
 
-The seed fixes the shuffling of training queries (and, set before the model is built, its random
+The seed fixes the order of the training pairs (and, set before the model is built, its random
 initialisation). A query's positive and negative instance are always in the same batch.
+
+    result = train(model, instances, seed=3, cfg=TrainConfig.from_config(model_cfg.train, cfg.train))
+    result["updates"], result.history        # manifest figures; DataFrame step, loss, lr, pairs
+    write_history(result.history, out / "history.csv")
 """
 
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 from tqdm.auto import tqdm
 
 from leakexp.models.base import Reranker, to_device
@@ -25,13 +34,58 @@ class TrainingError(RuntimeError):
 
 @dataclass(frozen=True)
 class TrainConfig:
-    batch_size: int = 32  # pairs per optimiser step (before accumulation)
-    lr: float = 1e-3
-    optimizer: str = "adam"
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    grad_accum: int = 1
-    max_grad_norm: float | None = None
+    """How one model trains. Defaults are Capreolus' PytorchTrainer (trainer/pytorch.py at v0.2.6) except the
+    budget (the paper: one epoch) and the schedule; each model's file in conf/model/ sets its reference's values."""
+
+    batch_size: int = 32  # pairs per micro-batch (each pair: the query's positive and negative)
+    lr: float = 1e-3  # peak learning rate
+    optimizer: str = "adam"  # adam | adamw | adafactor
+    weight_decay: float = 0.0  # never applied to biases and normalisation weights
+    adam_eps: float = 1e-8  # torch's default; dl4marco-bert uses 1e-6
+    warmup: float = 0.0  # fraction of the run's updates with a linear warmup
+    decay: str = "linear"  # linear (to 0 after the last update) | constant
+    grad_accum: int = 1  # micro-batches per update
+    max_grad_norm: float | None = None  # clip the global gradient norm; None = no clipping
+    epochs: int = 1  # passes over the training set (the paper: one), each in a new order
+    updates: int | None = None  # when set, replaces epochs: this many updates, pairs drawn in reshuffled passes
+    group_by_length: bool = False  # batches of similar lengths (less padding), order still seeded
+    bf16: bool = True  # bf16 autocast on CUDA (ignored on a CPU)
+
+    # keys of a model's `train:` block that configure inference, not training
+    INFERENCE_KEYS = ("score_batch_size",)
+
+    def __post_init__(self):
+        checks = [
+            (self.batch_size >= 1, "batch_size must be >= 1"),
+            (self.grad_accum >= 1, "grad_accum must be >= 1"),
+            (self.lr > 0, "lr must be > 0"),
+            (0.0 <= self.warmup < 1.0, "warmup is a fraction of the updates in [0, 1)"),
+            (self.decay in ("linear", "constant"), "decay must be linear or constant"),
+            (self.optimizer in ("adam", "adamw", "adafactor"), "optimizer must be adam, adamw or adafactor"),
+            (self.updates is not None or self.epochs >= 1, "epochs must be >= 1 (or set updates)"),
+            (self.updates is None or self.updates >= 1, "updates must be >= 1 (or null to train by epochs)"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise ValueError(f"train config: {msg} (got {self})")
+
+    @classmethod
+    def from_config(cls, model_train: Mapping | None, run: Mapping | None = None, **overrides) -> "TrainConfig":
+        """The config of one model: the run-wide budget (``train:`` of the config: epochs / updates), then the
+        model's ``train:`` block, then ``overrides`` (e.g. ``bf16=cfg.precision.train_bf16``).
+
+        An unknown key is an error that names it (a typo would otherwise train with a default silently).
+        """
+        known = {f.name for f in fields(cls)}
+        merged: dict = {}
+        for where, block in (("train", run), ("model.train", model_train), ("overrides", overrides)):
+            for k, v in dict(block or {}).items():
+                if k in cls.INFERENCE_KEYS:
+                    continue
+                if k not in known:
+                    raise ValueError(f"{where}.{k} is not a training option; known: {', '.join(sorted(known))}")
+                merged[k] = v
+        return cls(**merged)
 
 
 def set_seed(seed: int) -> None:
@@ -48,17 +102,124 @@ def resolve_device(device: str = "auto") -> str:
     return device
 
 
-def _optimizer(model: Reranker, cfg: TrainConfig) -> torch.optim.Optimizer:
-    params = [p for p in model.parameters() if p.requires_grad]
-    if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    if cfg.optimizer == "adafactor":
-        from transformers.optimization import Adafactor
+def configure_precision(precision: Mapping | None = None) -> None:
+    """Set float32 matmul precision once per process, from config ``precision.matmul`` (call at start-up).
 
-        return Adafactor(params, lr=cfg.lr, scale_parameter=False, relative_step=False, weight_decay=cfg.weight_decay)
-    raise ValueError(f"model.train.optimizer={cfg.optimizer!r} is unknown; use adam, adamw or adafactor")
+    ``highest`` (default): no TF32, fp32 matmuls and convolutions are exact IEEE fp32; ``high`` / ``medium``
+    allow TF32 (faster fp32 matmuls on Ampere+). Training and re-ranking on CUDA run the heavy work under bf16
+    autocast anyway (``precision.train_bf16``, ``precision.rerank_bf16``), so this only touches what stays fp32.
+    Nothing else in leakexp changes these switches, so a re-rank right after training in the same process
+    computes exactly what a re-rank of the stored model computes.
+    """
+    matmul = str((precision or {}).get("matmul", "highest"))
+    if matmul not in ("highest", "high", "medium"):
+        raise ValueError(f"precision.matmul={matmul!r}; use highest, high or medium")
+    torch.set_float32_matmul_precision(matmul)
+    torch.backends.cudnn.allow_tf32 = matmul != "highest"
+
+
+# -- optimiser and schedule --------------------------------------------------------------------------------
+def no_decay_parameter_names(model: nn.Module) -> set[str]:
+    """Biases and normalisation weights: no weight decay (dl4marco-bert's exclude_from_weight_decay=["LayerNorm",
+    "layer_norm", "bias"], google-research/bert optimization.py; HF Trainer.get_decay_parameter_names)."""
+    out = set()
+    for mod_name, module in model.named_modules():
+        is_norm = isinstance(module, nn.LayerNorm) or "norm" in type(module).__name__.lower()
+        for p_name, _ in module.named_parameters(recurse=False):
+            if is_norm or p_name == "bias":
+                out.add(f"{mod_name}.{p_name}" if mod_name else p_name)
+    return out
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """The configured optimiser over trainable parameters, in two groups: with and without weight decay."""
+    skip = no_decay_parameter_names(model)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = [{"params": [p for n, p in named if n not in skip], "weight_decay": cfg.weight_decay},
+              {"params": [p for n, p in named if n in skip], "weight_decay": 0.0}]
+    groups = [g for g in groups if g["params"]]
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(groups, lr=cfg.lr, eps=cfg.adam_eps)
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(groups, lr=cfg.lr, eps=cfg.adam_eps)
+    from transformers.optimization import Adafactor
+
+    # HF Trainer with adafactor=True (PyGaggle's finetune_monot5.py): scale_parameter=False, relative_step=False
+    return Adafactor(groups, lr=cfg.lr, scale_parameter=False, relative_step=False, warmup_init=False)
+
+
+def warmup_updates(cfg: TrainConfig, total: int) -> int:
+    return int(round(cfg.warmup * total))
+
+
+def lr_factor(step: int, total: int, warmup: int, decay: str) -> float:
+    """Multiplier of the peak LR for update ``step`` (0-based) of ``total``: a linear ramp over the first
+    ``warmup`` updates (1/(w+1), 2/(w+1), …; HF and BERT start at 0, which wastes an update of a short run), the
+    peak at the first update after it, then linear decay towards 0 after the last update (HF's
+    get_linear_schedule_with_warmup; BERT's polynomial_decay with power 1, optimization.py) or constant."""
+    if step < warmup:
+        return (step + 1) / (warmup + 1)
+    if decay == "constant":
+        return 1.0
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+# -- which pairs each update sees ---------------------------------------------------------------------------
+def _passes(n: int, rng: np.random.Generator, lengths: np.ndarray | None,
+            batch_size: int) -> Iterator[list[np.ndarray]]:
+    """Endless passes over n pairs, each cut into batches in a new seeded order. With ``lengths``, each chunk of
+    50 batches is sorted by length and cut into batches of similar lengths (HF's get_length_grouped_indices,
+    megabatch 50), whose order within the chunk is then shuffled, so that the seed still orders the run."""
+    step = 50 * batch_size if lengths is not None else n
+    while True:
+        order = rng.permutation(n)
+        batches = []
+        for c in range(0, n, step):
+            chunk = order[c : c + step]
+            if lengths is not None:
+                chunk = chunk[np.argsort(-lengths[chunk], kind="stable")]
+            cut = [chunk[s : s + batch_size] for s in range(0, len(chunk), batch_size)]
+            batches += [cut[i] for i in rng.permutation(len(cut))] if lengths is not None else cut
+        yield batches
+
+
+def micro_batches(n: int, cfg: TrainConfig, seed: int, lengths: np.ndarray | None = None) -> list[np.ndarray]:
+    """Pair indices of every micro-batch of the run, in order.
+
+    ``epochs``: each pass is cut into batches on its own (the last one may be smaller), so each pair is seen once
+    per epoch; the first pass is the order one epoch always had. ``updates``: a stream of passes, reshuffled each
+    time, cut into full batches until ``updates * grad_accum`` micro-batches (Capreolus' endless triplet sampler,
+    sampler/__init__.py ``generate_samples``, reshuffles the training queries on every pass; with length grouping
+    a batch that spans two passes mixes lengths).
+    """
+    rng = np.random.default_rng(seed)
+    passes = _passes(n, rng, lengths if cfg.group_by_length else None, cfg.batch_size)
+    if cfg.updates is None:
+        return [b for _ in range(cfg.epochs) for b in next(passes)]
+    need = cfg.updates * cfg.grad_accum * cfg.batch_size
+    stream = np.concatenate([np.concatenate(next(passes)) for _ in range(math.ceil(need / n))])[:need]
+    return [stream[s : s + cfg.batch_size] for s in range(0, need, cfg.batch_size)]
+
+
+# -- the loop -----------------------------------------------------------------------------------------------
+class TrainResult(Mapping):
+    """What :func:`train` returns: the figures of the training manifest (a read-only mapping, so
+    ``{**result}`` and ``result["updates"]`` work) and ``history``, one row per update (step, loss, lr, pairs)."""
+
+    def __init__(self, figures: dict, history: pd.DataFrame):
+        self.figures, self.history = figures, history
+
+    def __getitem__(self, key):
+        return self.figures[key]
+
+    def __iter__(self):
+        return iter(self.figures)
+
+    def __len__(self) -> int:
+        return len(self.figures)
+
+    def __repr__(self) -> str:
+        return f"TrainResult({self.figures!r}, history={len(self.history)} updates)"
 
 
 def pairs_of(instances: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -67,71 +228,124 @@ def pairs_of(instances: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     neg = instances[instances.label == 0].sort_values("pair", kind="mergesort").reset_index(drop=True)
     if len(pos) != len(neg) or not (pos.pair.values == neg.pair.values).all():
         raise TrainingError("the training set does not hold exactly one positive and one negative per query")
+    if len(pos) == 0:
+        raise TrainingError("the training set is empty")
     return pos, neg
 
 
 def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConfig, device: str = "cpu",
-          progress: bool = True) -> dict:
-    """Train ``model`` in place for one epoch; returns the figures of the training manifest."""
+          progress: bool | None = True) -> TrainResult:
+    """Train ``model`` in place within ``cfg``'s budget; returns the manifest's figures and the history.
+
+    It changes no process-wide switch (precision is set once by :func:`configure_precision`). A model that
+    reads idf needs ``model.use_idf(table)`` of the training collection before this call.
+    """
     pos, neg = pairs_of(instances)
-    order = np.random.default_rng(seed).permutation(len(pos))  # the seed shuffles the training queries
-    model.prepare(instances)
+    lengths = (pos["query"].str.len() + np.maximum(pos["text"].str.len().values, neg["text"].str.len().values)).values
+    batches = micro_batches(len(pos), cfg, seed, lengths)
+    groups = [batches[s : s + cfg.grad_accum] for s in range(0, len(batches), cfg.grad_accum)]
+    total, warmup = len(groups), warmup_updates(cfg, len(groups))
     model.to(device).train()
-    opt = _optimizer(model, cfg)
-    n_steps = math.ceil(len(order) / (cfg.batch_size * cfg.grad_accum))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
-    )
-    amp = device.startswith("cuda") and torch.cuda.is_bf16_supported()
-    if device.startswith("cuda"):
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    start, steps, losses = time.time(), 0, []
-    bar = tqdm(total=len(order) * 2, desc=f"train {model.name}", unit="inst", disable=not progress)
-    micro = [order[s : s + cfg.batch_size] for s in range(0, len(order), cfg.batch_size)]
+    opt = make_optimizer(model, cfg)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warmup, cfg.decay))
+    params = [p for p in model.parameters() if p.requires_grad]
+    amp = cfg.bf16 and device.startswith("cuda")
+    history, pairs_seen, start = [], 0, time.time()
+    bar = tqdm(total=total, desc=f"train {model.name}", unit="update", disable=not progress)
     opt.zero_grad(set_to_none=True)
-    for m, idx in enumerate(micro):
-        p, n = pos.iloc[idx], neg.iloc[idx]
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-            if model.objective == "pairwise":
-                loss = model.pair_loss(
-                    to_device(model.featurize(p["query"].tolist(), p["text"].tolist()), device),
-                    to_device(model.featurize(n["query"].tolist(), n["text"].tolist()), device),
-                )
-            else:  # both instances of a query side by side in one batch
-                both = _interleave(p, n)
-                feats = to_device(model.featurize(both["query"].tolist(), both["text"].tolist()), device)
-                loss = model.pointwise_loss(feats, torch.tensor(both["label"].values, device=device))
-        if not torch.isfinite(loss):
+    for step, group in enumerate(groups, 1):
+        lr = opt.param_groups[0]["lr"]
+        losses = []
+        for idx in group:
+            loss = batch_loss(model, pos.iloc[idx], neg.iloc[idx], device, amp)
+            (loss / len(group)).backward()
+            losses.append(loss.detach().float())
+            pairs_seen += len(idx)
+        mean_loss = torch.stack(losses).mean().item()  # one device sync per update
+        if not math.isfinite(mean_loss):
             bar.close()
-            raise TrainingError(f"{model.name}: loss became {loss.item()} at step {steps + 1}; lower the "
-                                "learning rate or check the training set")
-        (loss / cfg.grad_accum).backward()
-        losses.append(loss.item())
-        if (m + 1) % cfg.grad_accum == 0 or m + 1 == len(micro):
-            if cfg.max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            steps += 1
-        bar.update(2 * len(idx))
-        bar.set_postfix(loss=f"{losses[-1]:.4f}", inst_s=f"{bar.n / max(time.time() - start, 1e-9):.0f}")
+            raise TrainingError(f"{model.name}: loss became {mean_loss} at update {step}; lower the learning rate "
+                                "or check the training set")
+        if cfg.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        history.append((step, mean_loss, lr, pairs_seen))
+        bar.update(1)
+        bar.set_postfix(loss=f"{history[-1][1]:.4f}", lr=f"{lr:.2e}")
     bar.close()
     seconds = time.time() - start
-    tail = losses[-max(1, len(losses) // 10):]
-    return {
-        "instances": int(2 * len(order)), "steps": steps, "planned_steps": n_steps,
-        "first_loss": round(losses[0], 6) if losses else None,
-        "final_loss": round(float(np.mean(tail)), 6) if losses else None,
-        "seconds": round(seconds, 3), "instances_per_s": round(2 * len(order) / max(seconds, 1e-9), 1),
+    hist = pd.DataFrame(history, columns=["step", "loss", "lr", "pairs"])
+    tail = hist.loss.iloc[-max(1, len(hist) // 10):]
+    figures = {
+        "instances": int(2 * pairs_seen), "updates": total, "steps": total, "warmup_updates": warmup,
+        "epochs": round(pairs_seen / len(pos), 4), "training_pairs": int(len(pos)),
+        "first_loss": round(float(hist.loss.iloc[0]), 6), "final_loss": round(float(tail.mean()), 6),
+        "seconds": round(seconds, 3), "instances_per_s": round(2 * pairs_seen / max(seconds, 1e-9), 1),
         "device": device,
     }
+    return TrainResult(figures, hist)
+
+
+def batch_loss(model: Reranker, p: pd.DataFrame, n: pd.DataFrame, device: str, amp: bool) -> torch.Tensor:
+    """The loss of one micro-batch of aligned positive (``p``) and negative (``n``) rows (``amp``: bf16 autocast,
+    on CUDA only)."""
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp and str(device).startswith("cuda")):
+        if model.objective == "pairwise":
+            return model.pair_loss(
+                to_device(model.featurize(p["query"].tolist(), p["text"].tolist()), device),
+                to_device(model.featurize(n["query"].tolist(), n["text"].tolist()), device),
+            )
+        both = _interleave(p, n)  # both instances of a query side by side in one batch
+        feats = to_device(model.featurize(both["query"].tolist(), both["text"].tolist()), device)
+        return model.pointwise_loss(feats, torch.tensor(both["label"].values, device=device))
 
 
 def _interleave(p: pd.DataFrame, n: pd.DataFrame) -> pd.DataFrame:
     """Positive, negative, positive, negative, … (each query's pair adjacent)."""
-    rows = []
-    for a, b in zip(p.itertuples(index=False), n.itertuples(index=False)):
-        rows += [a, b]
-    return pd.DataFrame(rows, columns=p.columns)
+    out = pd.concat([p, n]).reset_index(drop=True)
+    order = np.ravel(np.column_stack([np.arange(len(p)), np.arange(len(p)) + len(p)]))
+    return out.iloc[order].reset_index(drop=True)
+
+
+# -- history files ------------------------------------------------------------------------------------------
+def write_history(history: pd.DataFrame, path: str | Path) -> Path:
+    """The per-update history as CSV (step, loss, lr, pairs), written atomically."""
+    from leakexp.store import atomic_write_text
+
+    return atomic_write_text(Path(path), history.to_csv(index=False, float_format="%.8g"))
+
+
+def read_history(path: str | Path) -> pd.DataFrame:
+    return pd.read_csv(path)
+
+
+def plot_histories(histories: Mapping[str, pd.DataFrame], path: str | Path, *, title: str | None = None) -> Path:
+    """Loss and learning rate against the update, one line per labelled history, as one PNG (atomic)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not histories:
+        raise ValueError("plot_histories: no histories to plot")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, (ax_loss, ax_lr) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for label, h in histories.items():
+        ax_loss.plot(h["step"], h["loss"], label=label, linewidth=1)
+        ax_lr.plot(h["step"], h["lr"], label=label, linewidth=1)
+    ax_loss.set(xlabel="update", ylabel="training loss")
+    ax_lr.set(xlabel="update", ylabel="learning rate")
+    ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+    if len(histories) <= 12:
+        ax_loss.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path

@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from leakexp.models.knrm import KNRM, kernel_features
@@ -42,12 +43,44 @@ def test_tokenizer_lowercases_and_drops_possessives():
     assert tokenize("Hubble's Telescope, NASA-built; don't") == ["hubble", "telescope", "nasa", "built", "don't"]
 
 
+# Lucene's StandardTokenizer (UAX#29 word boundaries) + EnglishPossessiveFilter + LowerCaseFilter, as Anserini's
+# DefaultEnglishAnalyzer with keepstops and no stemmer (Capreolus' `anserini` tokenizer). Expected tokens follow
+# Lucene's TestStandardAnalyzer (apache/lucene, lucene/core/src/test/org/apache/lucene/analysis/standard/), the test
+# named in each comment, then the two filters.
+LUCENE_CASES = [
+    ("3.5", ["3.5"]),  # testNumericSA: "21.35" -> "21.35"; testMid: "1.2" -> "1.2"
+    ("1,000", ["1,000"]),  # testMid: "1,2" -> "1,2"; testArmenian: "4,600" -> "4,600"
+    ("216.239.63.104", ["216.239.63.104"]),  # testNumericSA
+    ("U.S.", ["u.s"]),  # testMid: "A.B" -> "A.B"; a final "." is not between letters
+    ("foo_bar", ["foo_bar"]),  # testMid: '_' is ExtendNumLet, "A:B_A:B" -> one token
+    ("don't", ["don't"]),  # testApostrophesSA
+    ("O'Neil's", ["o'neil"]),  # testApostrophesSA "O'Reilly's" -> "O'Reilly's"; possessive filter drops 's
+    ("JIM'S she's", ["jim", "she"]),  # testApostrophesSA "Jim's", "she's"; the filter also matches 'S
+    ("don\u2019t O\u2019Neil\u2019s", ["don\u2019t", "o\u2019neil"]),  # U+2019 is MidNumLet like '; filter strips ’s
+    ("\u201cQUOTED\u201d word", ["quoted", "word"]),  # testVariousTextSA: "\"QUOTED\" word" (curly quotes too)
+    ("Café naïve RÉSUMÉ", ["café", "naïve", "résumé"]),  # accents are letters; lower case keeps them
+    ("mo\u0364chte", ["mo\u0364chte"]),  # testLUCENE1545: a combining mark stays in its word
+    ("some-dashed-phrase ac/dc", ["some", "dashed", "phrase", "ac", "dc"]),  # testDelimitersSA
+    ("A:B A::B 1..2", ["a:b", "a", "b", "1", "2"]),  # testMid
+    ("R2D2 C3PO", ["r2d2", "c3po"]),  # testNumericSA
+    ("我是中国人。 １２３４", ["我", "是", "中", "国", "人", "１２３４"]),  # testChinese: one token per ideograph
+    ("poo\U0001f4a9poo", ["poo", "\U0001f4a9", "poo"]),  # testEmojiTokenization
+    (". ,;", []),  # testEmpty: punctuation alone gives no token
+    ("x" * 300, ["x" * 255, "x" * 45]),  # testMaxTokenLengthDefault: longer tokens are cut at 255
+]
+
+
+@pytest.mark.parametrize("text,expected", LUCENE_CASES)
+def test_tokenizer_matches_lucene_standard_analyzer(text, expected):
+    assert tokenize(text) == expected
+
+
 def test_trimmed_padding_scores_exactly_like_full_padding():
     set_seed(0)
     m = KNRM(maxdoclen=50)
     q, d = ["lyme disease ticks"], ["ticks carry lyme disease in the forest", "a short one"]
     trimmed = m.featurize(q * 2, d)
-    full = {"q": trimmed["q"], "d": m.ids.batch(d, 50)}
+    full = {"q": trimmed["q"], "d": m.text_ids().batch(d, 50)}
     assert trimmed["d"].shape[1] == 7 and full["d"].shape[1] == 50
     with torch.no_grad():
         assert torch.allclose(m(**trimmed), m(**full), atol=1e-5)
@@ -61,7 +94,5 @@ def test_glove_text_file_vectors_load_like_the_paper(tmp_path):
     assert m.embedding.weight[0].abs().sum() == 0  # <pad>
     f = m.featurize(["lyme disease"], ["tick lyme borreliosis"])
     assert f["q"].tolist() == [[1, 3, 0, 0]] and f["d"].tolist() == [[2, 1, -1]]
-    import pytest
-
     with pytest.raises(FileNotFoundError, match="glove.6B.300d.txt"):
         KNRM(embeddings=str(tmp_path / "missing.txt"))

@@ -23,13 +23,20 @@ def get(name: str) -> type[Reranker]:
         raise ValueError(f"unknown model {name!r}; available: {', '.join(sorted(REGISTRY))}") from None
 
 
-def load_checkpoint(path: str | Path) -> Reranker:
-    """Any leakexp checkpoint directory back as a model, in one call."""
+def load_checkpoint(path: str | Path, *, idf=None) -> Reranker:
+    """Any leakexp checkpoint directory back as a model, in one call.
+
+    ``idf``: the df table (:class:`~leakexp.models.capreolus.IdfTable`) of the collection the model will rank;
+    models that read idf (``model.needs_idf``) need it, the others ignore it.
+    """
     path = Path(path)
     meta = path / "model.json"
     if not meta.exists():
         raise FileNotFoundError(f"{path} is not a leakexp checkpoint (no model.json)")
-    return get(json.loads(meta.read_text())["name"]).load(path)
+    model = get(json.loads(meta.read_text())["name"]).load(path)
+    if idf is not None and hasattr(model, "use_idf"):
+        model.use_idf(idf)
+    return model
 
 
 def _register_all() -> None:

@@ -23,11 +23,21 @@ class Reranker(nn.Module):
     objective: str = "pairwise"  # or "pointwise"
     margin: float = 1.0
 
-    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
-        raise NotImplementedError
+    @classmethod
+    def reads_idf(cls, params: dict) -> bool:
+        """Whether a model built with ``params`` reads the idf of the collection it ranks (known before it is
+        built, so the pipeline can make the collection's df table part of the artifact's config)."""
+        return False
 
-    def prepare(self, instances: pd.DataFrame) -> None:
-        """Called by the trainer with the training set before the first step (e.g. to count idf)."""
+    @property
+    def needs_idf(self) -> bool:
+        """True when scoring reads the idf of the collection (then call ``use_idf(table)`` first)."""
+        return type(self).reads_idf(getattr(self, "hparams", {}))
+
+    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
+        """Texts -> CPU tensors of ids (and data derived from the texts alone). It never reads the model's
+        parameters, which may live on another device; lookups happen in :meth:`forward`."""
+        raise NotImplementedError
 
     def pair_loss(self, pos: dict, neg: dict) -> torch.Tensor:
         """Capreolus' pairwise hinge: mean(max(0, margin - s+ + s-))."""
@@ -37,15 +47,28 @@ class Reranker(nn.Module):
         raise NotImplementedError
 
     @torch.inference_mode()
-    def score(self, queries: list[str], docs: list[str], *, batch_size: int = 64, device: str = "cpu") -> list[float]:
-        """Scores of aligned (query, doc) lists, batched; documents sorted by length to cut padding."""
+    def score(self, queries: list[str], docs: list[str], *, batch_size: int = 64, device: str | None = None,
+              bf16: bool = True) -> list[float]:
+        """Scores of aligned (query, doc) lists, batched; documents sorted by length to cut padding.
+
+        ``device`` defaults to where the parameters are. On CUDA, ``bf16`` runs the forward pass under bf16
+        autocast (config ``precision.rerank_bf16``); on a CPU it changes nothing.
+        """
         self.eval()
+        if device is None:
+            first = next(self.parameters(), None)
+            device = str(first.device) if first is not None else "cpu"
+        use_bf16 = bf16 and device.startswith("cuda")
         order = sorted(range(len(docs)), key=lambda i: len(docs[i]))
-        out = [0.0] * len(docs)
+        batches = []
         for s in range(0, len(order), batch_size):
             idx = order[s : s + batch_size]
             feats = to_device(self.featurize([queries[i] for i in idx], [docs[i] for i in idx]), device)
-            for i, v in zip(idx, self(**feats).float().tolist()):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
+                batches.append((idx, self(**feats).float()))  # no sync here: the next batch is featurised meanwhile
+        out = [0.0] * len(docs)
+        for idx, scores in batches:
+            for i, v in zip(idx, scores.tolist()):
                 out[i] = float(v)
         return out
 
@@ -59,9 +82,9 @@ class Reranker(nn.Module):
         torch.save({k: v.detach().cpu() for k, v in self.state_dict().items()}, out / "model.pt")
         (out / "model.json").write_text(json.dumps({"name": self.name, "config": self.config()}, indent=2) + "\n")
 
-    def transformer(self, *, batch_size: int = 64, device: str = "cpu"):
+    def transformer(self, *, batch_size: int = 64, device: str | None = None, bf16: bool = True):
         """This model as a PyTerrier re-ranker: ``bm25 >> text >> model.transformer()``."""
-        return RerankTransformer(self, batch_size=batch_size, device=device)
+        return RerankTransformer(self, batch_size=batch_size, device=device, bf16=bf16)
 
 
 class HFReranker(Reranker):
@@ -100,19 +123,19 @@ def _pt():
 class RerankTransformer:
     """PyTerrier transformer scoring (qid, query, docno, text) rows; ties broken by docno."""
 
-    def __new__(cls, model: Reranker, *, batch_size: int = 64, device: str = "cpu"):
+    def __new__(cls, model: Reranker, *, batch_size: int = 64, device: str | None = None, bf16: bool = True):
         pt = _pt()
 
         class _Rerank(pt.Transformer):
             def __init__(self):
-                self.model, self.batch_size, self.device = model, batch_size, device
+                self.model, self.batch_size, self.device, self.bf16 = model, batch_size, device, bf16
 
             def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
                 pt.validate.result_frame(inp, extra_columns=["query", "text"])
                 out = inp.copy()
                 out["score"] = pd.Series(
                     self.model.score(out["query"].tolist(), out["text"].tolist(), batch_size=self.batch_size,
-                                     device=self.device),
+                                     device=self.device, bf16=self.bf16),
                     index=out.index, dtype="float64",
                 )
                 return rank_with_docno_ties(out)

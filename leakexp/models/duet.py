@@ -4,6 +4,7 @@ plus a distributed model over frozen word embeddings (no character n-gram hashin
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -13,9 +14,14 @@ from torch.nn import functional as F
 from leakexp.models.capreolus import CapreolusReranker
 
 
+@lru_cache(maxsize=100_000)
+def _oov_vector(token: str, dim: int) -> torch.Tensor:
+    seed = int.from_bytes(hashlib.sha256(token.encode()).digest()[:8], "little")
+    return torch.from_numpy(np.random.default_rng(seed).normal(0, 0.5, dim).astype(np.float32))
+
+
 class DUET(CapreolusReranker):
     name = "duet"
-    uses_idf = True
 
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800, nfilters: int = 10,
                  lmhidden: int = 30, nhidden: int = 699, idfweight: bool = True, dropoutrate: float = 0.5, **_):
@@ -42,36 +48,41 @@ class DUET(CapreolusReranker):
         self.comb_fc = nn.Linear(nhidden, 1)
         self.out_fc = nn.Linear(nfilters, 1)
         self.dropout = nn.Dropout(dropoutrate)
-        self._oov_cache: dict[int, torch.Tensor] = {}
 
-    def _oov_vector(self, token: str) -> torch.Tensor:
+    @classmethod
+    def reads_idf(cls, params: dict) -> bool:
+        return bool(params.get("idfweight", True))
+
+    def oov_vector(self, token: str) -> torch.Tensor:
         """Capreolus gives out-of-vocabulary words random N(0, 0.5^2) vectors from the global numpy seed in
-        insertion order; here each word's vector is seeded by the word itself (deterministic everywhere)."""
-        seed = int.from_bytes(hashlib.sha256(token.encode()).digest()[:8], "little")
-        return torch.from_numpy(np.random.default_rng(seed).normal(0, 0.5, self.vectors.dim).astype(np.float32))
-
-    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
-        """(B, L) token ids -> (B, L, dim): known words by their vector, unknown ones (negative ids) by their
-        seeded random vector, padding 0."""
-        out = self.embedding(ids.clamp(min=0))
-        oov = ids < 0
-        if oov.any():
-            names = {i: w for w, i in self.ids.oov.items()}
-            for i in ids[oov].unique().tolist():
-                if i not in self._oov_cache:
-                    self._oov_cache[i] = self._oov_vector(names[i])
-            out[oov] = torch.stack([self._oov_cache[i] for i in ids[oov].tolist()])
-        return out
+        insertion order (extractor/slowembedtext.py, _build_embedding_matrix); here each word's vector is seeded
+        by the word itself, so it is the same in every batch, process and run."""
+        return _oov_vector(token, self.vectors.dim)
 
     def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
-        q, d = self.ids.batch(queries, self.maxqlen), self.ids.batch(docs, self.maxdoclen)
-        with torch.no_grad():  # frozen vectors
-            q_emb, d_emb = self._embed(q), self._embed(d)
-        return {"q": q, "d": d, "q_emb": q_emb, "d_emb": d_emb, "idf": self.idf_table.batch(queries, self.maxqlen)}
+        """Ids (unknown words: -1, -2, … within the batch), the batch's unknown-word vectors in id order
+        (functions of the words alone), and the query-term idf of the collection being ranked."""
+        ids = self.text_ids()
+        q, d = ids.batch(queries, self.maxqlen), ids.batch(docs, self.maxdoclen)
+        words = ids.oov_words
+        oov = (torch.stack([self.oov_vector(w) for w in words]) if words
+               else torch.zeros(0, self.vectors.dim))
+        feats = {"q": q, "d": d, "oov": oov}
+        feats["idf"] = self.query_idf(queries) if self.needs_idf else torch.zeros(q.shape, dtype=torch.float32)
+        return feats
+
+    def embed(self, ids: torch.Tensor, oov: torch.Tensor) -> torch.Tensor:
+        """(B, L) ids -> (B, L, dim) on the model's device: known words by their frozen vector, unknown words
+        (id -k) by row k-1 of ``oov``, padding 0."""
+        out = self.embedding(ids.clamp(min=0))  # unknown and pad ids -> the zero pad row
+        if oov.shape[0]:
+            table = torch.cat([oov.new_zeros(1, oov.shape[1]), oov]).to(out.dtype)  # row 0: not an unknown word
+            out = out + table[(-ids).clamp(min=0)]
+        return out
 
     def local(self, q: torch.Tensor, d: torch.Tensor, idf: torch.Tensor) -> torch.Tensor:
         """Local model: (B, Q) ids, (B, D) ids, (B, Q) idf -> (B,)."""
-        em = (q.unsqueeze(2) == d.unsqueeze(1)).float()  # (B, Q, D); pad-vs-pad is zeroed by idf 0 only
+        em = (q.unsqueeze(2) == d.unsqueeze(1)).to(idf.dtype)  # (B, Q, D); pad-vs-pad is zeroed by idf 0 only
         if self.hparams["idfweight"]:
             em = em * idf.unsqueeze(2)
         h = F.relu(self.local_conv(em.unsqueeze(1)))  # (B, F, Q, 1)
@@ -87,8 +98,8 @@ class DUET(CapreolusReranker):
         comb = F.relu(self.comb_fc(qv.unsqueeze(2) * dv)).squeeze(-1)  # (B, F)
         return self.out_fc(self.dropout(comb)).squeeze(-1)
 
-    def forward(self, q, d, q_emb, d_emb, idf) -> torch.Tensor:
-        return self.local(q, d, idf) + self.distributed(q_emb, d_emb)
+    def forward(self, q: torch.Tensor, d: torch.Tensor, oov: torch.Tensor, idf: torch.Tensor) -> torch.Tensor:
+        return self.local(q, d, idf) + self.distributed(self.embed(q, oov), self.embed(d, oov))
 
     def config(self) -> dict:
         return dict(self.hparams)

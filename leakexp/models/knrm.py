@@ -37,11 +37,11 @@ class KNRM(CapreolusReranker):
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800,
                  gradkernels: bool = True, singlefc: bool = True, scoretanh: bool = False,
                  finetune: bool = False, mask_doc_padding: bool = False, **_):
-        super().__init__(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen)
+        # Capreolus: frozen embeddings unless finetune=True
+        super().__init__(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, finetune=finetune)
         self.hparams = dict(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, gradkernels=gradkernels,
                             singlefc=singlefc, scoretanh=scoretanh, finetune=finetune,
                             mask_doc_padding=mask_doc_padding)
-        self.embedding.weight.requires_grad = finetune  # Capreolus: frozen unless finetune=True
         mus = torch.tensor(MUS)
         sigmas = torch.tensor([0.001 if m == 1.0 else 0.1 for m in MUS])
         # each mu and sigma is its own trainable scalar in Capreolus (gradkernels=True)
@@ -52,11 +52,12 @@ class KNRM(CapreolusReranker):
 
     def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
         # documents are padded to the batch's longest one; the rest of maxdoclen is added analytically
-        return {"q": self.ids.batch(queries, self.hparams["maxqlen"]),
-                "d": self.ids.batch(docs, self.hparams["maxdoclen"], trim=True)}
+        ids = self.text_ids()
+        return {"q": ids.batch(queries, self.hparams["maxqlen"]),
+                "d": ids.batch(docs, self.hparams["maxdoclen"], trim=True)}
 
     def forward(self, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-        sim = similarity_matrix(self.embedding, q, d)  # (B, Q, D)
+        sim = similarity_matrix(self.embedding, q, d).float()  # (B, Q, D); kernels need float32 (sigma 0.001)
         feats = kernel_features(sim, self.mus, self.sigmas, mask_doc_padding=self.hparams["mask_doc_padding"],
                                 doc_mask=(d != 0).float(), extra_padding=self.hparams["maxdoclen"] - d.shape[1])
         score = self.combine(feats).squeeze(-1)  # (B,)

@@ -24,17 +24,18 @@ class MonoBERT(HFReranker):
     objective = "pointwise"
     hf_attr = "bert"
 
-    def __init__(self, *, checkpoint: str = "bundled", max_length: int = 512, **_):
+    def __init__(self, *, checkpoint: str = "bundled", max_length: int = 512, attn_implementation: str = "sdpa", **_):
         super().__init__()
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()  # the freshly initialised classifier is expected
-        self.hparams = dict(checkpoint=checkpoint, max_length=max_length)
+        self.hparams = dict(checkpoint=checkpoint, max_length=max_length, attn_implementation=attn_implementation)
         path = resolve_checkpoint(checkpoint)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.bert = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2)
+        self.bert = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2,
+                                                                       attn_implementation=attn_implementation)
 
     def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
         # longest_first truncation to max_length, with token_type_ids, as PyGaggle's encode_plus

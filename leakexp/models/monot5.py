@@ -22,10 +22,16 @@ PROMPT = "Query: {q} Document: {d} Relevant:"
 EMBEDDED_T5 = dict(d_model=128, d_kv=32, d_ff=256, num_layers=2, num_decoder_layers=2, num_heads=4,
                    relative_attention_num_buckets=32, dropout_rate=0.1, feed_forward_proj="relu",
                    decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, n_positions=512)
+# The t5-base architecture (huggingface t5-base config.json), for GPU tests and benchmarks at the paper's shapes
+# without downloading weights: same layers and widths, vocabulary padded to t5-base's 32,128 rows.
+T5_BASE = dict(EMBEDDED_T5, d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_decoder_layers=12, num_heads=12,
+               vocab_size=32128)
 
 
-def train_embedded_tokenizer(texts: Iterable[str], out: Path, vocab_size: int = 4000) -> Path:
-    """A deterministic SentencePiece unigram vocabulary in T5's id layout (pad 0, eos 1, unk 2) in ``out``.
+def train_embedded_tokenizer(texts: Iterable[str], out: Path, vocab_size: int = 4000,
+                             architecture: dict | None = None) -> Path:
+    """A deterministic SentencePiece unigram vocabulary in T5's id layout (pad 0, eos 1, unk 2) in ``out``,
+    with the config of a randomly initialised T5 (``architecture``: EMBEDDED_T5 by default, or T5_BASE).
 
     ``true``, ``false`` and the prompt words are user-defined pieces, so each is one token.
     """
@@ -50,7 +56,9 @@ def train_embedded_tokenizer(texts: Iterable[str], out: Path, vocab_size: int = 
     tok.save_pretrained(str(out))
     from transformers import T5Config
 
-    T5Config(vocab_size=len(tok), **EMBEDDED_T5).save_pretrained(str(out))
+    arch = dict(architecture or EMBEDDED_T5)
+    arch["vocab_size"] = max(int(arch.get("vocab_size", 0)), len(tok))
+    T5Config(**arch).save_pretrained(str(out))
     (out / "embedded.json").write_text(json.dumps({"random_init": True}) + "\n")
     return out
 
@@ -60,7 +68,8 @@ class MonoT5(HFReranker):
     objective = "pointwise"
     hf_attr = "t5"
 
-    def __init__(self, *, checkpoint: str = "t5-base", max_length: int = 512, truncation: str = "pygaggle", **_):
+    def __init__(self, *, checkpoint: str = "t5-base", max_length: int = 512, truncation: str = "pygaggle",
+                 attn_implementation: str = "sdpa", **_):
         super().__init__()
         from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
         from transformers.utils import logging as hf_logging
@@ -68,13 +77,15 @@ class MonoT5(HFReranker):
         if truncation not in ("pygaggle", "keep_prompt"):
             raise ValueError(f"monot5: truncation={truncation!r}; use pygaggle or keep_prompt")
         hf_logging.disable_progress_bar()
-        self.hparams = dict(checkpoint=str(checkpoint), max_length=max_length, truncation=truncation)
+        self.hparams = dict(checkpoint=str(checkpoint), max_length=max_length, truncation=truncation,
+                            attn_implementation=attn_implementation)
         path = Path(str(checkpoint))
         self.tokenizer = T5Tokenizer.from_pretrained(str(checkpoint))
         if (path / "embedded.json").exists():  # random initialisation, seeded by the caller
-            self.t5 = T5ForConditionalGeneration(T5Config.from_pretrained(str(path)))
+            self.t5 = T5ForConditionalGeneration._from_config(T5Config.from_pretrained(str(path)),
+                                                              attn_implementation=attn_implementation)
         else:
-            self.t5 = T5ForConditionalGeneration.from_pretrained(str(checkpoint))
+            self.t5 = T5ForConditionalGeneration.from_pretrained(str(checkpoint), attn_implementation=attn_implementation)
         self.true_id = self.tokenizer.encode("true")[0]
         self.false_id = self.tokenizer.encode("false")[0]
         self.prompt_ids = self.tokenizer("Relevant:")["input_ids"]  # [..., </s>]

@@ -25,20 +25,24 @@ class PACRR(CapreolusReranker):
         self.hparams = dict(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, mingram=mingram,
                             maxgram=maxgram, nfilters=nfilters, kmax=kmax, combine=combine, idf=idf,
                             idf_zero_quirk=idf_zero_quirk)
-        self.uses_idf = idf and not idf_zero_quirk
         self.grams = list(range(mingram, maxgram + 1))
         self.convs = nn.ModuleList(nn.Conv2d(1, nfilters, kernel_size=n) for n in self.grams)
         n_feats = len(self.grams) * kmax + (1 if idf else 0)
         self.combine = nn.Sequential(nn.Linear(maxqlen * n_feats, combine), nn.ReLU(), nn.Linear(combine, combine),
                                      nn.ReLU(), nn.Linear(combine, 1))
 
+    @classmethod
+    def reads_idf(cls, params: dict) -> bool:
+        return bool(params.get("idf", True) and not params.get("idf_zero_quirk", True))
+
     def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
-        q = self.ids.batch(queries, self.maxqlen)
-        feats = {"q": q, "d": self.ids.batch(docs, self.maxdoclen, trim=True)}
+        ids = self.text_ids()
+        q = ids.batch(queries, self.maxqlen)
+        feats = {"q": q, "d": ids.batch(docs, self.maxdoclen, trim=True)}
         if self.hparams["idf"]:
             # QUIRK (Capreolus' embedtext never fills idf): all zeros, so the softmax feature is constant
             feats["idf"] = (torch.zeros(q.shape, dtype=torch.float32) if self.hparams["idf_zero_quirk"]
-                            else self.idf_table.batch(queries, self.maxqlen))
+                            else self.query_idf(queries))
         return feats
 
     def ngram_features(self, sim: torch.Tensor) -> torch.Tensor:
@@ -56,7 +60,7 @@ class PACRR(CapreolusReranker):
             h = F.relu(conv(F.pad(x, (0, n - 1, 0, n - 1))))  # right/bottom zero pad keeps (Q, W)
             top = h.max(dim=1).values  # (B, Q, W): max over filters
             if extra > 0:
-                pad_value = F.relu(conv.bias).max().expand(B, Q, min(extra, self.hparams["kmax"]))
+                pad_value = F.relu(conv.bias).max().to(top.dtype).expand(B, Q, min(extra, self.hparams["kmax"]))
                 top = torch.cat([top, pad_value], dim=-1)
             out.append(kmax_pooling(top, self.hparams["kmax"]))
         return torch.cat(out, dim=-1)
@@ -65,7 +69,8 @@ class PACRR(CapreolusReranker):
         sim = similarity_matrix(self.embedding, q, d)  # (B, Q, W)
         feats = self.ngram_features(sim)  # (B, Q, grams * k)
         if idf is not None:
-            feats = torch.cat([feats, F.softmax(idf, dim=1).unsqueeze(-1)], dim=-1)  # softmax over query positions
+            # softmax over query positions
+            feats = torch.cat([feats.float(), F.softmax(idf.float(), dim=1).unsqueeze(-1)], dim=-1)
         return self.combine(feats.reshape(feats.shape[0], -1)).squeeze(-1)  # query-major flatten -> (B,)
 
     def config(self) -> dict:

@@ -1,34 +1,58 @@
-"""Word vectors and the Capreolus-style tokenizer shared by KNRM, PACRR and Duet."""
+"""Word vectors and the Capreolus-style analyzer shared by KNRM, PACRR and Duet."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import regex
 import torch
 
-# Lucene's StandardTokenizer keeps word characters, digits and inner apostrophes; the EnglishPossessiveFilter
-# drops a trailing 's; LowerCaseFilter; Capreolus' default keeps stopwords and does not stem.
-_TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+# Capreolus' `anserini` tokenizer (tokenizer/anserini.py at v0.2.6, keepstops=True, stemmer=none) runs Anserini's
+# DefaultEnglishAnalyzer (src/main/java/io/anserini/analysis/DefaultEnglishAnalyzer.java, createComponents):
+# Lucene's StandardTokenizer -> EnglishPossessiveFilter -> LowerCaseFilter -> StopFilter(empty set) -> no stemmer.
+# StandardTokenizer splits at Unicode word boundaries (UAX #29); the `regex` package implements those boundaries
+# for \b under its WORD flag (?w). A segment becomes a token when it holds a letter, digit or emoji (Lucene emits
+# <ALPHANUM>, <NUM>, <IDEOGRAPHIC>, <HIRAGANA>, <KATAKANA>, <HANGUL>, <EMOJI>; punctuation and spaces are dropped).
+# Behaviour checked against Lucene's TestStandardAnalyzer (apache/lucene, lucene/core/src/test/org/apache/lucene/
+# analysis/standard/TestStandardAnalyzer.java: testApostrophesSA, testNumericSA, testMid, testDelimitersSA,
+# testChinese, testEmoji, testMaxTokenLengthDefault); see tests/test_knrm.py for the table of cases.
+# Known differences: Thai/Lao runs (Lucene keeps a run as one <SOUTHEAST_ASIAN> token; UAX#29 splits it) and the
+# Unicode version of the word-break tables (Lucene 8/9: 12.1; `regex`: its own, newer).
+_BOUNDARY = regex.compile(r"(?wV1)\b")
+_WORDLIKE = regex.compile(r"[\p{L}\p{N}\p{Extended_Pictographic}]")
+# EnglishPossessiveFilter strips a final 's / 'S after ', U+2019 or U+FF07 (lucene/analysis/common/.../en/
+# EnglishPossessiveFilter.java, incrementToken)
+_POSSESSIVE = tuple(a + s for a in ("'", "\u2019", "\uff07") for s in ("s", "S"))
+MAX_TOKEN_LENGTH = 255  # StandardAnalyzer.DEFAULT_MAX_TOKEN_LENGTH: longer tokens are split into chunks
+TOKENIZER_VERSION = "uax29-possessive-lower-1"  # part of a df table's identity
+
+
+def analyze(text: str) -> list[str]:
+    """Anserini's analysis without cache: UAX#29 words, possessive 's removed, lower case, no stemming."""
+    out = []
+    for seg in _BOUNDARY.split(text):
+        if not _WORDLIKE.search(seg):
+            continue
+        for start in range(0, len(seg), MAX_TOKEN_LENGTH):
+            tok = seg[start : start + MAX_TOKEN_LENGTH]
+            if tok.endswith(_POSSESSIVE):
+                tok = tok[:-2]
+            out.append(tok.lower())  # LowerCaseFilter runs after the possessive filter
+    return out
 
 
 def tokenize(text: str) -> list[str]:
-    """Anserini-like analysis: standard tokenisation, possessive removal, lower case, no stemming."""
+    """:func:`analyze`, cached: every cell re-ranks the same documents of its collection."""
     return list(_tokenize(text))
 
 
 @lru_cache(maxsize=200_000)
 def _tokenize(text: str) -> tuple[str, ...]:
-    # cached: every cell re-ranks the same documents of its collection
-    out = []
-    for tok in _TOKEN.findall(text.lower()):
-        if tok.endswith(("'s", "’s")):
-            tok = tok[:-2]
-        out.append(tok)
-    return tuple(out)
+    return tuple(analyze(text))
 
 
 @dataclass
@@ -38,10 +62,22 @@ class WordVectors:
     vocab: dict[str, int]
     matrix: np.ndarray  # (V + 1, dim), row 0 zeros
     source: str
+    _hash: str | None = field(default=None, repr=False)
 
     @property
     def dim(self) -> int:
         return int(self.matrix.shape[1])
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 of the vocabulary (in id order) and the matrix bytes: what a checkpoint was trained with."""
+        if self._hash is None:
+            h = hashlib.sha256()
+            h.update("\n".join(sorted(self.vocab, key=self.vocab.__getitem__)).encode("utf-8"))
+            h.update(str(self.matrix.shape).encode())
+            h.update(np.ascontiguousarray(self.matrix, dtype=np.float32).tobytes())
+            self._hash = h.hexdigest()
+        return self._hash
 
 
 def _bundled() -> WordVectors:
@@ -86,7 +122,10 @@ def _glove(path: Path) -> WordVectors:
 
 @lru_cache(maxsize=4)
 def load_word_vectors(spec: str) -> WordVectors:
-    """'bundled' = the bundled MiniLM input embeddings; otherwise a GloVe-format text file path."""
+    """'bundled' = the bundled MiniLM input embeddings; otherwise a GloVe-format text file path.
+
+    Read once per process and shared by every model built from the same spec (the matrix is frozen).
+    """
     if spec == "bundled":
         return _bundled()
     path = Path(spec).expanduser()
@@ -100,7 +139,11 @@ def load_word_vectors(spec: str) -> WordVectors:
 
 class TextIds:
     """Token ids as Capreolus' embedtext extractor makes them: known words by vocabulary id, unknown words
-    get ids -1, -2, … in first-seen order (so they can still match exactly), padding is 0."""
+    get ids -1, -2, … in first-seen order (so they can still match exactly), padding is 0.
+
+    One instance per batch: the ids of unknown words then depend on that batch alone, never on what the
+    process saw before, and ``oov`` lists the batch's unknown words in id order (-1 first).
+    """
 
     def __init__(self, vectors: WordVectors):
         self.vectors = vectors
@@ -123,6 +166,10 @@ class TextIds:
             rows = [r[:width] for r in rows]
         return torch.tensor(rows, dtype=torch.long)
 
+    @property
+    def oov_words(self) -> list[str]:
+        return sorted(self.oov, key=lambda w: -self.oov[w])
+
 
 def similarity_matrix(embedding: torch.nn.Embedding, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     """Capreolus' SimilarityMatrix, (B, Q, D): cosine of in-vocabulary ids (+1e-9 on each norm), plus 1.0
@@ -132,6 +179,6 @@ def similarity_matrix(embedding: torch.nn.Embedding, q: torch.Tensor, d: torch.T
     dn = de / (de.norm(dim=-1, keepdim=True) + 1e-9)
     cos = torch.bmm(qn, dn.transpose(1, 2))
     qo, do = q.clamp(max=0), d.clamp(max=0)
-    exact = ((qo.unsqueeze(2) == do.unsqueeze(1)) & (qo.unsqueeze(2) < 0)).float()
-    mask = ((q != 0).unsqueeze(2) & (d != 0).unsqueeze(1)).float()
+    exact = ((qo.unsqueeze(2) == do.unsqueeze(1)) & (qo.unsqueeze(2) < 0)).to(cos.dtype)
+    mask = ((q != 0).unsqueeze(2) & (d != 0).unsqueeze(1)).to(cos.dtype)
     return (cos + exact) * mask

@@ -1,0 +1,92 @@
+"""The CUDA path (``make test-gpu``): every model trains a few updates and re-ranks under bf16 at the paper's shapes
+(512 tokens for monoBERT / monoT5 with the bert-base-uncased / t5-base architectures, 800 document tokens and 300-d
+vectors for KNRM / PACRR / DUET), randomly initialised, on synthetic inputs.
+
+Skipped without CUDA. LEAKEXP_GPU_TEST_DEVICE=cpu runs the same checks on a CPU (slow; for the test code itself).
+"""
+
+import math
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from leakexp.models import load_checkpoint
+from leakexp.models.paper import PaperModels, synthetic_pairs
+from leakexp.train import set_seed, train
+
+DEVICE = os.environ.get("LEAKEXP_GPU_TEST_DEVICE", "cuda")
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(DEVICE.startswith("cuda") and not torch.cuda.is_available(), reason="needs CUDA")]
+MODELS = ["monot5", "monobert", "knrm", "duet", "pacrr"]
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory):
+    return PaperModels(tmp_path_factory.mktemp("paper-models"))
+
+
+def _first_module_output_dtype(model: nn.Module, fn) -> torch.dtype:
+    """The dtype of the first Linear / Conv output while ``fn`` runs (bf16 under autocast)."""
+    seen = []
+    hooks = [m.register_forward_hook(lambda mod, i, o: seen.append(o.dtype))
+             for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
+    try:
+        fn()
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen[0]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_trains_and_reranks_on_cuda_in_bf16_at_paper_shapes(name, paper, tmp_path):
+    switches = (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
+                torch.backends.cudnn.allow_tf32)
+    set_seed(0)
+    model = paper.build(name)
+    cfg = paper.train_config(name, updates=3, grad_accum=2)
+    data = synthetic_pairs(4 * cfg.batch_size, doc_words=900)
+    before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    result = train(model, data, seed=0, cfg=cfg, device=DEVICE, progress=False)
+    assert result["updates"] == 3 and result.history.loss.map(math.isfinite).all()
+    assert all(p.device.type == torch.device(DEVICE).type for p in model.parameters())
+    assert any(not torch.equal(v.cpu(), before[k]) for k, v in model.state_dict().items() if v.is_floating_point())
+    assert (torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32,
+            torch.backends.cudnn.allow_tf32) == switches  # training sets no process-wide switch
+
+    queries, docs = data["query"].tolist()[:24], data["text"].tolist()[:24]
+    if name in ("monot5", "monobert"):  # 900 words: the full 512 tokens
+        assert model.featurize(queries[:2], docs[:2])["input_ids"].shape[1] == 512
+    else:
+        assert model.featurize(queries[:2], docs[:2])["d"].shape[1] == 800
+    half = model.score(queries, docs, batch_size=8, device=DEVICE, bf16=True)
+    full = model.score(queries, docs, batch_size=8, device=DEVICE, bf16=False)
+    assert all(math.isfinite(s) for s in half)
+    scale = max(1.0, max(abs(s) for s in full))
+    assert max(abs(a - b) for a, b in zip(half, full)) < 0.05 * scale  # bf16 re-ranking tracks fp32
+
+    if DEVICE.startswith("cuda"):
+        feats = {k: v.to(DEVICE) for k, v in model.featurize(queries[:8], docs[:8]).items()}
+
+        def run():
+            with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16):
+                model.eval()(**feats)
+
+        assert _first_module_output_dtype(model, run) == torch.bfloat16
+
+    # the stored model re-ranks exactly as the model in the training process did
+    model.save(tmp_path / name)
+    back = load_checkpoint(tmp_path / name, idf=getattr(model, "idf_table", None)).to(DEVICE)
+    assert back.score(queries, docs, batch_size=8, device=DEVICE, bf16=True) == half
+
+
+def test_duet_embeds_on_the_device(paper):
+    """The bug this suite was written for: DUET looked vectors up on the CPU after train() moved it to CUDA."""
+    set_seed(0)
+    model = paper.build("duet").to(DEVICE)
+    feats = model.featurize(["w1 w2"], ["w1 w3 w2 unknownword"])
+    assert all(v.device.type == "cpu" for v in feats.values())
+    emb = model.embed(feats["d"].to(DEVICE), feats["oov"].to(DEVICE))
+    assert emb.device.type == torch.device(DEVICE).type and emb.shape == (1, 800, 300)

@@ -1,0 +1,56 @@
+"""`leakexp plan`: job counts and hours from assumed or measured throughput, under the training budget."""
+
+import json
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from leakexp.config import compose
+from leakexp.plan import load_measured, plan, render
+
+
+def fake_pipeline():
+    return SimpleNamespace(pool=SimpleNamespace(queries=pd.DataFrame({"source": ["msmarco"] * 30 + ["orcas"] * 10})))
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    return compose([f"store={tmp_path}", "grid.models=[knrm,monot5]", "grid.sizes=[128,384]"])
+
+
+def test_plan_uses_the_assumed_table_without_a_bench_file(cfg):
+    info = plan(cfg, fake_pipeline())
+    assert info["throughput_source"] == {"knrm": "assumed", "monot5": "assumed"} and info["bench_file"] is None
+    cells_instances = (128 + 384) * 3 * 3  # sizes x corpora x leakages, one seed, one epoch
+    assert info["training_instances_per_model"] == {"knrm": cells_instances, "monot5": cells_instances}
+    assert info["train_gpu_hours"]["knrm"] == pytest.approx(cells_instances / 3000 / 3600)
+    assert "not measurements" in render(info)
+
+
+def test_plan_uses_measured_figures_from_the_bench_file(cfg, tmp_path):
+    bench = tmp_path / "bench" / "gpu.json"
+    bench.parent.mkdir(parents=True)
+    bench.write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "models": {
+        "monot5": {"train_instances_per_s": 500.0, "rerank_docs_per_s": 4000.0}}}))
+    info = plan(cfg, fake_pipeline())
+    assert info["throughput_source"] == {"knrm": "assumed", "monot5": "measured (NVIDIA H100 80GB HBM3)"}
+    assert info["train_gpu_hours"]["monot5"] == pytest.approx((128 + 384) * 9 / 500 / 3600)
+    topics = 30 + 12 + 12  # the toy corpora's topics, depth 30 in the demo
+    assert info["rerank_gpu_hours"]["monot5"] == pytest.approx(topics * 3 * 2 * 30 / 4000 / 3600)
+    assert "measured (NVIDIA H100" in render(info) and str(bench) in render(info)
+
+
+def test_an_update_budget_sets_the_training_instances(tmp_path):
+    cfg = compose([f"store={tmp_path}", "grid.models=[knrm]", "grid.sizes=[128,384]", "train.updates=320"])
+    info = plan(cfg, fake_pipeline())
+    # 320 updates x 8 pairs (the demo's KNRM batch) x 2 instances, whatever the size
+    assert info["training_instances_per_model"]["knrm"] == 2 * (320 * 8 * 2) * 9
+
+
+def test_a_broken_bench_file_is_named(tmp_path):
+    bad = tmp_path / "gpu.json"
+    bad.write_text(json.dumps({"device": "x", "models": {"knrm": {"train_instances_per_s": 5}}}))
+    with pytest.raises(ValueError, match="gpu.json: not a leakexp GPU benchmark file"):
+        load_measured(bad)
+    assert load_measured(tmp_path / "missing.json") is None

