@@ -317,7 +317,7 @@ def write_tables(cfg: DictConfig) -> Path:
         )
         left_out = sorted({q for c in cells if c.corpus == corpus and c not in states
                            for q in pipeline.store.marker(pipeline.cell_path("eval", c)).figures.get("without_relevant", [])})
-        caption += (" " + no_relevant_note(left_out, e.get("no_relevant", "skip")) if left_out else "")
+        caption += (" " + no_relevant_note(left_out, e.get("no_relevant", "skip")) + "." if left_out else "")
         caption += incomplete_note(states, corpus)
         table, marks, notes = cv_table(rows, models)
         stem = f"table{number}"
