@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 
 from leakexp.data.files import DataFormatError, read_qrels, read_trec_topics, read_tsv_pairs, read_variants
 from leakexp.data.sources import DataUnavailable
+from leakexp.retrieval import read_trec_run
 from leakexp.store import Store, atomic_write_json, atomic_write_text, read_json
 
 if TYPE_CHECKING:
@@ -829,27 +830,6 @@ def split_eval(
     return pd.DataFrame(rows, columns=cols)
 
 
-def read_run(path: Path) -> pd.DataFrame:
-    """A TREC run file (``qid Q0 docno rank score tag``, optionally gzipped) -> frame (qid, docno, score)."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such run file")
-    rows = []
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        for n, line in enumerate(f, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) < 5:
-                raise DataFormatError(f"{path}:{n}: expected 'qid Q0 docno rank score tag', got {line.strip()!r}")
-            try:
-                rows.append((parts[0], parts[2], float(parts[4])))
-            except ValueError:
-                raise DataFormatError(f"{path}:{n}: score {parts[4]!r} is not a number") from None
-    return pd.DataFrame(rows, columns=["qid", "docno", "score"])
-
-
 def read_leaked(audit_dir: Path, *, rule: str = "semantic", source: str | None = None) -> set[str]:
     """The test qids an audit found leaked: by ``semantic`` similarity, ``exact`` duplicate, ``label`` overlap,
     or ``any`` of them; ``source`` picks one test source when qids repeat across sources."""
@@ -893,7 +873,7 @@ def run_split_eval(
         if name in names:
             raise ValueError(f"two runs are named {name!r}; name them NAME=PATH")
         names.append(name)
-        frames.append(per_query(read_run(Path(target)), judgments, list(measures), mfr_missing=mfr_missing,
+        frames.append(per_query(read_trec_run(Path(target)), judgments, list(measures), mfr_missing=mfr_missing,
                                 depth=depth).assign(run=name))
     if baseline is not None and baseline not in names:
         raise ValueError(f"--baseline {baseline}: not one of the runs {names}")

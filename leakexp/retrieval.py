@@ -305,7 +305,7 @@ def bm25_run(
 # -- external first-stage runs ---------------------------------------------------------------------------
 def _run_lines(path: Path) -> list[str]:
     if not path.exists():
-        raise FileNotFoundError(f"{path}: first-stage run not found (rerank.first_stage)")
+        raise FileNotFoundError(f"{path}: no such run file")
     data = path.read_bytes()
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)

@@ -372,7 +372,7 @@ def test_split_eval_command_rescores_runs_against_an_audit(files, tmp_path, caps
     (tmp_path / "bad.run").write_text("q1 Q0 D1 1\n")
     rc = main(["split-eval", str(tmp_path / "bad.run"), "--qrels", str(files / "dev.qrels"), "--audit",
                str(tmp_path / "audit")])
-    assert rc == 2 and "bad.run:1: expected 'qid Q0 docno rank score tag'" in capsys.readouterr().err
+    assert rc == 2 and "bad.run:1: expected 6 fields 'qid Q0 docno rank score tag', got 4" in capsys.readouterr().err
 
 
 # -- the command line --------------------------------------------------------------------------------------------

@@ -137,7 +137,7 @@ def test_read_trec_run_errors_name_the_file_and_line(tmp_path):
         read_trec_run(other, ["301", "302"])
     with pytest.raises(DataFormatError, match=r"empty.run: the run is empty"):
         read_trec_run(_run_file(tmp_path, "\n", "empty.run"))
-    with pytest.raises(FileNotFoundError, match="missing.run: first-stage run not found"):
+    with pytest.raises(FileNotFoundError, match="missing.run: no such run file"):
         read_trec_run(tmp_path / "missing.run")
     gz = tmp_path / "run.gz"
     gz.write_bytes(gzip.compress(b"301 Q0 a 1 2.0 x\n"))
