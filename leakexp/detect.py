@@ -156,6 +156,12 @@ def detect_config(*, pool: str, sbert: str, k: int, fields: list[str], collectio
             "collections": list(collections)}
 
 
+def embed_path(store: Store, pool_name: str, *, pool: str, sbert: str, source: str) -> tuple[Path, dict]:
+    """Where the embeddings of one source's training queries live, and their config (cheap)."""
+    config = {"stage": "embed", "pool": pool, "sbert": sbert, "source": source}
+    return store.keyed("embed", pool_name, sbert_slug(sbert), source, config=config), config
+
+
 def detect_path(store: Store, pool_name: str, config: dict) -> Path:
     return store.keyed("detect", pool_name, sbert_slug(config["sbert"]), config=config)
 
@@ -190,8 +196,7 @@ def detect(
     embeddings = {}
     for source in SOURCES:
         q = pool.source_queries(source).reset_index(drop=True)
-        source_config = {**emb_config, "source": source}
-        epath = store.keyed("embed", pool.name, slug, source, config=source_config)
+        epath, source_config = embed_path(store, pool.name, pool=fingerprint, sbert=sbert, source=source)
 
         def compute_emb(tmp: Path, q=q, epath=epath, source=source) -> dict:
             partial = epath.parent / f"{epath.name}.partial"

@@ -48,6 +48,9 @@ def _upstream_paths(p: Pipeline) -> dict[str, list[tuple[str, Path | None, str]]
     rows: dict[str, list] = {}
     if p.cfg.data.kind == "toy":
         rows["data"] = [(f"data/toy/seed-{p.cfg.data.seed}", toy_world_path(p.store, p.cfg.data), "")]
+    # the training pool's index (negatives) and those of the corpora the grid re-ranks
+    rows["index"] = [(f"index/{name}", p.index_path(name), "") for name in ["train", *dict.fromkeys(p.cfg.grid.corpora)]]
+    rows["embed"] = [(f"embed/{p.cfg.data.name}", path, "") for path in p.embed_paths()]
     rows["detect"] = [(f"detect/{p.cfg.data.name}", p.detect_path(), "")]
     try:
         rows["verify"] = [(f"verify/{p.cfg.data.name}", p.verify_path(), "")]

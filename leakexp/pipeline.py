@@ -111,6 +111,24 @@ class Pipeline:
         return dict(k1=float(b.k1), b=float(b.b), threads=int(b.threads), verbose=self.verbose,
                     stemmer=str(b.stemmer), stopwords=str(b.stopwords))
 
+    def index_path(self, name: str) -> Path:
+        """Where the index of a test collection (or of the training pool, ``train``) lives; cheap."""
+        from leakexp.retrieval import index_config
+
+        b = self.cfg.bm25
+        index_name, docs = (f"train-{self.cfg.data.name}", self.pool_fingerprint) if name == "train" else \
+            (name, self.corpus_fingerprint(name))
+        config = index_config(index_name, docs, k1=float(b.k1), b=float(b.b), stemmer=str(b.stemmer),
+                              stopwords=str(b.stopwords))
+        return self.store.keyed("index", index_name, config=config)
+
+    def embed_paths(self) -> list[Path]:
+        """Where the SBERT embeddings of every source's training queries live; cheap."""
+        from leakexp.data.types import SOURCES
+
+        return [detector.embed_path(self.store, self.cfg.data.name, pool=self.pool_fingerprint,
+                                    sbert=str(self.cfg.detect.sbert), source=s)[0] for s in SOURCES]
+
     def index(self, name: str) -> Path:
         """PISA index of a test collection (``name`` = corpus) or of the training pool (``train``)."""
         if name == "train":

@@ -172,6 +172,16 @@ def _pisa():
     return PisaIndex
 
 
+def index_config(name: str, fingerprint: str, *, k1: float = 0.9, b: float = 0.4,
+                 stemmer: str = DEFAULT_ANALYSIS["stemmer"], stopwords: str = DEFAULT_ANALYSIS["stopwords"]) -> dict:
+    """What an index depends on: the documents (``fingerprint``), BM25's parameters and the analysis."""
+    config = {"stage": "index", "name": name, "docs": fingerprint, "stemmer": stemmer, "stopwords": stopwords,
+              "k1": k1, "b": b}
+    if _self_analysed(stemmer):
+        config["analysis"] = "leakexp-anserini-1"  # analyze(): bump when its tokenisation changes
+    return config
+
+
 def build_index(
     store: Store,
     name: str,
@@ -191,10 +201,7 @@ def build_index(
     is recorded in ``analysis.json`` for :func:`bm25_search`.
     """
     check_analysis(stemmer, stopwords)
-    config = {"stage": "index", "name": name, "docs": fingerprint, "stemmer": stemmer, "stopwords": stopwords,
-              "k1": k1, "b": b}
-    if _self_analysed(stemmer):
-        config["analysis"] = "leakexp-anserini-1"  # analyze(): bump when its tokenisation changes
+    config = index_config(name, fingerprint, k1=k1, b=b, stemmer=stemmer, stopwords=stopwords)
     path = store.keyed("index", name, config=config)
     pisa = _pisa_options(stemmer, stopwords)
 
