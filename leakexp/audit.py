@@ -319,7 +319,7 @@ class SbertEmbedder:
 
 
 # -- query overlap (semantic) ------------------------------------------------------------------------------
-def nearest(train_emb: np.ndarray, test_emb: np.ndarray, k: int, shard_size: int = 262_144):
+def nearest(train_emb: np.ndarray, test_emb: np.ndarray, k: int, shard_size: int = 1_000_000):
     """Exact top-k training neighbours (similarity, row) of every test text (detect.exact_topk, sharded)."""
     from leakexp.detect import exact_topk
 
@@ -507,7 +507,7 @@ class AuditOptions:
     train_rel: int = 1
     test_rel: int = 1
     examples: int = 20
-    shard_size: int = 262_144
+    shard_size: int = 1_000_000  # as detection: one shard of 1M x 384 float32 = 1.5 GB in memory at a time
 
 
 def _pct(n: int, m: int) -> float:
