@@ -27,7 +27,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
-import shutil
 import sys
 import time
 import unicodedata
@@ -43,7 +42,7 @@ from tqdm.auto import tqdm
 from leakexp.data.files import DataFormatError, read_qrels, read_trec_topics, read_tsv_pairs, read_variants
 from leakexp.data.sources import DataUnavailable
 from leakexp.retrieval import read_trec_run
-from leakexp.store import Store, atomic_write_json, atomic_write_text, read_json
+from leakexp.store import Store, atomic_write_json, atomic_write_text
 
 if TYPE_CHECKING:
     from leakexp.data.types import Collection, TrainPool
@@ -290,32 +289,16 @@ class SbertEmbedder:
             self._model = load_sbert(self.sbert)
         return self._model
 
-    @property
-    def slug(self) -> str:
-        return "all-MiniLM-L6-v2" if self.sbert == "bundled" else Path(self.sbert).name
-
     def __call__(self, texts: list[str], name: str) -> np.ndarray:
-        from leakexp.detect import embed_to_memmap, encode
+        from leakexp.detect import embedded, encode, sbert_slug
 
         if self.store is None:
             return encode(self.model, list(texts), self.batch_size)
         digest = texts_digest(texts)
-        path = self.store.path("audit", "embed", self.slug, f"{name}-{digest[:12]}")
+        path = self.store.path("audit", "embed", sbert_slug(self.sbert), f"{name}-{digest[:12]}")
         config = {"stage": "audit-embed", "sbert": self.sbert, "texts": digest, "n": len(texts)}
-
-        def compute(tmp: Path) -> dict:
-            partial = path.parent / f"{path.name}.partial"  # survives a kill: finished chunks are kept
-            embed_to_memmap(self.model, list(texts), partial, batch_size=self.batch_size,
-                            chunk_size=self.chunk_size, desc=f"embed {name}")
-            (partial / "emb.f32").rename(tmp / "emb.f32")
-            atomic_write_json(tmp / "meta.json", read_json(partial / "meta.json"))
-            shutil.rmtree(partial)
-            return {"texts": len(texts)}
-
-        self.store.ensure(path, config, compute)
-        meta = read_json(path / "meta.json")
-        emb = np.memmap(path / "emb.f32", dtype=np.float32, mode="r", shape=(max(meta["n"], 1), meta["dim"]))
-        return emb[: meta["n"]]
+        return embedded(self.store, path, config, list(texts), lambda: self.model, batch_size=self.batch_size,
+                        chunk_size=self.chunk_size, desc=f"embed {name}")
 
 
 # -- query overlap (semantic) ------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ and the result is still exact.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from pathlib import Path
 
@@ -143,6 +144,28 @@ def topic_fields(collections: list[Collection], fields: list[str]) -> pd.DataFra
     return pd.DataFrame(out, columns=["topic_qid", "field", "variant_index", "text", "corpora"])
 
 
+def embedded(store: Store, path: Path, config: dict, texts: list[str], model, *, batch_size: int = 256,
+             chunk_size: int = 65536, desc: str = "embed", extra=None) -> np.memmap:
+    """The embeddings of ``texts`` as the store artifact ``path``, read back memory-mapped.
+
+    Chunks go to a ``.partial`` sibling first, so a killed run resumes at its first unfinished chunk;
+    ``model()`` is called only when something must be embedded; ``extra(tmp)`` may add files.
+    """
+    def compute(tmp: Path) -> dict:
+        partial = path.parent / f"{path.name}.partial"  # survives a kill: finished chunks are kept
+        embed_to_memmap(model(), list(texts), partial, batch_size=batch_size, chunk_size=chunk_size, desc=desc)
+        (partial / "emb.f32").rename(tmp / "emb.f32")
+        atomic_write_json(tmp / "meta.json", read_json(partial / "meta.json"))
+        if extra is not None:
+            extra(tmp)
+        shutil.rmtree(partial)
+        return {"texts": len(texts)}
+
+    store.ensure(path, config, compute)
+    meta = read_json(path / "meta.json")
+    return np.memmap(path / "emb.f32", dtype=np.float32, mode="r", shape=(max(meta["n"], 1), meta["dim"]))[: meta["n"]]
+
+
 def sbert_slug(sbert: str) -> str:
     """The readable name of an SBERT model in artifact paths."""
     return Path(sbert).name if sbert != "bundled" else "all-MiniLM-L6-v2"
@@ -180,10 +203,8 @@ def detect(
     chunk_size: int = 65536,
 ) -> pd.DataFrame:
     """The candidate table (top-k neighbours of every topic field per source), cached in the store."""
-    emb_config = {"stage": "embed", "pool": fingerprint, "sbert": sbert}
     topics = topic_fields(collections, list(fields))
     config = detect_config(pool=fingerprint, sbert=sbert, k=k, fields=fields, collections=collection_fingerprints)
-    slug = sbert_slug(sbert)
     path = detect_path(store, pool.name, config)
     model = None
 
@@ -198,22 +219,10 @@ def detect(
         q = pool.source_queries(source).reset_index(drop=True)
         epath, source_config = embed_path(store, pool.name, pool=fingerprint, sbert=sbert, source=source)
 
-        def compute_emb(tmp: Path, q=q, epath=epath, source=source) -> dict:
-            partial = epath.parent / f"{epath.name}.partial"
-            embed_to_memmap(get_model(), q.text.tolist(), partial, batch_size=batch_size, chunk_size=chunk_size,
-                            desc=f"embed {source}")
-            (partial / "emb.f32").rename(tmp / "emb.f32")
-            q[["qid"]].to_parquet(tmp / "qids.parquet", index=False)
-            atomic_write_json(tmp / "meta.json", read_json(partial / "meta.json"))
-            for f in partial.iterdir():
-                f.unlink()
-            partial.rmdir()
-            return {"queries": len(q)}
-
-        store.ensure(epath, source_config, compute_emb)
-        meta = read_json(epath / "meta.json")
-        embeddings[source] = (q, np.memmap(epath / "emb.f32", dtype=np.float32, mode="r",
-                                           shape=(max(meta["n"], 1), meta["dim"]))[: meta["n"]])
+        emb = embedded(store, epath, source_config, q.text.tolist(), get_model, batch_size=batch_size,
+                       chunk_size=chunk_size, desc=f"embed {source}",
+                       extra=lambda tmp, q=q: q[["qid"]].to_parquet(tmp / "qids.parquet", index=False))
+        embeddings[source] = (q, emb)
 
     def compute(tmp: Path) -> dict:
         topic_emb = encode(get_model(), topics.text.tolist(), batch_size)

@@ -345,7 +345,6 @@ def memorized(p: "Pipeline", cell: "Cell") -> Path:
         raise ValueError(f"memorization needs a leaked cell (msm or test), got {cell}")
     base = without_cell(cell)
     run_paths = {"with": p.reranked(cell), "without": p.reranked(base)}
-    model_paths = {"with": p.trained(cell), "without": p.trained(base)}
     set_path = p.training_set(cell.corpus, cell.leakage, cell.size)
     config = memorization_config(p, cell)
     if config is None:

@@ -510,7 +510,7 @@ class Pipeline:
         return self.store.ensure(path, config, compute)
 
     def reranked(self, cell: Cell) -> Path:
-        model_path = self.trained(cell)
+        self.trained(cell)  # the model (and its training set) first: the re-ranking config reads them
         config = self.rerank_config(cell)
         path = self.store.keyed("rerank", *cell.parts(), config=config)
         if self.store.is_done(path, config):
