@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from leakexp.data.types import SOURCES, Collection, TrainPool
+from leakexp.stage import Ask, Config, Context, Stage
 
 log = logging.getLogger(__name__)
 
@@ -331,3 +332,131 @@ def export_monot5(frame: pd.DataFrame, path: Path) -> Path:
             q, d = " ".join(r.query.split()), " ".join(r.text.split())
             f.write(f"Query: {q} Document: {d} Relevant:\t{'true' if r.label else 'false'}\n")
     return path
+
+
+# -- stages ----------------------------------------------------------------------------------------------
+NEGATIVES_CHUNK = 8192  # fillers per negatives artifact: every set reads the chunks its size needs, shared
+
+
+def _corpora(c: Config) -> list[str]:
+    return list(c.at("data.corpora") or [])
+
+
+def _fillers(ctx: Context) -> pd.DataFrame:
+    from leakexp.detect import above_threshold
+
+    pool, threshold = ctx.inputs["pool"], float(ctx.config.at("detect.threshold"))
+    pairs = above_threshold(ctx.inputs["candidates"], threshold)
+    excluded = excluded_queries(pool, pairs, ctx.inputs["annotations"], ctx.inputs["leaks"])
+    return filler_order(pool, excluded, int(ctx.config.at("build.seed")))
+
+
+FILLERS = Stage(
+    "fillers", version=1, reads=("build.seed", "detect.threshold", "data.corpora"),
+    inputs=lambda p, c: {"pool": Ask.of("pool"), "candidates": Ask.of("detect"), "annotations": Ask.of("verify"),
+                         "leaks": [Ask.of("leaks", corpus=n) for n in _corpora(c)]},
+    value=_fillers, describe="the training queries No-Leakage sets may use, in one seeded order",
+)
+
+
+def negatives_need(size: int) -> int:
+    """Fillers a set of ``size`` instances may walk: its queries plus slack for those without a negative."""
+    return int(int(size) // 2 * 1.1) + 100
+
+
+def _negatives_inputs(p: dict, c: Config) -> dict:
+    queries = ([Ask.of("leaks", corpus=n) for n in _corpora(c)] if p["part"] == "leaks" else Ask.of("fillers"))
+    return {"queries": queries, "index": Ask.of("index", name="train")}
+
+
+def _negatives(ctx: Context, tmp: Path) -> dict:
+    from leakexp.retrieval import bm25_options, bm25_search
+
+    part = ctx.params["part"]
+    if part == "leaks":
+        queries = pd.concat(ctx.inputs["queries"], ignore_index=True)[["qid", "text", "source"]]
+    else:
+        chunk = int(part)
+        queries = ctx.inputs["queries"].iloc[chunk * NEGATIVES_CHUNK:(chunk + 1) * NEGATIVES_CHUNK]
+    queries = queries.drop_duplicates(["source", "qid"])
+    # one BM25 query id per training query: an id may name an MS MARCO and an ORCAS query
+    frame = pd.DataFrame({"qid": [query_key(s, q) for s, q in zip(queries.source, queries.qid)],
+                          "query": queries.text}).sort_values("qid", kind="mergesort").reset_index(drop=True)
+    run = bm25_search(ctx.inputs["index"], frame, depth=int(ctx.config.at("build.negatives_depth")),
+                      **bm25_options(ctx))
+    source, qid = split_query_key(run.qid)
+    run = run.assign(source=source, qid=qid)[["source", "qid", "docno", "rank"]]
+    run.to_parquet(tmp / "run.parquet", index=False)
+    return {"queries": len(frame), "rows": len(run)}
+
+
+NEGATIVES = Stage(
+    "negatives", version=1,
+    reads=("build.negatives_depth", "bm25.k1", "bm25.b", "bm25.stemmer", "bm25.stopwords", "data.corpora"),
+    inputs=_negatives_inputs, compute=_negatives, opener=lambda path: pd.read_parquet(path / "run.parquet"),
+    describe="BM25 top-k of training queries (a chunk of the fillers, or every verified leak) for negatives",
+)
+
+
+def set_params(p: dict) -> dict:
+    """What a training set depends on among a cell's parameters: No-Leakage sets are one for every corpus
+    (their fillers exclude the leaks of every corpus)."""
+    if p["leakage"] == "none":
+        return {"leakage": "none", "size": int(p["size"])}
+    return {"corpus": p["corpus"], "leakage": p["leakage"], "size": int(p["size"])}
+
+
+def _set_reads(p: dict, cuda: bool) -> list[str]:
+    reads = ["build.seed"]
+    if p["leakage"] == "msm":
+        reads += ["corpora.{corpus}.fixed_leak_queries", "build.take_all_leaks"]
+    if p["leakage"] == "test":
+        reads += ["corpora.{corpus}.test_leak_queries", "build.test_query_field", "build.test_with_replacement",
+                  "build.test_missing_judgments"]
+    return reads
+
+
+def _set_inputs(p: dict, c: Config) -> dict:
+    chunks = -(-negatives_need(p["size"]) // NEGATIVES_CHUNK)
+    inputs = {"pool": Ask.of("pool"), "fillers": Ask.of("fillers"),
+              "negatives": [Ask.of("negatives", part=str(i)) for i in range(chunks)]}
+    if p["leakage"] == "msm":
+        inputs["leaks"] = Ask.of("leaks", corpus=p["corpus"])
+        inputs["negatives"].append(Ask.of("negatives", part="leaks"))
+    if p["leakage"] == "test":
+        inputs["collection"] = Ask.of("collection", corpus=p["corpus"])
+    return inputs
+
+
+def _set(ctx: Context, tmp: Path) -> dict:
+    p, b = ctx.params, ctx.config["build"]
+    corpus, leakage, size = p.get("corpus", "any"), p["leakage"], int(p["size"])
+    fixed = 0 if leakage == "none" else int(ctx.config["corpora"][corpus][
+        "fixed_leak_queries" if leakage == "msm" else "test_leak_queries"])
+    pool = ctx.inputs["pool"]
+    searched = len(ctx.inputs["negatives"]) * NEGATIVES_CHUNK
+    negatives = Negatives.from_frames(pool.qrels, pd.concat(ctx.inputs["negatives"], ignore_index=True), int(b["seed"]))
+    frame, manifest = build_set(
+        corpus=corpus, leakage=leakage, size=size, fixed_queries=fixed,
+        fillers=ctx.inputs["fillers"].iloc[:searched], negatives=negatives,
+        leaks=ctx.inputs["leaks"] if leakage == "msm" else None,
+        collection=ctx.inputs["collection"] if leakage == "test" else None, pool_docs=pool.docs,
+        seed=int(b["seed"]), test_field=b.get("test_query_field", "title"),
+        take_all_leaks=bool(b.get("take_all_leaks", False)),
+        test_with_replacement=bool(b.get("test_with_replacement", True)),
+        test_missing_judgments=b.get("test_missing_judgments", "skip"),
+    )
+    write_set(tmp, frame, manifest)
+    if manifest.get("skipped_topics"):
+        log.info("%s/%s/%s: %d topic(s) without judgments skipped (%s); leaked part %d instances short",
+                 corpus, leakage, size, len(manifest["skipped_topics"]),
+                 ", ".join(f"{t['topic']}: {t['reason']}" for t in manifest["skipped_topics"]),
+                 manifest["leaked_shortfall"])
+    return {k: manifest[k] for k in ("instances", "leaked_instances", "leaked_shortfall", "leakage_ratio",
+                                     "content_hash")}
+
+
+SET = Stage(
+    "sets", version=1, reads=_set_reads, inputs=_set_inputs, compute=_set, normalise=set_params,
+    describe="a controlled-leakage training set (corpus x leakage type x size)",
+)

@@ -229,3 +229,31 @@ def resolved_model_config(cfg: DictConfig, name: str) -> DictConfig:
         selected = OmegaConf.to_container(cfg.model, resolve=True)
         layers.append(OmegaConf.create(_diff(selected, OmegaConf.to_container(base, resolve=True))))
     return OmegaConf.merge(*layers)
+
+
+# -- what stages read -------------------------------------------------------------------------------------
+def corpus_names(cfg: DictConfig) -> list[str]:
+    """Every corpus a configuration can touch: the data's, the grid's and the cell's."""
+    names = [] if OmegaConf.is_missing(cfg.data, "corpora") else list(cfg.data.corpora)
+    return list(dict.fromkeys([*names, *cfg.grid.corpora, cfg.corpus.name]))
+
+
+def settings(cfg: DictConfig) -> dict:
+    """The resolved configuration that stages read: ``corpora.<name>`` and ``models.<name>`` hold every corpus
+    and model config the grid or the cell uses (models as ``resolved_model_config`` merges them)."""
+    out = OmegaConf.to_container(cfg, resolve=True)
+    out.pop("hydra", None)
+    out["corpora"] = {n: OmegaConf.to_container(cfg.corpus if n == cfg.corpus.name else corpus_config(n), resolve=True)
+                      for n in corpus_names(cfg)}
+    models = dict.fromkeys([*cfg.grid.models, cfg.model.name])
+    out["models"] = {m: OmegaConf.to_container(resolved_model_config(cfg, m), resolve=True) for m in models}
+    return out
+
+
+def runtime(cfg: DictConfig, device: str) -> dict:
+    """Settings that change how fast, not what, a stage computes: visible to every stage, part of no key."""
+    s = settings(cfg)
+    return {"device": device, "verbose": bool(cfg.get("verbose", False)), "threads": int(cfg.bm25.threads),
+            "embed_batch_size": int(cfg.detect.batch_size),
+            "score_batch_size": {m: int((c.get("train") or {}).get("score_batch_size") or 64)
+                                 for m, c in s["models"].items()}}

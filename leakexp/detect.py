@@ -19,6 +19,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from leakexp.data.types import SOURCES, Collection, TrainPool
+from leakexp.stage import Ask, Context, Stage
 from leakexp.store import Store, atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
@@ -306,3 +307,74 @@ def table1_wide(t: pd.DataFrame) -> pd.DataFrame:
                 row[f"{corpus} {sources} Q"] = int(hit["Q"])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+# -- stages ----------------------------------------------------------------------------------------------
+EMBED_CHUNK = 65536  # queries per resumable chunk of an embedding artifact
+
+
+def _embed(ctx: Context, tmp: Path) -> dict:
+    source, sbert = ctx.params["source"], str(ctx.config.at("detect.sbert"))
+    q = ctx.inputs["pool"].source_queries(source).reset_index(drop=True)
+    partial = ctx.path.parent / f"{ctx.path.name}.partial"  # survives a kill: finished chunks are kept
+    embed_to_memmap(load_sbert(sbert), q.text.tolist(), partial, batch_size=int(ctx.runtime.get("embed_batch_size", 256)),
+                    chunk_size=EMBED_CHUNK, desc=f"embed {source}")
+    (partial / "emb.f32").rename(tmp / "emb.f32")
+    atomic_write_json(tmp / "meta.json", read_json(partial / "meta.json"))
+    q[["qid"]].to_parquet(tmp / "qids.parquet", index=False)
+    shutil.rmtree(partial)
+    return {"texts": len(q)}
+
+
+def open_embeddings(path: Path) -> np.ndarray:
+    meta = read_json(path / "meta.json")
+    return np.memmap(path / "emb.f32", dtype=np.float32, mode="r", shape=(max(meta["n"], 1), meta["dim"]))[: meta["n"]]
+
+
+EMBED = Stage(
+    "embed", version=1, reads=("detect.sbert",), inputs=lambda p, c: {"pool": Ask.of("pool")}, compute=_embed,
+    opener=open_embeddings, path=lambda p, c: [sbert_slug(str(c.at("detect.sbert"))), p["source"]],
+    describe="SBERT embeddings of one source's training queries",
+)
+
+
+def _detect(ctx: Context, tmp: Path) -> dict:
+    from leakexp.data.sources import check_variants
+
+    d = ctx.config["detect"]
+    fields, k = list(d["fields"]), int(d["k"])
+    collections = ctx.inputs["collections"]  # missing variants files are a config error (leakexp.config)
+    for coll in collections:
+        check_variants(coll, {"name": coll.name, "variants": "of the corpus"}, fields)
+    topics = topic_fields(collections, fields)
+    topic_emb = encode(load_sbert(str(d["sbert"])), topics.text.tolist(), int(ctx.runtime.get("embed_batch_size", 256)))
+    pool, frames = ctx.inputs["pool"], []
+    for source in SOURCES:
+        q, emb = pool.source_queries(source).reset_index(drop=True), ctx.inputs[f"embed-{source}"]
+        start = time.time()
+        sims, ids = exact_topk(emb, topic_emb, k)
+        log.info("searched %d topic fields against %d %s queries in %.2fs", len(topics), len(q), source,
+                 time.time() - start)
+        rows = np.repeat(np.arange(len(topics)), sims.shape[1])
+        flat_i, flat_s = ids.ravel(), sims.ravel()
+        keep = flat_i >= 0
+        t = topics.iloc[rows[keep]].reset_index(drop=True)
+        hit = q.iloc[flat_i[keep]].reset_index(drop=True)
+        frames.append(pd.DataFrame({
+            "train_qid": hit.qid, "source": source, "query": hit.text, "topic_qid": t.topic_qid,
+            "field": t.field, "variant_index": t.variant_index.astype(int), "similarity": flat_s[keep],
+            "corpora": t.corpora,
+        }))
+    cands = pd.concat(frames, ignore_index=True)[CANDIDATE_COLUMNS]
+    cands.to_parquet(tmp / "candidates.parquet", index=False)
+    return {"rows": len(cands), "topic_fields": len(topics)}
+
+
+DETECT = Stage(
+    "detect", version=1, reads=("detect.sbert", "detect.k", "detect.fields", "data.corpora"),
+    inputs=lambda p, c: {"pool": Ask.of("pool"), **{f"embed-{s}": Ask.of("embed", source=s) for s in SOURCES},
+                         "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora")]},
+    compute=_detect, opener=lambda path: pd.read_parquet(path / "candidates.parquet"),
+    path=lambda p, c: [sbert_slug(str(c.at("detect.sbert")))],
+    describe="leakage candidates: the k most similar training queries of every topic field (SBERT + exact kNN)",
+)

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from pathlib import Path
 
 import ir_measures
 import pandas as pd
+
+from leakexp.stage import Ask, Context, Stage
 
 MEASURE_ORDER = ("nDCG@10", "P@1", "MFR")
 LOWER_IS_BETTER = {"MFR"}
@@ -133,3 +136,42 @@ def per_query(run: pd.DataFrame, qrels: pd.DataFrame, names: list[str], *, mfr_m
     if mfr_missing == "depth":
         out.loc[(out.measure == "MFR") & out.value.isna(), "value"] = float(depth + 1)
     return out
+
+
+# -- the stage --------------------------------------------------------------------------------------------
+def _evaluate(ctx: Context, tmp: Path) -> dict:
+    e = ctx.config["evaluate"]
+    run = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
+    coll = ctx.inputs["collection"]
+    topics = list(coll.topics)
+    pq = per_query(run, coll.qrels, list(e["measures"]), mfr_missing=e["mfr_missing"],
+                   depth=int(ctx.config.at("rerank.depth")), no_relevant=e["no_relevant"], topics=topics)
+    pq.to_parquet(tmp / "perquery.parquet", index=False)
+    figures = {m: round(float(v), 6) for m, v in pq.groupby("measure").value.mean().items()}
+    return {**figures, "without_relevant": without_relevant(coll.qrels, topics)}
+
+
+def _eval_inputs(p: dict, c) -> dict:
+    from leakexp.rerank import rerank_params
+
+    return {"run": Ask.of("rerank", **rerank_params(p)), "collection": Ask.of("collection", corpus=p["target"])}
+
+
+def _eval_params(p: dict) -> dict:
+    from leakexp.rerank import rerank_params
+
+    return rerank_params(p)
+
+
+def _eval_path(p: dict) -> list[str]:
+    from leakexp.rerank import rerank_path
+
+    return rerank_path(p)
+
+
+EVAL = Stage(
+    "eval", version=1, reads=("evaluate.measures", "evaluate.mfr_missing", "evaluate.no_relevant", "rerank.depth"),
+    inputs=_eval_inputs, compute=_evaluate, normalise=_eval_params, path=lambda p, c: _eval_path(p),
+    opener=lambda path: pd.read_parquet(path / "perquery.parquet"),
+    describe="per-query nDCG@10, P@1 and MFR of a re-ranking",
+)

@@ -1,8 +1,9 @@
-"""The state of a configured grid in the store: what is done, running, failed, damaged, stale or missing.
+"""The configured grid: its cells, the artifacts each needs, and their state in the store.
 
-Every row asks the store about the artifact of *this* configuration (its config-keyed path), computing and
-writing nothing, so it also works on a read-only store and never mistakes another configuration's result
-for this one's.
+A cell is (corpus, leakage, size, model, seed). Status asks the runner for the key of each artifact of *this*
+configuration, computing and writing nothing, so it also works on a read-only store and never mistakes
+another configuration's result for this one's. Artifacts that several cells share (the No-Leakage sets and
+models, the first-stage runs, the indexes) are counted once.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from leakexp.pipeline import Pipeline, artifact_state, grid_cells
+from leakexp.cell import Cell, cell_from_config, grid_cells
+from leakexp.pipeline import Runner
+from leakexp.stage import Ask
+
 
 STATES = ("done", "running", "failed", "damaged", "stale", "missing")
 

@@ -34,7 +34,8 @@ from typing import Iterable, Iterator
 import pandas as pd
 
 from leakexp.data.files import DataFormatError
-from leakexp.store import Store
+from leakexp.data.sources import file_fingerprint
+from leakexp.stage import Ask, Config, Context, Stage
 
 log = logging.getLogger(__name__)
 
@@ -172,60 +173,31 @@ def _pisa():
     return PisaIndex
 
 
-def index_config(name: str, fingerprint: str, *, k1: float = 0.9, b: float = 0.4,
-                 stemmer: str = DEFAULT_ANALYSIS["stemmer"], stopwords: str = DEFAULT_ANALYSIS["stopwords"]) -> dict:
-    """What an index depends on: the documents (``fingerprint``), BM25's parameters and the analysis."""
-    config = {"stage": "index", "name": name, "docs": fingerprint, "stemmer": stemmer, "stopwords": stopwords,
-              "k1": k1, "b": b}
-    if _self_analysed(stemmer):
-        config["analysis"] = "leakexp-anserini-1"  # analyze(): bump when its tokenisation changes
-    return config
-
-
-def build_index(
-    store: Store,
-    name: str,
-    docs: Iterable[tuple[str, str]],
-    *,
-    k1: float = 0.9,
-    b: float = 0.4,
-    threads: int = 2,
-    verbose: bool = False,
-    fingerprint: str = "",
-    stemmer: str = DEFAULT_ANALYSIS["stemmer"],
-    stopwords: str = DEFAULT_ANALYSIS["stopwords"],
-) -> Path:
-    """PISA index of ``docs`` (docno, text) at ``index/<name>/<config>``; ``fingerprint`` identifies the docs.
-
-    The analysis (``stemmer``, ``stopwords``) is part of the index's config, so changing it re-indexes, and
-    is recorded in ``analysis.json`` for :func:`bm25_search`.
-    """
+def write_index(out: Path, docs: Iterable[tuple[str, str]], *, k1: float = 0.9, b: float = 0.4, threads: int = 2,
+                verbose: bool = False, stemmer: str = DEFAULT_ANALYSIS["stemmer"],
+                stopwords: str = DEFAULT_ANALYSIS["stopwords"]) -> dict:
+    """PISA index of ``docs`` (docno, text) in ``out``; the analysis is recorded in ``analysis.json`` for
+    :func:`bm25_search`. Returns the index's key figures."""
     check_analysis(stemmer, stopwords)
-    config = index_config(name, fingerprint, k1=k1, b=b, stemmer=stemmer, stopwords=stopwords)
-    path = store.keyed("index", name, config=config)
-    pisa = _pisa_options(stemmer, stopwords)
+    PisaIndex = _pisa()
+    count = 0
 
-    def compute(tmp: Path) -> dict:
-        PisaIndex = _pisa()
-        count = 0
+    def records() -> Iterator[dict]:
+        nonlocal count
+        for docno, text in docs:
+            count += 1
+            if _self_analysed(stemmer):
+                text = analyzed_text(text, stemmer, stopwords)
+            yield {"docno": docno, "text": text}
 
-        def records() -> Iterator[dict]:
-            nonlocal count
-            for docno, text in docs:
-                count += 1
-                if _self_analysed(stemmer):
-                    text = analyzed_text(text, stemmer, stopwords)
-                yield {"docno": docno, "text": text}
-
-        with quiet_native(not verbose):
-            index = PisaIndex(str(tmp / "pisa"), text_field="text", threads=threads, **pisa)
-            index.index(records())
-            index.bm25(k1=k1, b=b)  # builds the BM25 score file now, so the index stays read-only later
-        (tmp / "analysis.json").write_text(json.dumps({"stemmer": stemmer, "stopwords": stopwords}))
-        log.info("indexed %d documents of %s (stemmer %s, stop words %s)", count, name, stemmer, stopwords)
-        return {"documents": count}
-
-    return store.ensure(path, config, compute)
+    with quiet_native(not verbose):
+        index = PisaIndex(str(Path(out) / "pisa"), text_field="text", threads=threads,
+                          **_pisa_options(stemmer, stopwords))
+        index.index(records())
+        index.bm25(k1=k1, b=b)  # builds the BM25 score file now, so the index stays read-only later
+    (Path(out) / "analysis.json").write_text(json.dumps({"stemmer": stemmer, "stopwords": stopwords}))
+    log.info("indexed %d documents (stemmer %s, stop words %s)", count, stemmer, stopwords)
+    return {"documents": count}
 
 
 def _check_index_analysis(index_path: Path, stemmer: str | None, stopwords: str | None) -> dict:
@@ -272,44 +244,76 @@ def bm25_search(
     return res[["qid", "query", "docno", "score", "rank"]].reset_index(drop=True)
 
 
-def bm25_run(
-    store: Store,
-    index_path: Path,
-    name: str,
-    queries: pd.DataFrame,
-    *,
-    depth: int = 100,
-    k1: float = 0.9,
-    b: float = 0.4,
-    threads: int = 2,
-    verbose: bool = False,
-    stemmer: str | None = None,
-    stopwords: str | None = None,
-) -> pd.DataFrame:
-    """Cached :func:`bm25_search` as the artifact ``bm25/<name>/<config>/run.parquet`` (the index's config hash,
-    which covers its analysis, is part of the run's config)."""
-    index_marker = store.marker(index_path)
-    config = {
-        "stage": "bm25",
-        "index": index_marker.config_hash if index_marker else str(index_path),
-        "queries": pd.util.hash_pandas_object(queries[["qid", "query"]], index=False).sum().item(),
-        "depth": depth,
-        "k1": k1,
-        "b": b,
-    }
-    path = store.keyed("bm25", name, config=config)
-
-    def compute(tmp: Path) -> dict:
-        res = bm25_search(index_path, queries, depth=depth, k1=k1, b=b, threads=threads, verbose=verbose,
-                          stemmer=stemmer, stopwords=stopwords)
-        res.to_parquet(tmp / "run.parquet", index=False)
-        return {"queries": int(queries.qid.nunique()), "rows": len(res)}
-
-    store.ensure(path, config, compute)
-    return pd.read_parquet(path / "run.parquet")
+# -- stages ----------------------------------------------------------------------------------------------
+BM25 = ("bm25.k1", "bm25.b", "bm25.stemmer", "bm25.stopwords")
 
 
-# -- external first-stage runs ---------------------------------------------------------------------------
+def bm25_options(ctx: Context) -> dict:
+    """BM25's parameters and analysis (from the stage's config) and the runtime's threads and verbosity."""
+    b = ctx.config["bm25"]
+    return dict(k1=float(b["k1"]), b=float(b["b"]), stemmer=str(b["stemmer"]), stopwords=str(b["stopwords"]),
+                threads=int(ctx.runtime.get("threads", 2)), verbose=bool(ctx.runtime.get("verbose", False)))
+
+
+def _docs_input(name: str) -> Ask:
+    return Ask.of("pool") if name == "train" else Ask.of("collection", corpus=name)
+
+
+def _index(ctx: Context, tmp: Path) -> dict:
+    docs = ctx.inputs["docs"].docs
+    return write_index(tmp, iter(docs), **bm25_options(ctx))
+
+
+INDEX = Stage(
+    "index", version=2,  # 2: leakexp's own analysis (analyze(), for stemmer=porter) as of leakexp-anserini-1
+    reads=BM25, inputs=lambda p, c: {"docs": _docs_input(p["name"])}, compute=_index,
+    describe="PISA BM25 index of a test collection or of the training pool (name=train)",
+)
+
+
+def first_stage_file(spec: str | None, corpus: str) -> Path | None:
+    """The external first-stage run that ``rerank.first_stage`` names for ``corpus`` (None: leakexp's BM25).
+
+    A value with ``{corpus}`` names one run per corpus; a plain path is one run, for every corpus re-ranked.
+    """
+    if not spec:
+        return None
+    return Path(str(spec).format(corpus=corpus)) if "{corpus}" in str(spec) else Path(str(spec))
+
+
+def _first_stage_inputs(p: dict, c: Config) -> dict:
+    inputs = {"topics": Ask.of("collection", corpus=p["corpus"])}
+    if first_stage_file(c.at("rerank.first_stage"), p["corpus"]) is None:
+        inputs["index"] = Ask.of("index", name=p["corpus"])
+    return inputs
+
+
+def _first_stage(ctx: Context, tmp: Path) -> dict:
+    r = ctx.config["rerank"]
+    topics = ctx.inputs["topics"].topics_frame(r["query_field"])
+    external = first_stage_file(r.get("first_stage"), ctx.params["corpus"])
+    if external is not None:
+        run = read_trec_run(external, topics, depth=int(r["depth"]))
+    else:
+        opts = {k: v for k, v in bm25_options(ctx).items()}
+        run = bm25_search(ctx.inputs["index"], topics, depth=int(r["depth"]), **opts)
+    run.to_parquet(tmp / "run.parquet", index=False)
+    return {"queries": int(run.qid.nunique()), "rows": len(run)}
+
+
+def _first_stage_reads(p: dict, cuda: bool) -> tuple[str, ...]:
+    return ("rerank.query_field", "rerank.depth", "rerank.first_stage", *BM25)
+
+
+FIRST_STAGE = Stage(
+    "firststage", version=1, reads=_first_stage_reads, inputs=_first_stage_inputs, compute=_first_stage,
+    external=lambda p, c: (lambda f: None if f is None else file_fingerprint(f))(
+        first_stage_file(c.at("rerank.first_stage"), p["corpus"])),
+    opener=lambda path: pd.read_parquet(path / "run.parquet"),
+    describe="the first-stage top-k of every topic of a corpus that the models re-rank",
+)
+
+
 def _run_lines(path: Path) -> list[str]:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such run file")

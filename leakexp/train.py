@@ -26,6 +26,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from leakexp.models.base import Reranker, to_device
+from leakexp.stage import Ask, Context, Stage
 
 
 class TrainingError(RuntimeError):
@@ -349,3 +350,80 @@ def plot_histories(histories: Mapping[str, pd.DataFrame], path: str | Path, *, t
     plt.close(fig)
     os.replace(tmp, path)
     return path
+
+
+# -- the stage --------------------------------------------------------------------------------------------
+def train_params(p: dict) -> dict:
+    """What a trained model depends on among a cell's parameters: its training set's, the model and the seed
+    (so the No-Leakage model of a (model, size, seed) is one for every corpus)."""
+    from leakexp.build import set_params
+
+    return {**set_params(p), "model": p["model"], "seed": int(p["seed"])}
+
+
+def cell_path(p: dict) -> list[str]:
+    """Readable directory parts of a cell's artifact: [corpus,] leakage, size, model, seed-N."""
+    return [*([p["corpus"]] if "corpus" in p else []), p["leakage"], str(p["size"]), p["model"], f"seed-{p['seed']}"]
+
+
+def model_settings(config, model: str) -> dict:
+    """A model's constructor parameters (its config without name and training block)."""
+    m = dict(config.at(f"models.{model}") or {})
+    m.pop("name", None)
+    m.pop("train", None)
+    return m
+
+
+def reads_idf(config, model: str) -> bool:
+    from leakexp.models import get
+
+    return get(model).reads_idf(model_settings(config, model))
+
+
+def _train_reads(p: dict, cuda: bool) -> list[str]:
+    reads = ["models.{model}", "!models.{model}.train.score_batch_size", "train"]
+    return reads + (["precision.matmul", "precision.train_bf16"] if cuda else [])
+
+
+def _train_inputs(p: dict, c) -> dict:
+    from leakexp.build import set_params
+
+    inputs = {"set": Ask.of("sets", **set_params(p))}
+    if reads_idf(c, p["model"]):  # the training documents' collection (Capreolus reads the index at hand)
+        inputs["df"] = Ask.of("df", name="train")
+    if p["model"] == "monot5" and c.at("models.monot5.checkpoint") == "embedded":
+        inputs["vocab"] = Ask.of("t5vocab")
+    return inputs
+
+
+def _train(ctx: Context, tmp: Path) -> dict:
+    from leakexp.models import get
+    from leakexp.store import atomic_write_json
+
+    p, model_name, seed = ctx.params, ctx.params["model"], int(ctx.params["seed"])
+    params = model_settings(ctx.config, model_name)
+    if "vocab" in ctx.input_names:
+        params["checkpoint"] = str(ctx.inputs["vocab"])
+    model_train = dict(ctx.config.at(f"models.{model_name}.train") or {})
+    bf16 = bool(ctx.config.at("precision.train_bf16", True))
+    tcfg = TrainConfig.from_config(model_train, ctx.config["train"], bf16=bf16)
+    instances = pd.read_parquet(ctx.inputs["set"] / "instances.parquet")
+    set_seed(seed)  # the seed also fixes the random initialisation
+    model = get(model_name)(**params)
+    if model.needs_idf:
+        model.use_idf(ctx.inputs["df"])
+    device = str(ctx.runtime.get("device", "cpu"))
+    result = train(model, instances, seed=seed, cfg=tcfg, device=device,
+                   progress=bool(ctx.runtime.get("verbose")) or None)
+    model.save(tmp)
+    write_history(result.history, tmp / "history.csv")
+    cell = "/".join(cell_path(p))
+    atomic_write_json(tmp / "manifest.json", {"cell": cell, "seed": seed, **result})
+    return {k: result[k] for k in ("instances", "updates", "final_loss", "seconds")}
+
+
+TRAIN = Stage(
+    "train", version=1, reads=_train_reads, inputs=_train_inputs, compute=_train, normalise=train_params,
+    path=lambda p, c: cell_path(p), device=True,
+    describe="a re-ranker trained on a training set with a seed",
+)

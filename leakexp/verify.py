@@ -23,7 +23,9 @@ import numpy as np
 import pandas as pd
 
 from leakexp.data.files import DataFormatError
+from leakexp.data.sources import file_fingerprint
 from leakexp.data.types import Collection
+from leakexp.stage import Ask, Stage
 
 LABELS = (
     "Title-Identical", "Title-Specialization", "Title-Generalization", "Title-Reformulation",
@@ -336,3 +338,89 @@ def detection_quality(pairs: pd.DataFrame, truth: pd.DataFrame) -> dict:
     return {"planted": len(planted), "candidates": len(found), "true_positives": hit,
             "recall": hit / len(planted) if planted else float("nan"),
             "precision": hit / len(found) if found else float("nan")}
+
+
+# -- stages ----------------------------------------------------------------------------------------------
+def annotation_files(spec, data_kind: str) -> list[Path]:
+    """The annotation files ``verify.annotations`` names ([] for the toy world's ground truth, ``truth``)."""
+    if spec == "truth":
+        if data_kind != "toy":
+            raise ValueError("verify.annotations=truth needs the toy world (data=toy); give annotation files")
+        return []
+    if spec is None or spec == "???":
+        raise ValueError("verify.annotations is not set: give the annotation files, e.g. "
+                         "verify.annotations=[a.jsonl,b.jsonl] (see `leakexp annotations review`)")
+    files = [Path(p) for p in (spec if isinstance(spec, list) else [spec])]
+    for f in files:
+        if not f.is_file():
+            raise FileNotFoundError(f"verify.annotations names {f}, which does not exist; give the study's "
+                                    f"annotation JSONL files ({FINAL_FILES})")
+    return files
+
+
+def _files(c) -> list[Path]:
+    return annotation_files(c.at("verify.annotations"), c.at("data.kind"))
+
+
+def _verify_inputs(p: dict, c) -> dict:
+    inputs = {"candidates": Ask.of("detect"),
+              "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora") or []]}
+    if not _files(c):
+        inputs["toy"] = Ask.of("toy", seed=c.at("data.seed"))
+    return inputs
+
+
+def _verify(ctx, tmp: Path) -> dict:
+    from leakexp.detect import leak_pairs
+    from leakexp.store import atomic_write_json
+
+    files = _files(ctx.config)
+    threshold, top_k = float(ctx.config.at("detect.threshold")), int(ctx.config.at("verify.review_top_k"))
+    pairs = leak_pairs(ctx.inputs["candidates"], threshold)
+    collections = ctx.inputs["collections"]
+    review = review_candidates(pairs, top_k)
+    if not files:
+        truth = pd.read_csv(ctx.inputs["toy"] / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        write_annotations(tmp / "annotations.jsonl", to_annotation_records(review, collections,
+                                                                          truth_labels(review, truth)))
+        ann = read_annotations([tmp / "annotations.jsonl"], allow_empty=True)
+    else:
+        write_annotations(tmp / "review.jsonl", to_annotation_records(review, collections))
+        ann = read_annotations(files)
+    ann.assign(labels=ann.labels.map(lambda x: "|".join(x))).to_parquet(tmp / "annotations.parquet", index=False)
+    leaking = {c.name: sorted(verified_leaks(ann, list(c.topics), corpus=c.name, pairs=pairs).topic_qid.unique())
+               for c in collections}
+    atomic_write_json(tmp / "leaking_topics.json", leaking)
+    return {"reviewed": len(review), "annotated": len(ann), "true": int(ann.leak.sum())}
+
+
+def open_annotations(path: Path) -> pd.DataFrame:
+    """The verify artifact's annotations (labels back as lists)."""
+    ann = pd.read_parquet(Path(path) / "annotations.parquet")
+    ann["labels"] = ann.labels.str.split("|")
+    return ann
+
+
+def _leaks(ctx) -> pd.DataFrame:
+    from leakexp.build import leaking_queries
+    from leakexp.detect import leak_pairs
+
+    pairs = leak_pairs(ctx.inputs["candidates"], float(ctx.config.at("detect.threshold")))
+    collection = ctx.inputs["collection"]
+    leaks = verified_leaks(ctx.inputs["annotations"], list(collection.topics), corpus=collection.name, pairs=pairs)
+    return leaking_queries(ctx.inputs["pool"], leaks)
+
+
+VERIFY = Stage(
+    "verify", version=1,
+    reads=("detect.threshold", "verify.annotations", "verify.review_top_k", "data.corpora", "data.kind", "data.seed"),
+    inputs=_verify_inputs, compute=_verify, opener=open_annotations,
+    external=lambda p, c: (lambda fs: file_fingerprint(*fs) if fs else None)(_files(c)),
+    path=lambda p, c: [], describe="the verified candidates (annotations, or the toy world's ground truth)",
+)
+LEAKS = Stage(
+    "leaks", version=1, reads=("detect.threshold",),
+    inputs=lambda p, c: {"pool": Ask.of("pool"), "candidates": Ask.of("detect"), "annotations": Ask.of("verify"),
+                         "collection": Ask.of("collection", corpus=p["corpus"])},
+    value=_leaks, describe="the verified leaking training queries of one corpus",
+)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
-from omegaconf import DictConfig
 
 from leakexp.data import toy
 from leakexp.data.files import DataFormatError, read_docs, read_qrels, read_queries, read_trec_topics, read_variants
 from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
-from leakexp.store import Store, config_hash
+from leakexp.stage import Ask, Config, Context, Stage
 
 log = logging.getLogger(__name__)
 
@@ -28,38 +28,6 @@ def file_fingerprint(*paths: Path) -> str:
         st = Path(p).stat()
         h.update(f"{Path(p).name}:{st.st_size}:{int(st.st_mtime)}".encode())
     return h.hexdigest()[:16]
-
-
-# -- the toy world -----------------------------------------------------------------------------------
-def toy_config(data: DictConfig) -> dict:
-    """What the toy world depends on (its artifact's config)."""
-    return {
-        "stage": "toy",
-        "seed": int(data.seed),
-        "queries_per_source": int(data.queries_per_source),
-        "leak_fraction": float(data.leak_fraction),
-        "generator": 5,  # 5: the real data's hazards (see leakexp.data.toy)
-    }
-
-
-def toy_world_path(store: Store, data: DictConfig) -> Path:
-    return store.keyed("data", "toy", f"seed-{data.seed}", config=toy_config(data))
-
-
-def toy_world(store: Store, data: DictConfig) -> Path:
-    """Generate (once) the toy world for ``data`` into the store and return its directory."""
-    config = toy_config(data)
-    path = toy_world_path(store, data)
-
-    def compute(tmp: Path) -> dict:
-        return toy.generate(
-            tmp,
-            seed=int(data.seed),
-            queries_per_source=int(data.queries_per_source),
-            leak_fraction=float(data.leak_fraction),
-        )["train"]
-
-    return store.ensure(path, config, compute)
 
 
 def load_local_collection(
@@ -97,108 +65,134 @@ def load_local_train_pool(
     return TrainPool(queries, qrels, DictDocStore(read_docs(docs)), name=name)
 
 
-def require_variants(corpus: DictConfig, fields: list[str]) -> None:
+def require_variants(corpus: Mapping, fields: list[str]) -> None:
     """Real data: searching the ``variant`` field needs a variants file; say how to give it or drop the field.
 
     In the paper most candidates came from the query variants (Robust04: 3,356 of 3,960; Core 2018: all 973),
     so detection without them must be a decision, not an accident.
     """
-    if "variant" not in fields or corpus.kind == "toy" or corpus.get("variants"):
+    if "variant" not in fields or corpus["kind"] == "toy" or corpus.get("variants"):
         return
     raise DataUnavailable(
-        f"corpus {corpus.name} has no query variants but detect.fields includes 'variant': give a TSV file of "
+        f"corpus {corpus['name']} has no query variants but detect.fields includes 'variant': give a TSV file of "
         f"qid<TAB>variant lines (e.g. Benham & Culpepper's UQV variants; ir_datasets does not have them) with "
         f"corpus.variants=/path/to/variants.tsv or the environment variable "
-        f"LEAKEXP_VARIANTS_{corpus.name.upper()}=/path/to/variants.tsv, or search without variants on purpose "
+        f"LEAKEXP_VARIANTS_{corpus['name'].upper()}=/path/to/variants.tsv, or search without variants on purpose "
         f"with detect.fields=[title,description]"
     )
 
 
-def check_variants(collection: Collection, corpus: DictConfig, fields: list[str]) -> None:
+def check_variants(collection: Collection, corpus: Mapping, fields: list[str]) -> None:
     """A variants file that matches no topic is an error; topics without variants are counted in a warning."""
     if "variant" not in fields:
         return
     without = [t.qid for t in collection.topics.values() if not t.variants]
     if without and len(without) == len(collection.topics):
         raise DataFormatError(
-            f"corpus {corpus.name}: the variants file {corpus.get('variants')} names none of the "
+            f"corpus {corpus['name']}: the variants file {corpus.get('variants')} names none of the "
             f"{len(without)} topic ids (e.g. {without[0]!r}); its first column must be the topic id"
         )
     if without:
-        log.warning("corpus %s: %d of %d topics have no query variants (e.g. %s)", corpus.name, len(without),
+        log.warning("corpus %s: %d of %d topics have no query variants (e.g. %s)", corpus["name"], len(without),
                     len(collection.topics), without[0])
 
 
 # -- dispatch on config ------------------------------------------------------------------------------
-def load_collection(store: Store, data: DictConfig, corpus: DictConfig) -> Collection:
-    """The test collection a corpus config names."""
-    if corpus.kind == "toy":
-        if data.kind != "toy":
-            raise ValueError(f"corpus={corpus.name} is a toy-world corpus but data={data.name}; use data=toy")
-        d = toy_world(store, data) / corpus.collection
+def load_collection(data: Mapping, corpus: Mapping, toy_dir: Path | None = None) -> Collection:
+    """The test collection a corpus config names (``toy_dir``: the generated toy world, for toy corpora)."""
+    if corpus["kind"] == "toy":
+        if data["kind"] != "toy" or toy_dir is None:
+            raise ValueError(f"corpus={corpus['name']} is a toy-world corpus but data={data['name']}; use data=toy")
+        d = Path(toy_dir) / corpus["collection"]
         return load_local_collection(
-            corpus.name, topics=d / "topics.txt", qrels=d / "qrels.txt", docs=d / "docs.jsonl",
+            corpus["name"], topics=d / "topics.txt", qrels=d / "qrels.txt", docs=d / "docs.jsonl",
             variants=d / "variants.tsv",
         )
-    if corpus.kind == "irds":
+    if corpus["kind"] == "irds":
         from leakexp.data.irds import load_irds_collection
 
-        return load_irds_collection(corpus.name, corpus.irds_id, variants=corpus.get("variants"))
-    if corpus.kind == "local":
+        return load_irds_collection(corpus["name"], corpus["irds_id"], variants=corpus.get("variants"))
+    if corpus["kind"] == "local":
         return load_local_collection(
-            corpus.name, topics=Path(corpus.topics), qrels=Path(corpus.qrels), docs=Path(corpus.docs),
-            variants=Path(corpus.variants) if corpus.get("variants") else None,
+            corpus["name"], topics=Path(corpus["topics"]), qrels=Path(corpus["qrels"]), docs=Path(corpus["docs"]),
+            variants=Path(corpus["variants"]) if corpus.get("variants") else None,
         )
-    raise ValueError(f"corpus.kind={corpus.kind!r} is unknown; use toy, irds or local")
+    raise ValueError(f"corpus.kind={corpus['kind']!r} is unknown; use toy, irds or local")
 
 
-def load_train_pool(store: Store, data: DictConfig) -> TrainPool:
-    """The training pool a data config names."""
-    if data.kind == "toy":
-        d = toy_world(store, data) / "train"
+def load_train_pool(data: Mapping, toy_dir: Path | None = None) -> TrainPool:
+    """The training pool a data config names (``toy_dir``: the generated toy world)."""
+    if data["kind"] == "toy":
+        d = Path(toy_dir) / "train"
         return load_local_train_pool(
             msmarco=d / "msmarco.queries.tsv", orcas=d / "orcas.queries.tsv", msmarco_qrels=d / "msmarco.qrels.txt",
-            orcas_qrels=d / "orcas.qrels.txt", docs=d / "docs.jsonl", name=data.name,
+            orcas_qrels=d / "orcas.qrels.txt", docs=d / "docs.jsonl", name=data["name"],
         )
-    if data.kind == "irds":
+    if data["kind"] == "irds":
         from leakexp.data.irds import load_irds_train_pool
 
-        return load_irds_train_pool(data.msmarco, data.orcas, name=data.name)
-    if data.kind == "local":
+        return load_irds_train_pool(data["msmarco"], data["orcas"], name=data["name"])
+    if data["kind"] == "local":
         _check_local_keys(data)
         return load_local_train_pool(
-            msmarco=Path(data.msmarco), orcas=Path(data.orcas), msmarco_qrels=Path(data.msmarco_qrels),
-            orcas_qrels=Path(data.orcas_qrels), docs=Path(data.docs), name=data.name,
+            msmarco=Path(data["msmarco"]), orcas=Path(data["orcas"]), msmarco_qrels=Path(data["msmarco_qrels"]),
+            orcas_qrels=Path(data["orcas_qrels"]), docs=Path(data["docs"]), name=data["name"],
         )
-    raise ValueError(f"data.kind={data.kind!r} is unknown; use toy, irds or local")
+    raise ValueError(f"data.kind={data['kind']!r} is unknown; use toy, irds or local")
 
 
-def _check_local_keys(data: DictConfig) -> None:
+def _check_local_keys(data: Mapping) -> None:
     if data.get("qrels") is not None and data.get("msmarco_qrels") is None:
         raise ValueError("data.qrels is replaced by data.msmarco_qrels and data.orcas_qrels: judgments are read per "
                          "source, because one query id may name different queries in MS MARCO and ORCAS")
 
 
-def data_fingerprint(store: Store, data: DictConfig) -> str:
-    """Identity of a training pool's inputs, for the config hashes of downstream stages."""
-    if data.kind == "toy":
-        return config_hash(toy_config(data))  # what the generator makes is fixed by its config
-    if data.kind == "local":
-        _check_local_keys(data)
-        return file_fingerprint(Path(data.msmarco), Path(data.orcas), Path(data.msmarco_qrels),
-                                Path(data.orcas_qrels), Path(data.docs))
-    return f"{data.kind}:{data.msmarco}:{data.orcas}"
+def pool_files(data: Mapping) -> str | None:
+    """Identity of a local training pool's files (None for the toy world and ir_datasets: their config names them)."""
+    if data["kind"] != "local":
+        return None
+    _check_local_keys(data)
+    return file_fingerprint(*(Path(data[k]) for k in ("msmarco", "orcas", "msmarco_qrels", "orcas_qrels", "docs")))
 
 
-def corpus_fingerprint(store: Store, data: DictConfig, corpus: DictConfig) -> str:
-    if corpus.kind == "toy":
-        return f"{data_fingerprint(store, data)}:{corpus.collection}"
-    if corpus.kind == "local":
-        paths = [Path(corpus.topics), Path(corpus.qrels), Path(corpus.docs)]
-        if corpus.get("variants"):
-            paths.append(Path(corpus.variants))
-        return file_fingerprint(*paths)
+def corpus_files(corpus: Mapping) -> str | None:
+    """Identity of a corpus's local files (topics, qrels, docs, variants), or of an ir_datasets corpus's variants."""
+    if corpus["kind"] == "local":
+        keys = ["topics", "qrels", "docs"] + (["variants"] if corpus.get("variants") else [])
+        return file_fingerprint(*(Path(corpus[k]) for k in keys))
     variants = corpus.get("variants")
-    if variants and Path(str(variants)).exists():  # the variants file's content, not just its name
-        variants = file_fingerprint(Path(str(variants)))
-    return f"irds:{corpus.irds_id}:{variants}"
+    if corpus["kind"] == "irds" and variants and Path(str(variants)).exists():
+        return file_fingerprint(Path(str(variants)))
+    return None
+
+
+# -- stages ----------------------------------------------------------------------------------------------
+def _toy(params: dict, c: Config) -> dict:
+    return {"toy": Ask.of("toy", seed=c.at("data.seed"))} if c.at("data.kind") == "toy" else {}
+
+
+def _generate(ctx: Context, tmp: Path) -> dict:
+    d = ctx.config["data"]
+    return toy.generate(tmp, seed=int(d["seed"]), queries_per_source=int(d["queries_per_source"]),
+                        leak_fraction=float(d["leak_fraction"]))["train"]
+
+
+TOY = Stage(
+    "toy", version=5,  # the generator: 5 = the real data's hazards (see leakexp.data.toy)
+    reads=("data.seed", "data.queries_per_source", "data.leak_fraction"), compute=_generate,
+    path=lambda p, c: ["toy", f"seed-{p['seed']}"], describe="the generated toy world",
+)
+POOL = Stage(
+    "pool", version=1, reads=("data", "!data.corpora"), inputs=_toy,
+    external=lambda p, c: pool_files(c["data"]),
+    value=lambda ctx: load_train_pool(ctx.config["data"], ctx.inputs["toy"] if "toy" in ctx.input_names else None),
+    describe="the training pool (queries, qrels, documents)",
+)
+COLLECTION = Stage(
+    "collection", version=1, reads=("data.kind", "data.name", "corpora.{corpus}"),
+    inputs=lambda p, c: _toy(p, c) if c.at(f"corpora.{p['corpus']}.kind") == "toy" else {},
+    external=lambda p, c: corpus_files(c["corpora"][p["corpus"]]),
+    value=lambda ctx: load_collection(ctx.config["data"], ctx.config["corpora"][ctx.params["corpus"]],
+                                      ctx.inputs["toy"] if "toy" in ctx.input_names else None),
+    describe="a test collection (topics, qrels, documents)",
+)

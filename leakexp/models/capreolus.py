@@ -15,6 +15,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from leakexp.models.base import Reranker
+from leakexp.stage import Ask, Context, Stage
 from leakexp.models.vectors import TOKENIZER_VERSION, TextIds, analyze, load_word_vectors, tokenize
 
 
@@ -175,3 +176,19 @@ class CapreolusReranker(Reranker):
             raise ValueError(f"{path}/model.pt does not match {cls.name}: missing {sorted(missing)}, "
                              f"unexpected {sorted(unexpected)}")
         return model
+
+
+# -- the df stage -----------------------------------------------------------------------------------------
+def _df(ctx: Context, tmp: Path) -> dict:
+    docs = ctx.inputs["docs"].docs
+    table = IdfTable.from_docs((t for _, t in docs), progress=bool(ctx.runtime.get("verbose")))
+    table.save(tmp / "df.parquet")
+    return {"documents": table.n_docs, "terms": len(table.df)}
+
+
+DF = Stage(
+    "df", version=1,  # the analyzer is part of the table (TOKENIZER_VERSION, checked when it is loaded)
+    inputs=lambda p, c: {"docs": Ask.of("pool") if p["name"] == "train" else Ask.of("collection", corpus=p["name"])},
+    compute=_df, opener=lambda path: IdfTable.load(path / "df.parquet"),
+    describe="document frequencies of a collection (name=train: the training pool), the idf KNRM/PACRR/DUET read",
+)

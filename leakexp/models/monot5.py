@@ -16,6 +16,7 @@ import torch
 from torch.nn import functional as F
 
 from leakexp.models.base import HFReranker
+from leakexp.stage import Ask, Context, Stage
 
 PROMPT = "Query: {q} Document: {d} Relevant:"
 # A small T5 for CPUs; `n_positions` stays 512 like t5-base (pyterrier-t5 reads it)
@@ -123,3 +124,25 @@ class MonoT5(HFReranker):
         target = torch.tensor([[self.true_id if y else self.false_id, self.tokenizer.eos_token_id] for y in labels.tolist()],
                               device=feats["input_ids"].device)
         return self.t5(**feats, labels=target).loss
+
+
+# -- the embedded tokenizer stage -------------------------------------------------------------------------
+EMBEDDED_VOCAB = 4000
+
+
+def _vocab(ctx: Context, tmp: Path) -> dict:
+    pool = ctx.inputs["pool"]
+    texts = [t for _, t in pool.docs] + pool.queries.text.tolist()
+    for coll in ctx.inputs["collections"]:
+        texts += [t for _, t in coll.docs] + [t.title for t in coll.topics.values()]
+    train_embedded_tokenizer(texts, tmp / "t5", vocab_size=EMBEDDED_VOCAB)
+    return {"texts": len(texts)}
+
+
+T5_VOCAB = Stage(
+    "t5vocab", version=1, reads=("data.corpora",),
+    inputs=lambda p, c: {"pool": Ask.of("pool"),
+                         "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora")]},
+    compute=_vocab, opener=lambda path: path / "t5",
+    describe="the embedded monoT5's tokenizer and config (a vocabulary trained on the toy world's text)",
+)

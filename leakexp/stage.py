@@ -1,0 +1,131 @@
+"""What a stage declares: its name and version, the config it reads, its inputs, and how it computes.
+
+A stage module builds one :class:`Stage` per artifact kind and hands it to the registry (``leakexp.stages``).
+The runner (``leakexp.pipeline``) derives every key from these declarations alone, Merkle-style: a hash of
+the stage's name and version, its normalised parameters, the config values it reads and its inputs' keys.
+A compute function receives a :class:`Context` holding exactly those, so a key cannot miss a value its
+stage reads. This module names no stage and imports nothing of leakexp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A request for one artifact: a stage and its parameters (e.g. ``Ask.of("set", corpus=..., size=...)``)."""
+
+    stage: str
+    items: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, stage: str, **params: Any) -> "Ask":
+        return cls(stage, tuple(sorted(params.items())))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.items)
+
+    def __str__(self) -> str:
+        return "/".join([self.stage, *(str(v) for _, v in self.items)])
+
+
+def _no_inputs(params: dict, config: "Config") -> dict:
+    return {}
+
+
+def _same(params: dict) -> dict:
+    return params
+
+
+class Config(dict):
+    """The config values one stage reads, as nested dicts, with a dotted getter (``c.get("bm25.k1")``)."""
+
+    def at(self, dotted: str, default: Any = None) -> Any:
+        node: Any = self
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One artifact kind. ``compute(ctx, tmp)`` writes a stored artifact into ``tmp`` and returns its key
+    figures; ``value(ctx)`` instead makes an in-process value (loaded data), memoised by key.
+
+    - ``reads``: dotted config paths (a section or a leaf); ``{param}`` is filled from the parameters and a
+      leading ``!`` leaves a path out; or a function ``(params, cuda) -> paths``.
+    - ``inputs(params, config)``: name -> :class:`Ask` (or a list of them) of the artifacts it reads.
+    - ``normalise(params)``: the parameters the artifact really depends on; equal ones are one artifact.
+    - ``path(params, config)``: readable directory parts under the stage's name (default: the values).
+    - ``external(params, config)``: identity of files outside the store that it reads (part of the key).
+    - ``opener(path)``: what dependants receive for a stored artifact (default: its directory).
+    - ``device``: the key records whether it ran on CUDA (numerics differ).
+    """
+
+    name: str
+    version: int
+    reads: tuple[str, ...] | Callable[[dict, bool], Iterable[str]] = ()
+    inputs: Callable[[dict, Config], Mapping[str, Ask | list[Ask]]] = _no_inputs
+    compute: Callable[["Context", Path], dict | None] | None = None
+    value: Callable[["Context"], Any] | None = None
+    normalise: Callable[[dict], dict] = _same
+    path: Callable[[dict, Config], Iterable[Any]] | None = None
+    external: Callable[[dict, Config], Any] | None = None
+    opener: Callable[[Path], Any] | None = None
+    device: bool = False
+    describe: str = ""
+
+    def __post_init__(self):
+        if (self.compute is None) == (self.value is None):
+            raise ValueError(f"stage {self.name}: give exactly one of compute (stored) or value (in-process)")
+
+    @property
+    def stored(self) -> bool:
+        return self.compute is not None
+
+    def read_paths(self, params: dict, cuda: bool) -> list[str]:
+        raw = self.reads(params, cuda) if callable(self.reads) else self.reads
+        return [r.format(**params) for r in raw]
+
+
+@dataclass
+class Context:
+    """What a compute function sees: its parameters, the config it declared, its inputs, runtime settings.
+
+    ``inputs[name]`` is resolved on first access (stored inputs are computed if missing). ``runtime`` holds
+    settings that change speed, not results (device, threads, batch sizes for inference, verbosity).
+    """
+
+    stage: Stage
+    params: dict
+    config: Config
+    key: str
+    path: Path | None
+    runtime: Mapping[str, Any]
+    input_names: tuple[str, ...] = ()
+    _resolve: Callable[[str], Any] = field(repr=False, default=None)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def input(self, name: str) -> Any:
+        if name not in self._cache:
+            self._cache[name] = self._resolve(name)
+        return self._cache[name]
+
+    @property
+    def inputs(self) -> "_Inputs":
+        return _Inputs(self)
+
+
+class _Inputs:
+    def __init__(self, ctx: Context):
+        self._ctx = ctx
+
+    def __getitem__(self, name: str) -> Any:
+        return self._ctx.input(name)
