@@ -19,18 +19,20 @@ log = logging.getLogger("leakexp")
 
 @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict | None:
-    from leakexp.pipeline import Pipeline, cell_from_config
+    from leakexp.cell import cell_from_config
+    from leakexp.grid import run_cell
+    from leakexp.stages import runner
 
     validate(cfg)
     cell = cell_from_config(cfg)
     try:
-        p = Pipeline(cfg)
-        means = p.run_cell(cell)
+        r = runner(cfg)
+        means = run_cell(cfg, r, cell)
         if cfg.robustness.get("enabled", False):
             from leakexp import robustness
 
             if cell in robustness.robustness_cells(cfg):
-                robustness.robust(p, cell)
+                robustness.robust(cfg, r, cell)
     except Exception as exc:  # the failure is recorded next to the artifact; the other jobs go on
         log.error("cell %s failed: %s: %s", cell, type(exc).__name__, exc)
         return None

@@ -46,7 +46,6 @@ from leakexp.store import Store, atomic_write_json, atomic_write_text
 
 if TYPE_CHECKING:
     from leakexp.data.types import Collection, TrainPool
-    from leakexp.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 
@@ -867,29 +866,3 @@ def run_split_eval(
                 f"Runs on the {len(leaked)} leaked ({leaked_by}) and the other test queries; p: paired t-test "
                 f"against {baseline or names[0]}, Bonferroni-corrected over the other runs.")
     return table
-
-
-# -- the toy world --------------------------------------------------------------------------------------
-def demo(p: "Pipeline", out_dir: Path, embed: Embedder | None = None) -> dict[str, Path]:
-    """Audit, decontaminate and resample the toy world's pool against its test collections.
-
-    Uses the pipeline's detection settings (bundled MiniLM, k, threshold, fields) and its store, where the
-    embeddings are cached (``embed`` replaces the SBERT embedder). Returns the output directories: audit,
-    decontaminate, restrain, resttest.
-    """
-    from leakexp import resample
-
-    cfg = p.cfg
-    out_dir = Path(out_dir)
-    train = side_from_pool(p.pool)
-    test = side_from_collections([p.collection(c) for c in p.corpora], fields=list(cfg.detect.fields))
-    embed = embed or SbertEmbedder(p.store, cfg.detect.sbert, batch_size=int(cfg.detect.batch_size))
-    options = AuditOptions(k=int(cfg.detect.k), threshold=float(cfg.detect.threshold))
-    audit(train, test, embed, out_dir / "audit", options)
-    resample.decontaminate(train, test, embed, out_dir / "decontaminate", threshold=options.threshold, k=options.k)
-    n = len(train.queries)
-    sizes = sorted({max(1, n // 8), max(1, n // 4), max(1, n // 2)})
-    resample.restrain(train, test, embed, out_dir / "resample", sizes=sizes, threshold=options.threshold, k=options.k)
-    resample.resttest(train, test, embed, out_dir / "resample", buckets=5, seed=0)
-    return {"audit": out_dir / "audit", "decontaminate": out_dir / "decontaminate",
-            "restrain": out_dir / "resample" / "restrain", "resttest": out_dir / "resample" / "resttest"}

@@ -8,8 +8,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 
-class ConfigError(ValueError):
-    """An unknown name or an inconsistent value; the message names the key."""
+from leakexp.stage import ConfigError  # noqa: F401  (defined beside the stage declarations: stages raise it)
 
 
 def conf_dir() -> Path:
@@ -181,6 +180,14 @@ def validate(cfg: DictConfig) -> None:
             f"corpus={cfg.corpus.name} is not one of data.corpora={list(cfg.data.corpora)} "
             f"(data={cfg.data.name}); pick a matching data/corpus pair"
         )
+    from leakexp.data.sources import DataUnavailable, require_variants
+
+    for c in ([] if OmegaConf.is_missing(cfg.data, "corpora") else cfg.data.corpora):
+        try:  # before any work: variants missing by accident would make detection search without them
+            require_variants(OmegaConf.to_container(corpus_config(c) if c != cfg.corpus.name else cfg.corpus,
+                                                    resolve=True), list(cfg.detect.fields))
+        except DataUnavailable as exc:
+            raise ConfigError(str(exc)) from None
     t = float(cfg.detect.threshold)
     if not -1.0 <= t <= 1.0:
         raise ConfigError(f"detect.threshold={t} must be a cosine similarity in [-1, 1]")

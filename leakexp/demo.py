@@ -1,6 +1,6 @@
 """What `make demo` runs beside the grid: the toolkit's other capabilities on the embedded defaults.
 
-Each is a cached artifact in the store (a second demo finds it done), and each prints its key lines.
+Each is a stage (a second demo finds it done), and each prints its key lines.
 """
 
 from __future__ import annotations
@@ -8,52 +8,59 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from omegaconf import DictConfig
-
-GRAPH_DEMO_VERSION = 1
+from leakexp.stage import Ask, Context, Stage
 
 
-def graph_audit(pipeline) -> tuple[Path, list[str]]:
-    """The A-leakage audit of the synthetic edge-split graph benchmark and of its vertex re-split."""
+def _graph(ctx: Context, tmp: Path) -> dict:
     from leakexp import graph
 
-    config = {"stage": "graph-demo", "seed": 0, "version": GRAPH_DEMO_VERSION}
-    store = pipeline.store
-    path = store.ensure(store.keyed("graph", "synthetic", config=config), config,
-                        lambda tmp: graph.demo(tmp, seed=0))
-    figures = store.marker(path).figures
-    return path, graph.summary_lines(figures["audit"]) + graph.summary_lines(figures["resplit"])
+    return graph.demo(tmp, seed=0)
 
 
-PAIR_DEMO_VERSION = 1
+GRAPH_DEMO = Stage("graph", version=1, compute=_graph, path=lambda p, c: ["synthetic"],
+                   describe="the A-leakage audit of the synthetic edge-split graph benchmark and its vertex re-split")
 
 
-def pair_audit(pipeline) -> tuple[Path, list[str]]:
+def _pair_audit(ctx: Context, tmp: Path) -> dict:
     """The toy world's training pool against its test collections: audit, decontaminate and resample."""
-    from leakexp import audit
+    from leakexp import audit, resample
 
-    d = pipeline.cfg.detect
-    config = {"stage": "audit-demo", "version": PAIR_DEMO_VERSION, "pool": pipeline.pool_fingerprint,
-              "collections": [pipeline.corpus_fingerprint(c) for c in pipeline.corpora], "sbert": d.sbert,
-              "k": int(d.k), "threshold": float(d.threshold), "fields": sorted(d.fields)}
-    store = pipeline.store
+    d = ctx.config["detect"]
+    train = audit.side_from_pool(ctx.inputs["pool"])
+    test = audit.side_from_collections(ctx.inputs["collections"], fields=list(d["fields"]))
+    embed = audit.SbertEmbedder(None, str(d["sbert"]), batch_size=int(ctx.runtime.get("embed_batch_size", 256)))
+    options = audit.AuditOptions(k=int(d["k"]), threshold=float(d["threshold"]))
+    audit.audit(train, test, embed, tmp / "audit", options)
+    resample.decontaminate(train, test, embed, tmp / "decontaminate", threshold=options.threshold, k=options.k)
+    n = len(train.queries)
+    sizes = sorted({max(1, n // 8), max(1, n // 4), max(1, n // 2)})
+    resample.restrain(train, test, embed, tmp / "resample", sizes=sizes, threshold=options.threshold, k=options.k)
+    resample.resttest(train, test, embed, tmp / "resample", buckets=5, seed=0)
+    outputs = {"audit": "audit", "decontaminate": "decontaminate", "restrain": "resample/restrain",
+               "resttest": "resample/resttest"}
+    return {"outputs": outputs, "audit": json.loads((tmp / "audit" / "audit.json").read_text())}
 
-    def compute(tmp: Path) -> dict:
-        outputs = audit.demo(pipeline, tmp)
-        return {"outputs": {k: str(Path(v).relative_to(tmp)) for k, v in outputs.items()},
-                "audit": json.loads((tmp / "audit" / "audit.json").read_text())}
 
-    path = store.ensure(store.keyed("audit", pipeline.cfg.data.name, config=config), config, compute)
-    figures = store.marker(path).figures
-    lines = audit.format_summary(figures["audit"]).splitlines()
-    return path, lines + [f"  {k}: {path / v}" for k, v in figures["outputs"].items()]
+PAIR_AUDIT = Stage(
+    "audit", version=1, reads=("detect.sbert", "detect.k", "detect.threshold", "detect.fields", "data.corpora"),
+    inputs=lambda p, c: {"pool": Ask.of("pool"),
+                         "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora")]},
+    compute=_pair_audit, describe="audit, decontamination and resampling of the toy world's train/test pair",
+)
 
 
-def extras(cfg: DictConfig, pipeline) -> list[str]:
+def extras(runner) -> list[str]:
     """Run every demo extra; returns the lines to print."""
+    from leakexp import audit, graph
+
     lines = []
-    path, summary = pair_audit(pipeline)
-    lines += [f"train/test audit of the toy world (leakexp audit, decontaminate, resample): {path}", *summary]
-    path, summary = graph_audit(pipeline)
-    lines += [f"graph audit (synthetic benchmark, edge split vs vertex split): {path}", *summary]
+    path = runner.ensure(Ask.of("audit"))
+    figures = runner.store.marker(path).figures
+    lines += [f"train/test audit of the toy world (leakexp audit, decontaminate, resample): {path}",
+              *audit.format_summary(figures["audit"]).splitlines(),
+              *(f"  {k}: {path / v}" for k, v in figures["outputs"].items())]
+    path = runner.ensure(Ask.of("graph"))
+    figures = runner.store.marker(path).figures
+    lines += [f"graph audit (synthetic benchmark, edge split vs vertex split): {path}",
+              *graph.summary_lines(figures["audit"]), *graph.summary_lines(figures["resplit"])]
     return lines

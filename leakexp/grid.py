@@ -45,85 +45,99 @@ class StageStatus:
             self.notes.append((state, artifact, detail))
 
 
-def _upstream_paths(p: Pipeline) -> dict[str, list[tuple[str, Path | None, str]]]:
-    """(label, path or None, why-None) of the shared upstream artifacts: toy world, detection, verification."""
-    from leakexp.data.sources import toy_world_path
+def shared_asks(cfg: DictConfig) -> dict[str, list[Ask]]:
+    """The artifacts every cell of the grid builds on, per status row: toy world, indexes, embeddings, detection,
+    verification, and the first-stage runs of the corpora the grid re-ranks."""
+    from leakexp.data.types import SOURCES
 
-    rows: dict[str, list] = {}
-    if p.cfg.data.kind == "toy":
-        rows["data"] = [(f"data/toy/seed-{p.cfg.data.seed}", toy_world_path(p.store, p.cfg.data), "")]
-    # the training pool's index (negatives) and those of the corpora the grid re-ranks
-    rows["index"] = [(f"index/{name}", p.index_path(name), "") for name in ["train", *dict.fromkeys(p.cfg.grid.corpora)]]
-    rows["embed"] = [(f"embed/{p.cfg.data.name}", path, "") for path in p.embed_paths()]
-    rows["detect"] = [(f"detect/{p.cfg.data.name}", p.detect_path(), "")]
-    try:
-        rows["verify"] = [(f"verify/{p.cfg.data.name}", p.verify_path(), "")]
-    except Exception as exc:  # e.g. verify.annotations not given yet
-        rows["verify"] = [(f"verify/{p.cfg.data.name}", None, str(exc).splitlines()[0])]
-    return rows
+    corpora = list(dict.fromkeys(cfg.grid.corpora))
+    rows = {"data": [Ask.of("toy", seed=cfg.data.seed)] if cfg.data.kind == "toy" else [],
+            "index": [Ask.of("index", name=n) for n in ["train", *corpora]],
+            "embed": [Ask.of("embed", source=s) for s in SOURCES],
+            "detect": [Ask.of("detect")], "verify": [Ask.of("verify")],
+            "firststage": [Ask.of("firststage", corpus=c) for c in corpora]}
+    return {k: v for k, v in rows.items() if v}
 
 
-def grid_status(cfg: DictConfig, *, verify: bool = False) -> dict[str, StageStatus]:
-    """Per stage, how many artifacts of the configured grid are in each state (``verify``: re-read every
-    finished artifact's files against their checksums)."""
-    p = Pipeline(cfg, readonly=True)
-    store = p.store
-    out: dict[str, StageStatus] = {}
+def cell_asks(cfg: DictConfig, cells: list[Cell]) -> dict[str, list[Ask]]:
+    """Per status row, the requests of the grid's cells (several cells may ask for one artifact)."""
+    from leakexp import memorization, robustness
 
-    def record(st: StageStatus, label: str, path: Path | None, why: str = "") -> None:
-        state, path, detail = artifact_state(store, path)
-        if state == "done" and verify:
-            problems = store.verify(path)
-            if problems:
-                state, detail = "damaged", ", ".join(problems)
-        shown = str(path.relative_to(store.root)) if path is not None else label
-        st.add(state, shown, detail or why)
-
-    for stage, rows in _upstream_paths(p).items():
-        st = out.setdefault(stage, StageStatus())
-        for label, path, why in rows:
-            record(st, label, path, why)
-    cells = grid_cells(cfg)
-    st = out.setdefault("sets", StageStatus())
-    for key in dict.fromkeys(c.set_key for c in cells):
-        try:
-            path, why = p.set_path(*key), ""
-        except Exception as exc:
-            path, why = None, str(exc).splitlines()[0]
-        record(st, "sets/" + "/".join(map(str, key)), path, why)
+    rows: dict[str, list[Ask]] = {"sets": [c.ask("sets") for c in cells]}
     for stage in ("train", "rerank", "eval"):
-        st = out.setdefault(stage, StageStatus())
-        for cell in cells:
+        rows[stage] = [c.ask(stage) for c in cells]
+    rows["memorize"] = [c.ask("memorization") for c in cells if memorization.wanted(cfg, c)]
+    robust = robustness.robustness_cells(cfg) if cfg.robustness.get("enabled", False) else []
+    rows["robust"] = [a for c in robust for a in robustness.asks(cfg, c).values()]
+    return {k: v for k, v in rows.items() if v}
+
+
+def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None = None) -> dict[str, StageStatus]:
+    """Per stage, how many distinct artifacts of the configured grid are in each state (``verify``: re-read
+    every finished artifact's files against their checksums). An artifact several cells share counts once."""
+    from leakexp.stages import runner as make_runner
+
+    r = runner or make_runner(cfg, readonly=True)
+    out: dict[str, StageStatus] = {}
+    rows = {**shared_asks(cfg), **cell_asks(cfg, grid_cells(cfg))}
+    for row, asks in rows.items():
+        st = out.setdefault(row, StageStatus())
+        seen = set()
+        for ask in asks:
             try:
-                path = p.cell_path(stage, cell)
-            except Exception:
-                path = None
-            record(st, f"{stage}/{cell}", path)
+                path = r.path(ask)
+            except Exception as exc:  # e.g. annotation files not given yet: nothing of it can exist
+                st.add("missing", str(ask), f"{type(exc).__name__}: {exc}".splitlines()[0])
+                continue
+            if path in seen:
+                continue
+            seen.add(path)
+            state, path, detail = r.state(ask, checksums=verify)
+            st.add(state, str(path.relative_to(r.store.root)) if path is not None else str(ask), detail)
+    return out
+
+
+def run_cell(cfg: DictConfig, runner: Runner, cell: Cell) -> dict:
+    """Everything one cell needs, computing only what the store lacks; returns its mean measures. A leaked
+    cell's memorization is computed once it and its No-Leakage cell are both re-ranked."""
     from leakexp import memorization
 
-    st = out.setdefault("memorize", StageStatus())
-    for cell in cells:
-        if memorization.wanted(cfg, cell):
-            try:
-                path = memorization.memorization_path(p, cell)
-            except Exception:
-                path = None
-            record(st, f"memorization/{cell}", path)
-    if not st.total:
-        del out["memorize"]
-    from leakexp import robustness
+    pq = runner.get(cell.ask("eval"))
+    for leaked in memorization.ready_cells(cfg, runner, cell):
+        runner.ensure(leaked.ask("memorization"))
+    return pq.groupby("measure").value.mean().to_dict()
 
-    st = out.setdefault("robust", StageStatus())
-    for cell in (robustness.robustness_cells(cfg) if cfg.robustness.get("enabled", False) else []):
-        try:
-            paths = robustness.robustness_paths(p, cell)
-        except Exception:
-            paths = {"all": None}
-        for name, path in paths.items():
-            record(st, f"robustness/{cell}/{name}", path)
-    if not st.total:
-        del out["robust"]
-    return out
+
+def stored_results(runner: Runner, cells: list[Cell]):
+    """Per-query values of the finished cells among ``cells`` (from the store alone), and the state of every
+    cell that has none (missing, failed, stale, running)."""
+    import pandas as pd
+
+    frames, states = [], {}
+    for cell in cells:
+        state, path, _ = runner.state(cell.ask("eval"))
+        if state != "done":
+            states[cell] = state
+            continue
+        pq = pd.read_parquet(path / "perquery.parquet")
+        frames.append(pq.assign(corpus=cell.corpus, leakage=cell.leakage, size=cell.size, model=cell.model,
+                                seed=cell.seed))
+    if not frames:
+        return pd.DataFrame(columns=["qid", "measure", "value", "corpus", "leakage", "size", "model", "seed"]), states
+    return pd.concat(frames, ignore_index=True), states
+
+
+def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
+    """``status --why``: for the configured cell's artifact of each named stage, what made its key and, where
+    only other configurations' artifacts are stored, which values and inputs differ."""
+    from leakexp.stages import runner as make_runner
+
+    r, cell = make_runner(cfg, readonly=True), cell_from_config(cfg)
+    lines = []
+    for stage in stages:
+        ask = cell.ask(stage) if stage in ("sets", "train", "rerank", "eval", "memorization") else Ask.of(stage)
+        lines += [*r.why(ask), ""]
+    return lines
 
 
 def render_status(status: dict[str, StageStatus]) -> str:

@@ -42,13 +42,15 @@ def load_measured(path: str | Path) -> dict | None:
     return out
 
 
-def query_counts(cfg: DictConfig, pipeline=None) -> dict[str, int]:
+def query_counts(cfg: DictConfig, runner=None) -> dict[str, int]:
     """Training queries per source, from the loaded pool (toy, local) or ir_datasets' metadata (irds)."""
     if cfg.data.kind == "irds":
         from leakexp.data.irds import load_dataset
 
         return {s: int(load_dataset(cfg.data[s]).queries_count()) for s in ("msmarco", "orcas")}
-    pool = pipeline.pool
+    from leakexp.stage import Ask
+
+    pool = runner.get(Ask.of("pool"))
     return {s: int((pool.queries.source == s).sum()) for s in ("msmarco", "orcas")}
 
 
@@ -73,16 +75,29 @@ def trained_instances(cfg: DictConfig, model: str, size: int) -> int:
     return t.epochs * size
 
 
-def plan(cfg: DictConfig, pipeline=None, bench: str | Path | None = None) -> dict:
-    """Job counts and hours. ``bench`` (default ``<store>/bench/gpu.json``): measured throughput, when present."""
+def distinct_jobs(cfg: DictConfig, runner) -> dict[str, tuple[int, list]]:
+    """Per stage of the grid's cells: (requests, the distinct artifacts they name after sharing: the No-Leakage
+    sets and models are one for every corpus). Computes nothing and needs no data."""
+    from leakexp.cell import grid_cells
+
+    cells = grid_cells(cfg)
+    out = {}
+    for stage, label in (("sets", "training sets"), ("train", "train"), ("rerank", "rerank"), ("eval", "evaluate")):
+        asks = [c.ask(stage) for c in cells]
+        out[label] = (len(set(asks)), list(dict.fromkeys(runner.normal(a) for a in asks)))
+    return out
+
+
+def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
+    """Job counts (after sharing) and hours. ``bench`` (default ``<store>/bench/gpu.json``): measured throughput,
+    when present."""
     p, g = cfg.plan, cfg.grid
-    counts = query_counts(cfg, pipeline)
+    counts = query_counts(cfg, runner)
+    jobs = distinct_jobs(cfg, runner)
     dim = SBERT_DIM.get(str(cfg.detect.sbert), int(p.get("sbert_dim", 384)))
     n = sum(counts.values())
     embed_bytes = n * dim * 4
-    sets = len(g.corpora) * len(g.leakages) * len(g.sizes)
     models = list(g.models)
-    seeds = len(g.seeds)
     measured = load_measured(bench if bench is not None else bench_path(cfg))
     topics = {c: int(t) for c, t in p.topics.items()}
     train_hours, rerank_hours, source, instances = {}, {}, {}, {}
@@ -91,15 +106,16 @@ def plan(cfg: DictConfig, pipeline=None, bench: str | Path | None = None) -> dic
         train_rate = measured["train_instances_per_s"][m] if have else float(p.train_instances_per_s[m])
         rerank_rate = measured["rerank_docs_per_s"][m] if have else float(p.rerank_docs_per_s[m])
         source[m] = f"measured ({measured['device']})" if have else "assumed"
-        instances[m] = sum(trained_instances(cfg, m, int(s)) for s in g.sizes) * len(g.corpora) * len(g.leakages) * seeds
+        instances[m] = sum(trained_instances(cfg, m, int(a.params["size"])) for a in jobs["train"][1]
+                           if a.params["model"] == m)
         train_hours[m] = instances[m] / train_rate / 3600
-        docs = sum(topics.get(c, 50) for c in g.corpora) * len(g.leakages) * len(g.sizes) * seeds * int(cfg.rerank.depth)
+        docs = sum(topics.get(a.params["target"], 50) for a in jobs["rerank"][1] if a.params["model"] == m) * \
+            int(cfg.rerank.depth)
         rerank_hours[m] = docs / rerank_rate / 3600
     return {
         "queries": counts, "queries_total": n, "embedding_dim": dim,
         "embedding_bytes": embed_bytes, "embed_hours": n / float(p.embed_queries_per_s) / 3600,
-        "jobs": {"training sets": sets, "train": sets * len(models) * seeds, "rerank": sets * len(models) * seeds,
-                 "evaluate": sets * len(models) * seeds},
+        "jobs": {k: len(v[1]) for k, v in jobs.items()}, "jobs_before_sharing": {k: v[0] for k, v in jobs.items()},
         "training_instances": sum(instances.values()), "training_instances_per_model": instances,
         "train_gpu_hours": train_hours, "rerank_gpu_hours": rerank_hours, "throughput_source": source,
         "bench_file": measured["path"] if measured else None,
@@ -117,7 +133,9 @@ def render(info: dict) -> str:
         f"  training queries: {info['queries_total']:,} ({', '.join(f'{k} {v:,}' for k, v in info['queries'].items())})",
         f"  embeddings: {info['embedding_dim']}-d float32 = {human_bytes(info['embedding_bytes'])} on disk "
         f"(memory-mapped; exact search holds one shard in memory); ~{info['embed_hours']:.2f} h to embed",
-        "  jobs: " + ", ".join(f"{k} {v:,}" for k, v in info["jobs"].items()),
+        "  jobs: " + ", ".join(f"{k} {v:,}" for k, v in info["jobs"].items())
+        + " (cells asking: " + ", ".join(f"{k} {v:,}" for k, v in info["jobs_before_sharing"].items())
+        + "; equal work is done once)",
         f"  training instances over all jobs: {info['training_instances']:,}",
     ]
     for m in info["train_gpu_hours"]:

@@ -110,3 +110,26 @@ def latex_table(df: pd.DataFrame, caption: str, label: str | None = None) -> str
     styler = cells.style.hide(axis="index")
     return styler.to_latex(caption=latex_escape(caption), label=label, hrules=True, position_float="centering",
                            column_format=cols or "l")
+
+
+def plot_calibration(curve, threshold, target, path: Path) -> None:
+    """Precision and recall of judged pairs against the similarity threshold, as a PNG (atomic)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(curve.threshold, curve.precision, label="precision")
+    ax.plot(curve.threshold, curve.recall, label="recall")
+    ax.axhline(target, color="grey", lw=0.8, ls="--")
+    if threshold is not None:
+        ax.axvline(threshold, color="black", lw=0.8, ls=":", label=f"threshold {threshold:.3f}")
+    ax.set_xlabel("similarity threshold (pairs with similarity > t)")
+    ax.set_ylim(0, 1.02)
+    ax.legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=150)
+    plt.close(fig)
+    tmp.replace(path)

@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 
+class ConfigError(ValueError):
+    """An unknown name or a value outside its domain; the message names the setting and the fix."""
+
+
 @dataclass(frozen=True)
 class Ask:
     """A request for one artifact: a stage and its parameters (e.g. ``Ask.of("set", corpus=..., size=...)``)."""

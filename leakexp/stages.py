@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from leakexp import build, detect, evaluate, memorization, rerank, retrieval, robustness, train, verify
+from leakexp import build, demo, detect, evaluate, memorization, rerank, retrieval, robustness, train, verify
 from leakexp.data import sources
 from leakexp.models import capreolus, monot5
 from leakexp.pipeline import Runner
@@ -23,6 +23,7 @@ STAGES = (
     train.TRAIN, rerank.RERANK, evaluate.EVAL,
     memorization.MEMORIZATION,
     *robustness.STAGES,
+    demo.PAIR_AUDIT, demo.GRAPH_DEMO,
 )
 
 

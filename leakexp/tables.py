@@ -17,7 +17,8 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from leakexp.evaluate import LOWER_IS_BETTER, mfr_caption, no_relevant_note
-from leakexp.pipeline import grid_cells
+from leakexp.cell import grid_cells
+from leakexp.stage import Ask
 from leakexp.report import latex_escape, markdown_table, summary, write_table
 from leakexp.stats import evaluate_corpus, order_swaps, seed_average
 from leakexp.store import Store, atomic_write_text
@@ -124,15 +125,10 @@ def cv_latex(marks: dict, caption: str, label: str) -> str:
     return head + sep + first + newline + rules + "\n" + rest
 
 
-def leaking_topics(cfg: DictConfig) -> dict[str, list[str]]:
+def leaking_topics(runner) -> dict[str, list[str]]:
     """Topics with verified leaks per corpus, from the verify artifact (empty if it is not in the store)."""
-    from leakexp.pipeline import Pipeline
-
-    try:
-        path = Pipeline(cfg).verify_path() / "leaking_topics.json"
-    except Exception:
-        return {}
-    return json.loads(path.read_text()) if path.exists() else {}
+    state, path, _ = runner.state(Ask.of("verify"))
+    return json.loads((path / "leaking_topics.json").read_text()) if state == "done" else {}
 
 
 def figure2(results: pd.DataFrame, leaking: dict[str, list[str]], model: str, out: Path, caption: str) -> Path | None:
@@ -201,15 +197,15 @@ def write_leaked_vs_other(heldout: pd.DataFrame, leaking: dict[str, list[str]], 
     return out / "leaked_vs_other.md"
 
 
-def write_training_curves(pipeline, cells: list, out: Path) -> list[Path]:
+def write_training_curves(runner, cells: list, out: Path) -> list[Path]:
     """Loss and learning rate along every stored training run, one figure per model (``training_curves_<model>``)
     and all runs in ``training_curves.csv``, so a reader sees whether and how each model learned."""
     from leakexp.train import plot_histories, read_history
 
     by_model: dict[str, dict[str, pd.DataFrame]] = {}
     for cell in cells:
-        path = pipeline.cell_path("train", cell)
-        if path is None or pipeline.store.valid_marker(path) is None or not (path / "history.csv").exists():
+        state, path, _ = runner.state(cell.ask("train"))
+        if state != "done" or not (path / "history.csv").exists():
             continue
         label = f"{cell.corpus} {LEAKAGE_LABEL.get(cell.leakage, cell.leakage)} {cell.size} s{cell.seed}"
         by_model.setdefault(cell.model, {})[label] = read_history(path / "history.csv")
@@ -253,16 +249,17 @@ def incomplete_note(states: dict, corpus: str | None = None) -> str:
            + "; ".join(parts) + "."
 
 
-def write_tables(cfg: DictConfig) -> Path:
-    """Write every table the stored results support and return the folder."""
-    from leakexp.pipeline import Pipeline
+def write_tables(cfg: DictConfig, runner=None) -> Path:
+    """Write every table the stored results support and return the folder (reads finished artifacts only)."""
+    from leakexp.grid import stored_results
+    from leakexp.stages import runner as make_runner
 
-    pipeline = Pipeline(cfg)
+    runner = runner or make_runner(cfg, readonly=True)
     cells = grid_cells(cfg)
-    results, states = pipeline.stored_results(cells)
+    results, states = stored_results(runner, cells)
     out = tables_dir(cfg)
     if len(results) == 0:
-        raise NoResults(f"the store {pipeline.store.root} holds no finished cell of this configuration's grid "
+        raise NoResults(f"the store {runner.store.root} holds no finished cell of this configuration's grid "
                         f"({len(cells)} cells: {incomplete_note(states).strip() or 'none'}); run `make demo` "
                         "(toy world) or `make grid` first, or check the overrides")
     out.mkdir(parents=True, exist_ok=True)
@@ -316,7 +313,7 @@ def write_tables(cfg: DictConfig) -> Path:
             f"t-test, p < {e.get('alpha', 0.05)}); model order swaps induced by MSM leakage in red. {mfr}."
         )
         left_out = sorted({q for c in cells if c.corpus == corpus and c not in states
-                           for q in pipeline.store.marker(pipeline.cell_path("eval", c)).figures.get("without_relevant", [])})
+                           for q in runner.store.marker(runner.path(c.ask("eval"))).figures.get("without_relevant", [])})
         caption += (" " + no_relevant_note(left_out, e.get("no_relevant", "skip")) + "." if left_out else "")
         caption += incomplete_note(states, corpus)
         table, marks, notes = cv_table(rows, models)
@@ -327,15 +324,13 @@ def write_tables(cfg: DictConfig) -> Path:
         atomic_write_text(out / f"{stem}.csv", rows.to_csv(index=False))
     if all_rows:
         atomic_write_text(out / "cv_sizes.csv", pd.concat(all_sizes).to_csv(index=False))
-    from leakexp import memorization
+    from leakexp import memorization_tables, robustness, robustness_tables
 
-    memorization.write_tables(cfg, pipeline, out, cells, pd.concat(all_sizes) if all_sizes else None)
-    from leakexp import robustness
+    memorization_tables.write_tables(cfg, runner, out, cells, pd.concat(all_sizes) if all_sizes else None)
+    robustness_tables.write_tables(cfg, runner, out, robustness.robustness_cells(cfg))
+    write_training_curves(runner, cells, out)
 
-    robustness.write_tables(cfg, pipeline, out, robustness.robustness_cells(cfg))
-    write_training_curves(pipeline, cells, out)
-
-    leaking = leaking_topics(cfg)
+    leaking = leaking_topics(runner)
     if heldout and leaking:
         write_leaked_vs_other(pd.concat(heldout, ignore_index=True), leaking, out, cfg, incomplete)
     model = cfg.get("report", {}).get("figure_model", "monot5")
@@ -348,13 +343,17 @@ def write_tables(cfg: DictConfig) -> Path:
     return out
 
 
-def write_table1(cfg: DictConfig, pipeline) -> Path:
+def _topic_ids(cfg: DictConfig, runner) -> dict[str, list[str]]:
+    return {c: list(runner.get(Ask.of("collection", corpus=c)).topics) for c in cfg.data.corpora}
+
+
+def write_table1(cfg: DictConfig, runner) -> Path:
     """Table 1 from the candidate table (computing detection if the store lacks it)."""
     from leakexp.detect import table1, table1_wide
     from leakexp.report import write_table as write
 
-    cands = pipeline.candidates()
-    corpora = {c: list(pipeline.collection(c).topics) for c in pipeline.corpora}
+    cands = runner.get(Ask.of("detect"))
+    corpora = _topic_ids(cfg, runner)
     wide = table1_wide(table1(cands, corpora, float(cfg.detect.threshold)))
     caption = (f"Table 1. Topics (T) and training queries (Q) with a Sentence-BERT similarity > {cfg.detect.threshold} "
                f"to a searched topic field, for MS MARCO (MSM) and MS MARCO + ORCAS (+ORC); fields searched: "
@@ -366,13 +365,13 @@ def write_table1(cfg: DictConfig, pipeline) -> Path:
     return out / "table1.md"
 
 
-def write_table2(cfg: DictConfig, pipeline) -> Path:
+def write_table2(cfg: DictConfig, runner) -> Path:
     """Table 2 (a) and (b) from the verify artifact's annotations."""
     from leakexp.report import write_table as write
     from leakexp.verify import table2
 
-    ann = pipeline.annotations()
-    a, b = table2(ann, {c: list(pipeline.collection(c).topics) for c in pipeline.corpora})
+    ann = runner.get(Ask.of("verify"))
+    a, b = table2(ann, _topic_ids(cfg, runner))
     out = tables_dir(cfg)
     source = "the toy world's ground truth" if cfg.verify.annotations == "truth" else "the annotation files"
     write(a, out, "table2a", f"Table 2 (a). Reviewed leakage candidates (top-{cfg.verify.review_top_k} per topic above "

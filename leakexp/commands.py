@@ -1,0 +1,422 @@
+"""What each ``leakexp`` command does: thin calls into the capability modules, and what they print.
+
+The command line (``leakexp.cli``) parses and dispatches to these functions; each returns an exit code
+(0 done, 1 a failed or incomplete run, 2 bad input).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger("leakexp")
+_OVERRIDE_KEYS = {"store", "experiment", "device", "verbose", "seed"}
+
+
+def _runner(overrides: list[str]):
+    from leakexp.config import compose
+    from leakexp.stages import runner
+
+    cfg = compose(overrides)
+    return cfg, runner(cfg)
+
+
+def expand_sweeps(overrides: list[str]) -> list[list[str]]:
+    """Comma lists (``seed=1,2``) and ranges become one override list per combination (Hydra's parser)."""
+    import itertools
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    axes = []
+    for o in parsed:
+        key = o.get_key_element()
+        if o.is_sweep_override():
+            axes.append([f"{key}={v}" for v in o.sweep_string_iterator()])
+        else:
+            axes.append([o.input_line])
+    return [list(combo) for combo in itertools.product(*axes)] or [[]]
+
+
+def cmd_cells(stage: str, overrides: list[str]) -> int:
+    from leakexp.cell import cell_from_config
+    from leakexp.grid import run_cell
+
+    failures = 0
+    for combo in expand_sweeps(overrides):
+        cfg, r = _runner(combo)
+        cell = cell_from_config(cfg)
+        start = time.time()
+        try:
+            if stage in ("train", "rerank"):
+                out = r.ensure(cell.ask(stage))
+            else:
+                means = run_cell(cfg, r, cell)
+                out = "  ".join(f"{m}={v:.4f}" for m, v in sorted(means.items()))
+        except Exception as exc:  # one failed cell must not stop the others
+            failures += 1
+            print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            continue
+        print(f"{cell}: {out}  ({time.time() - start:.1f}s)")
+    return 1 if failures else 0
+
+
+def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
+    from tqdm.auto import tqdm
+
+    from leakexp.cell import grid_cells
+    from leakexp.grid import run_cell
+    from leakexp.tables import write_tables
+
+    start = time.time()
+    cfg, r = _runner((["experiment=demo"] if demo else []) + overrides)
+    r.store.require_writable("leakexp demo" if demo else "leakexp grid")
+    robust = bool(cfg.robustness.get("enabled", False))
+    if robust:
+        from leakexp import robustness
+
+        robustness.settings(cfg)  # bad settings fail before any work
+    cells = grid_cells(cfg)
+    failed = []
+    for cell in tqdm(cells, desc="grid", unit="cell"):
+        try:
+            run_cell(cfg, r, cell)
+        except Exception as exc:
+            failed.append((cell, exc))
+            log.error("cell %s failed: %s: %s", cell, type(exc).__name__, exc)
+    if robust:  # robustness.enabled (the demo); otherwise on request: `leakexp robustness experiment=paper`
+        failed += robustness.robust_all(cfg, r, robustness.robustness_cells(cfg))
+    extra_lines = []
+    if demo:
+        from leakexp.demo import extras
+        from leakexp.tables import write_table1, write_table2
+
+        write_table1(cfg, r)
+        write_table2(cfg, r)
+        extra_lines = extras(r)
+    out = write_tables(cfg, r)
+    for line in extra_lines:
+        print(line)
+    print(f"{len(cells) - len(failed)}/{len(cells)} cells done in {time.time() - start:.1f}s")
+    for cell, exc in failed:
+        print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    print(f"tables: {out}")
+    return 1 if failed else 0
+
+
+def cmd_memorization(overrides: list[str]) -> int:
+    from leakexp import memorization, memorization_tables
+    from leakexp.cell import grid_cells
+    from leakexp.tables import tables_dir
+
+    cfg, r = _runner(overrides)
+    r.store.require_writable("leakexp memorization")
+    cells = grid_cells(cfg)
+    _, failed = memorization.compute_all(cfg, r, cells)
+    written = memorization_tables.write_tables(cfg, r, tables_dir(cfg), cells,
+                                               memorization_tables.stored_cv_sizes(cfg, r, cells))
+    for path in written:
+        print(path)
+    for cell, exc in failed:
+        print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_robustness(overrides: list[str]) -> int:
+    from leakexp import robustness, robustness_tables
+    from leakexp.tables import tables_dir
+
+    cfg, r = _runner(overrides)
+    robustness.settings(cfg)  # bad settings fail before any work
+    r.store.require_writable("leakexp robustness")
+    cells = robustness.robustness_cells(cfg)
+    failed = robustness.robust_all(cfg, r, cells)
+    for path in robustness_tables.write_tables(cfg, r, tables_dir(cfg), cells):
+        print(path)
+    for cell, exc in failed:
+        print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_tables(overrides: list[str]) -> int:
+    from leakexp.config import compose
+    from leakexp.store import Store
+    from leakexp.tables import write_tables
+
+    cfg = compose(overrides)
+    Store(cfg.store, create=False).require_writable("leakexp tables")
+    print(f"tables: {write_tables(cfg)}")
+    return 0
+
+
+def cmd_toy(overrides: list[str]) -> int:
+    from leakexp.stage import Ask
+
+    cfg, r = _runner(overrides)
+    print(r.ensure(Ask.of("toy", seed=cfg.data.seed)))
+    return 0
+
+
+def cmd_index(overrides: list[str]) -> int:
+    from leakexp.stage import Ask
+
+    cfg, r = _runner(overrides)
+    for name in ["train", *cfg.data.corpora]:
+        path = r.ensure(Ask.of("index", name=name))
+        print(f"{name}: {path} ({r.store.marker(path).figures['documents']} documents)")
+    return 0
+
+
+def cmd_detect(overrides: list[str]) -> int:
+    from leakexp.stage import Ask
+    from leakexp.tables import write_table1
+
+    cfg, r = _runner(overrides)
+    path = write_table1(cfg, r)
+    print(f"{len(r.get(Ask.of('detect')))} candidate rows; threshold {cfg.detect.threshold}")
+    print(path.read_text())
+    print(f"table 1: {path.with_suffix('')}.{{md,csv,tex}}")
+    return 0
+
+
+def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None = None) -> int:
+    from leakexp.config import compose
+    from leakexp.grid import complete, grid_status, lineage, render_status
+
+    cfg = compose(overrides)
+    if why:
+        print("\n".join(lineage(cfg, why)))
+        return 0
+    status = grid_status(cfg, verify=verify)
+    print(render_status(status))
+    return 0 if complete(status) else 1
+
+
+def cmd_plan(overrides: list[str]) -> int:
+    import pandas as pd
+
+    from leakexp.cell import grid_cells
+    from leakexp.plan import plan, render
+    from leakexp.store import atomic_write_text
+
+    cfg, r = _runner(overrides)
+    print(render(plan(cfg, r)))
+    jobs = pd.DataFrame([vars(c) for c in grid_cells(cfg)])
+    path = r.store.path("plan", f"{cfg.data.name}-jobs.tsv")
+    atomic_write_text(path, jobs.to_csv(sep="\t", index=False))
+    print(f"  job list ({len(jobs)} cells, one per line): {path}")
+    return 0
+
+
+def _corpus_topics(specs: list[str]) -> dict[str, list[str]]:
+    from leakexp.data.files import read_topic_ids
+
+    out = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit(f"leakexp: --corpus expects NAME=TOPICS (a TREC topic file or a list of ids), got {spec!r}")
+        out[name] = read_topic_ids(Path(path))
+    return out
+
+
+def cmd_annotations(args) -> int:
+    import pandas as pd
+
+    from leakexp import verify as v
+    from leakexp.report import markdown_table, plot_calibration, write_table
+    from leakexp.store import atomic_write_text
+
+    if args.action == "table2":
+        ann = v.read_annotations([Path(f) for f in args.annotations])
+        a, b = v.table2(ann, _corpus_topics(args.corpus))
+        out = Path(args.out)
+        write_table(a, out, "table2a", "Table 2 (a). Manually annotated leakage candidates: true and false "
+                    "candidates as queries and topics per corpus.")
+        write_table(b, out, "table2b", "Table 2 (b). Annotated query reformulation types (queries).")
+        print(markdown_table(a))
+        print(markdown_table(b))
+        print(f"table 2: {out}")
+        return 0
+    if args.action == "kappa":
+        k = v.kappa(v.read_annotations([Path(args.first)]), v.read_annotations([Path(args.second)]))
+        print(f"candidates: {k['candidates']}")
+        print(f"kappa_leak: {k['kappa_leak']:.4f}")
+        print(f"kappa_type: {k['kappa_type']:.4f}")
+        print(f"kappa_labels: {k['kappa_labels']:.4f}")
+        return 0
+    if args.action == "import":
+        ann = v.read_annotations([Path(f) for f in args.annotations])
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, ids in _corpus_topics(args.corpus).items():
+            leaks = v.verified_leaks(ann, ids)
+            atomic_write_text(out / f"verified-{name}.csv",
+                              leaks[["train_qid", "query", "topic_qid", "type", "similarity"]].to_csv(index=False))
+            print(f"{name}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics")
+        print(f"verified leaks: {out}")
+        return 0
+    if args.action == "calibrate":
+        ann = v.read_annotations([Path(f) for f in args.judged])
+        threshold, curve = v.calibrate(ann, args.target)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "calibration.csv", curve.to_csv(index=False))
+        plot_calibration(curve, threshold, args.target, out / "calibration.png")
+        print(f"{len(ann)} judged pairs; lowest threshold with precision >= {args.target}: "
+              f"{'none' if threshold is None else f'{threshold:.4f}'}")
+        print(f"curve: {out}/calibration.csv, {out}/calibration.png")
+        return 0 if threshold is not None else 1
+    # sample / review need the pipeline's candidates
+    from leakexp import detect as d
+
+    from leakexp.stage import Ask
+
+    cfg, r = _runner(args.overrides)
+    collections = [r.get(Ask.of("collection", corpus=c)) for c in cfg.data.corpora]
+    if args.action == "sample":
+        pairs = d.leak_pairs(r.get(Ask.of("detect")), args.lower)
+        chosen = v.stratified_sample(pairs, n=args.n, lower=args.lower, seed=args.seed)
+    else:
+        pairs = d.leak_pairs(r.get(Ask.of("detect")), float(cfg.detect.threshold))
+        chosen = v.review_candidates(pairs, int(cfg.verify.review_top_k))
+    labels = None
+    if args.label_with_truth:
+        if cfg.data.kind != "toy":
+            raise SystemExit("leakexp: --label-with-truth needs the toy world (data=toy)")
+        truth = pd.read_csv(r.ensure(Ask.of("toy", seed=cfg.data.seed)) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        labels = v.truth_labels(chosen, truth)
+    records = v.to_annotation_records(chosen, collections, labels)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(args.out), "".join(__import__("json").dumps(r) + "\n" for r in records))
+    print(f"{len(records)} candidates for annotation: {args.out}")
+    return 0
+
+
+def cmd_verify(overrides: list[str]) -> int:
+    from leakexp.stage import Ask
+    from leakexp.tables import write_table2
+
+    cfg, r = _runner(overrides)
+    ann = r.get(Ask.of("verify"))
+    print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
+    if cfg.data.kind == "toy":
+        import pandas as pd
+
+        from leakexp.detect import leak_pairs
+        from leakexp.verify import detection_quality
+
+        truth = pd.read_csv(r.ensure(Ask.of("toy", seed=cfg.data.seed)) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        q = detection_quality(leak_pairs(r.get(Ask.of("detect")), float(cfg.detect.threshold)), truth)
+        print(f"detection vs planted leaks at threshold {cfg.detect.threshold}: recall {q['recall']:.3f} "
+              f"precision {q['precision']:.3f} ({q['true_positives']} of {q['planted']} planted, "
+              f"{q['candidates']} candidate pairs)")
+    for c in cfg.data.corpora:
+        leaks = r.get(Ask.of("leaks", corpus=c))
+        print(f"{c}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics")
+    print(f"table 2: {write_table2(cfg, r).parent}/table2{{a,b}}.{{md,csv,tex}}")
+    return 0
+
+
+def cmd_build(overrides: list[str], export: bool = False) -> int:
+    import pandas as pd
+
+    from leakexp.report import markdown_table
+    from leakexp.store import read_json
+
+    from leakexp.build import export_monot5
+    from leakexp.cell import Cell
+
+    cfg, r = _runner(overrides)
+
+    rows = []
+    for corpus in cfg.grid.corpora:
+        for leakage in cfg.grid.leakages:
+            for size in cfg.grid.sizes:
+                path = r.ensure(Cell(corpus, leakage, int(size), "", 0).ask("sets"))
+                m = read_json(path / "manifest.json")
+                row = {"corpus": corpus, "leakage": leakage, "size": int(size), "instances": m["instances"],
+                       "leaked": m["leaked_instances"], "ratio": float(m["leakage_ratio"])}
+                for source in ("msmarco", "orcas", "test"):
+                    row[source] = int(m["by_source"].get(source, 0))
+                rows.append(row)
+                if export:
+                    target = r.store.path("exports", "monot5", corpus, leakage, f"{size}.tsv")
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = target.with_name(f".{target.name}.tmp")
+                    export_monot5(pd.read_parquet(path / "instances.parquet"), tmp)
+                    tmp.replace(target)
+    print(markdown_table(pd.DataFrame(rows), floatfmt="{:.4f}"))
+    if export:
+        print(f"monoT5 text exports: {r.store.path('exports', 'monot5')}")
+    return 0
+
+
+def cmd_graph_audit(args) -> int:
+    from leakexp.graph import audit_command
+
+    return audit_command(edges=args.edges, wordnet=args.wordnet, pos=args.pos, split_by=args.split_by,
+                         resplit=args.resplit, proportions=args.proportions, seed=args.seed,
+                         train_split=args.train_split, antonym_labels=args.antonym_label,
+                         columns=args.columns, out=args.out)
+def _pair_kwargs(args) -> dict:
+    """The shared inputs of audit/decontaminate/resample, with defaults from the config's detect.*"""
+    from leakexp.audit import AuditOptions
+    from leakexp.config import compose
+
+    overrides = list(args.overrides)
+    for side in ("train", "test"):  # an override typed after --train/--test lands in its list
+        specs = []
+        for v in getattr(args, side):
+            key = v.partition("=")[0]
+            (overrides if "=" in v and ("." in key or key in _OVERRIDE_KEYS) else specs).append(v)
+        setattr(args, side, specs)
+    cfg = compose(overrides)
+    d = cfg.detect
+    options = AuditOptions(k=args.k or int(d.k), threshold=float(d.threshold if args.threshold is None else args.threshold),
+                           ngrams=tuple(getattr(args, "ngrams", (13, 3))), train_rel=args.train_rel, test_rel=args.test_rel)
+    return dict(train=args.train, test=args.test, train_qrels=args.train_qrels, test_qrels=args.test_qrels,
+                fields=args.fields, test_variants=args.test_variants, out=Path(args.out), store=Path(cfg.store),
+                sbert=args.model or str(d.sbert), batch_size=int(d.batch_size), options=options)
+
+
+def cmd_pair(args) -> int:
+    from leakexp import audit, resample
+    from leakexp.data.sources import DataUnavailable
+    from leakexp.report import markdown_table
+
+    try:
+        if args.command == "split-eval":
+            from leakexp.config import compose
+
+            e = compose([]).evaluate
+            table = audit.run_split_eval(args.runs, qrels=Path(args.qrels), audit_dir=Path(args.audit),
+                                         measures=args.measures or list(e.measures), baseline=args.baseline,
+                                         leaked_by=args.leaked_by, source=args.source,
+                                         out=Path(args.out) if args.out else None, mfr_missing=str(e.mfr_missing))
+            print(markdown_table(table, floatfmt="{:.4f}"))
+            print(f"split-eval: {Path(args.out) if args.out else Path(args.audit) / 'split-eval'}/split_eval.{{md,csv,tex}}")
+            return 0
+        kwargs = _pair_kwargs(args)
+        if args.command == "audit":
+            print(audit.format_summary(audit.run_audit(**kwargs)))
+            print(f"report: {kwargs['out'] / 'report.md'}")
+        elif args.command == "decontaminate":
+            f = resample.run_decontaminate(**kwargs, by_label=args.by_label, docs=args.docs)
+            print(f"removed: {f['removed']} of {f['train_queries']} training queries "
+                  f"({f['removed_similarity']} above {f['threshold']:g}, {f['removed_label_only']} by label only)")
+            print(f"decontaminated data: {kwargs['out']} (removed.csv lists each removal)")
+        else:
+            extra = (dict(sizes=args.sizes, extrapolation_threshold=args.extrapolation_threshold)
+                     if args.method == "restrain" else dict(buckets=args.buckets, sample=args.sample))
+            table = resample.run_resample(args.method, **kwargs, seed=args.seed, **extra)
+            print(markdown_table(table, floatfmt="{:.4f}"))
+            print(f"{args.method}: {kwargs['out'] / args.method}")
+        return 0
+    except (ValueError, DataUnavailable) as exc:
+        print(f"leakexp: {exc}", file=sys.stderr)
+        return 2
+
+

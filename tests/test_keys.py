@@ -1,0 +1,138 @@
+"""Every config leaf re-keys exactly the artifacts whose stages read it (directly or through their inputs).
+
+The expectation comes from the stages' declarations (``Stage.reads`` and ``Stage.inputs``), never from a hand
+list, so a setting that a stage reads without declaring it, or a key that misses an input, fails here.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from omegaconf import OmegaConf
+
+from leakexp.cell import grid_cells
+from leakexp.config import compose, settings
+from leakexp.grid import cell_asks, shared_asks
+from leakexp.pipeline import Runner, _leaves
+from leakexp.stages import STAGES
+from leakexp.store import Store
+
+
+def _paper_env(tmp_path, monkeypatch) -> list[str]:
+    ann = tmp_path / "a.jsonl"
+    ann.write_text("{}\n")
+    for corpus in ("ROBUST04", "CORE17", "CORE18"):
+        variants = tmp_path / f"{corpus}.tsv"
+        variants.write_text("1\tq\n")
+        monkeypatch.setenv(f"LEAKEXP_VARIANTS_{corpus}", str(variants))
+    return [f"verify.annotations=[{ann}]"]
+
+
+def _runner(s: dict, store) -> Runner:
+    return Runner(s, STAGES, store)
+
+
+def _all_asks(cfg, runner) -> list:
+    cells = grid_cells(cfg)
+    asks = [a for rows in (shared_asks(cfg), cell_asks(cfg, cells)) for v in rows.values() for a in v]
+    return list(dict.fromkeys(u for a in asks for u in runner.upstream(a)))
+
+
+def _changed(value):
+    """Another value of the same type (a list loses its last element, or its only element changes)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 2
+    if isinstance(value, float):
+        return value * 0.5 + 0.01
+    if isinstance(value, str):
+        return value + "-changed"
+    if value is None:
+        return "changed"
+    raise TypeError(type(value))
+
+
+def _covers(read: str, leaf: str) -> bool:
+    return leaf == read or leaf.startswith(read + ".") or read.startswith(leaf + ".")
+
+
+def _direct(runner: Runner, ask, changed: set[str]) -> bool:
+    """Whether the stage of ``ask`` reads one of the ``changed`` settings leaves (its declaration says so)."""
+    reads = runner.stage(ask).read_paths(ask.params, runner.cuda)
+    for leaf in changed:
+        if any(_covers(r, leaf) for r in reads if not r.startswith("!")) and \
+                not any(leaf == r[1:] or leaf.startswith(r[1:] + ".") for r in reads if r.startswith("!")):
+            return True
+    return False
+
+
+def _settings_leaves(s: dict) -> dict:
+    return dict(_leaves(s))
+
+
+@pytest.mark.parametrize("experiment", ["demo", "paper"])
+def test_every_leaf_rekeys_exactly_its_readers(experiment, tmp_path, monkeypatch):
+    extra = _paper_env(tmp_path, monkeypatch) if experiment == "paper" else []
+    cfg = compose([f"experiment={experiment}", f"store={tmp_path / 'store'}", *extra])
+    store = Store(tmp_path / "store")
+    base_settings = settings(cfg)
+    base = _runner(base_settings, store)
+    asks = _all_asks(cfg, base)
+    base_keys = {a: base.key(a) for a in asks}
+    leaves = [k for k, _ in _leaves(OmegaConf.to_container(cfg, resolve=True)) if not k.startswith("hydra.")]
+    assert len(leaves) > 60
+    checked = 0
+    for leaf in leaves:
+        changed_cfg = copy.deepcopy(cfg)
+        value = OmegaConf.select(changed_cfg, leaf)
+        if isinstance(value, list) or OmegaConf.is_list(value):
+            items = list(value)
+            new = items[:-1] if len(items) > 1 else [_changed(items[0]) if items else "changed"]
+        else:
+            new = _changed(value)
+        OmegaConf.update(changed_cfg, leaf, new, force_add=True)
+        s = settings(changed_cfg)
+        diff = {k for k, v in _settings_leaves(s).items() if _settings_leaves(base_settings).get(k, object()) != v}
+        diff |= {k for k in _settings_leaves(base_settings) if k not in _settings_leaves(s)}
+        runner = _runner(s, store)
+        got, expected = set(), set()
+        for ask in asks:
+            try:
+                key = runner.key(ask)
+            except Exception:  # a changed path that no longer exists: the artifact is re-keyed (cannot be made)
+                key = None
+            if key != base_keys[ask]:
+                got.add(ask)
+            if any(_direct(base, u, diff) or _direct(runner, u, diff) for u in base.upstream(ask)):
+                expected.add(ask)
+        assert got == expected, (f"{leaf}: re-keyed but no declared reader: {sorted(map(str, got - expected))[:5]}; "
+                                 f"declared reader but same key: {sorted(map(str, expected - got))[:5]}")
+        checked += 1
+    assert checked == len(leaves)
+
+
+def test_analysis_rekeys_training_sets_and_all_below(tmp_path):
+    """The training sets' negatives come from BM25 over the training pool: its analysis is part of their key."""
+    cfg = compose(["experiment=demo", f"store={tmp_path}"])
+    other = compose(["experiment=demo", f"store={tmp_path}", "bm25.stemmer=porter"])
+    a, b = _runner(settings(cfg), Store(tmp_path)), _runner(settings(other), Store(tmp_path))
+    cells = grid_cells(cfg)
+    for stage in ("sets", "train", "rerank", "eval"):
+        assert all(a.key(c.ask(stage)) != b.key(c.ask(stage)) for c in cells), stage
+    assert a.key(cells[0].ask("sets")) != b.key(cells[0].ask("sets"))
+
+
+def test_no_leakage_work_is_shared_by_corpora(tmp_path):
+    cfg = compose(["experiment=demo", f"store={tmp_path}"])
+    r = _runner(settings(cfg), Store(tmp_path))
+    none = [c for c in grid_cells(cfg) if c.leakage == "none"]
+    by_corpus = {}
+    for c in none:
+        by_corpus.setdefault((c.size, c.model, c.seed), set()).add((r.path(c.ask("sets")), r.path(c.ask("train"))))
+    assert all(len(v) == 1 for v in by_corpus.values())
+    # re-rankings stay per corpus, and leaked models stay per corpus
+    assert len({r.path(c.ask("rerank")) for c in none}) == len(none)
+    msm = [c for c in grid_cells(cfg) if c.leakage == "msm"]
+    assert len({r.path(c.ask("train")) for c in msm}) == len(msm)
