@@ -107,27 +107,6 @@ def validate_model(cfg: DictConfig, name: str) -> None:
             raise ConfigError(f"{where}: optimizer={value!r} is unknown; use {', '.join(OPTIMIZERS)}")
 
 
-def validate_evaluation(cfg: DictConfig) -> None:
-    from leakexp.evaluate import parse_measures
-    from leakexp.stats import SELECTIONS
-
-    e = cfg.evaluate
-    if e.mfr_missing not in ("skip", "depth"):
-        raise ConfigError(f"evaluate.mfr_missing={e.mfr_missing} is unknown; use skip or depth")
-    if e.get("no_relevant", "skip") not in ("skip", "zero"):
-        raise ConfigError(f"evaluate.no_relevant={e.no_relevant} is unknown; use skip (leave such topics out) or zero")
-    try:
-        parse_measures(list(e.measures), mfr_missing=e.mfr_missing)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if e.get("cv_selection", "best") not in SELECTIONS:
-        raise ConfigError(f"evaluate.cv_selection={e.cv_selection} is unknown; use {' or '.join(SELECTIONS)}")
-    if not (_is_int(e.get("folds", 5)) and e.get("folds", 5) >= 2):
-        raise ConfigError(f"evaluate.folds={e.get('folds')!r} must be an integer >= 2")
-    if not 0 < float(e.get("alpha", 0.05)) < 1:
-        raise ConfigError(f"evaluate.alpha={e.get('alpha')} must be in (0, 1)")
-
-
 def validate_device(device) -> None:
     device = str(device)
     if device in ("auto", "cpu"):
@@ -142,7 +121,8 @@ def validate_device(device) -> None:
 
 
 def validate(cfg: DictConfig) -> None:
-    """Fail early, naming the key, on values that cannot work together."""
+    """Fail early, naming the key, on values that cannot work together. The grid, the cell and the models are
+    checked here; each stage checks its own section (``Stage.check``, run by ``leakexp.stages.check``)."""
     for group in ("data", "corpus", "leakage", "model", "grid"):
         if group not in cfg:
             raise ConfigError(f"config has no '{group}'")
@@ -156,12 +136,6 @@ def validate(cfg: DictConfig) -> None:
         if bad:
             raise ConfigError(f"grid.{key} has {bad[0]!r}; it must be a list of integers")
     validate_device(cfg.get("device", "auto"))
-    from leakexp.retrieval import check_analysis
-
-    try:
-        check_analysis(str(cfg.bm25.stemmer), str(cfg.bm25.stopwords))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
     size = cfg.size
     if not isinstance(size, int) or size <= 0 or size % 2:
         raise ConfigError(f"size={size}: must be a positive even number of instances (one pos + one neg per query)")
@@ -180,18 +154,9 @@ def validate(cfg: DictConfig) -> None:
             f"corpus={cfg.corpus.name} is not one of data.corpora={list(cfg.data.corpora)} "
             f"(data={cfg.data.name}); pick a matching data/corpus pair"
         )
-    from leakexp.data.sources import DataUnavailable, require_variants
-
-    for c in ([] if OmegaConf.is_missing(cfg.data, "corpora") else cfg.data.corpora):
-        try:  # before any work: variants missing by accident would make detection search without them
-            require_variants(OmegaConf.to_container(corpus_config(c) if c != cfg.corpus.name else cfg.corpus,
-                                                    resolve=True), list(cfg.detect.fields))
-        except DataUnavailable as exc:
-            raise ConfigError(str(exc)) from None
     t = float(cfg.detect.threshold)
     if not -1.0 <= t <= 1.0:
         raise ConfigError(f"detect.threshold={t} must be a cosine similarity in [-1, 1]")
-    validate_evaluation(cfg)
     if cfg.build.get("test_missing_judgments", "skip") not in ("skip", "top_up"):
         raise ConfigError(f"build.test_missing_judgments={cfg.build.test_missing_judgments} is unknown; use skip "
                           "(leave out topics without a relevant or non-relevant judgment) or top_up")
@@ -206,9 +171,6 @@ def validate(cfg: DictConfig) -> None:
     for s in cfg.grid.sizes:
         if int(s) <= 0 or int(s) % 2:
             raise ConfigError(f"grid.sizes has {s}; sizes must be positive even numbers of instances")
-    from leakexp.memorization import validate as validate_memorization
-
-    validate_memorization(cfg)
 
 
 def _diff(a, b):

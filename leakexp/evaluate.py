@@ -31,6 +31,7 @@ from leakexp.stage import Ask, Context, Stage
 MEASURE_ORDER = ("nDCG@10", "P@1", "MFR")
 LOWER_IS_BETTER = {"MFR"}
 NO_RELEVANT = ("skip", "zero")
+SELECTIONS = ("best", "max_effect")  # how the cross-validation chooses a size (leakexp.stats)
 
 
 @lru_cache(maxsize=None)
@@ -139,6 +140,28 @@ def per_query(run: pd.DataFrame, qrels: pd.DataFrame, names: list[str], *, mfr_m
 
 
 # -- the stage --------------------------------------------------------------------------------------------
+def check(cfg) -> None:
+    """The ``evaluate`` section, before any work."""
+    from leakexp.stage import ConfigError
+
+    e = cfg.evaluate
+    if e.mfr_missing not in ("skip", "depth"):
+        raise ConfigError(f"evaluate.mfr_missing={e.mfr_missing} is unknown; use skip or depth")
+    if e.get("no_relevant", "skip") not in NO_RELEVANT:
+        raise ConfigError(f"evaluate.no_relevant={e.no_relevant} is unknown; use skip (leave such topics out) or zero")
+    try:
+        parse_measures(list(e.measures), mfr_missing=e.mfr_missing)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if e.get("cv_selection", "best") not in SELECTIONS:
+        raise ConfigError(f"evaluate.cv_selection={e.cv_selection} is unknown; use {' or '.join(SELECTIONS)}")
+    folds = e.get("folds", 5)
+    if not (isinstance(folds, int) and not isinstance(folds, bool) and folds >= 2):
+        raise ConfigError(f"evaluate.folds={folds!r} must be an integer >= 2")
+    if not 0 < float(e.get("alpha", 0.05)) < 1:
+        raise ConfigError(f"evaluate.alpha={e.get('alpha')} must be in (0, 1)")
+
+
 def _evaluate(ctx: Context, tmp: Path) -> dict:
     e = ctx.config["evaluate"]
     run = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
@@ -172,6 +195,6 @@ def _eval_path(p: dict) -> list[str]:
 EVAL = Stage(
     "eval", version=1, reads=("evaluate.measures", "evaluate.mfr_missing", "evaluate.no_relevant", "rerank.depth"),
     inputs=_eval_inputs, compute=_evaluate, normalise=_eval_params, path=lambda p, c: _eval_path(p),
-    opener=lambda path: pd.read_parquet(path / "perquery.parquet"),
+    opener=lambda path: pd.read_parquet(path / "perquery.parquet"), check=check,
     describe="per-query nDCG@10, P@1 and MFR of a re-ranking",
 )

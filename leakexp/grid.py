@@ -130,13 +130,14 @@ def stored_results(runner: Runner, cells: list[Cell]):
 def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
     """``status --why``: for the configured cell's artifact of each named stage, what made its key and, where
     only other configurations' artifacts are stored, which values and inputs differ."""
+    from leakexp.lineage import why
     from leakexp.stages import runner as make_runner
 
     r, cell = make_runner(cfg, readonly=True), cell_from_config(cfg)
     lines = []
     for stage in stages:
         ask = cell.ask(stage) if stage in ("sets", "train", "rerank", "eval", "memorization") else Ask.of(stage)
-        lines += [*r.why(ask), ""]
+        lines += [*why(r, ask), ""]
     return lines
 
 

@@ -29,16 +29,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from leakexp.store import atomic_write_text, config_hash
-
-if TYPE_CHECKING:
-    from leakexp.pipeline import Cell, Pipeline
+from leakexp.cell import Cell
+from leakexp.stage import Ask, Context, Stage
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +243,7 @@ def settings(cfg: DictConfig) -> dict:
 
 def validate(cfg: DictConfig) -> None:
     """Check the ``memorization`` block before any work; a bad value names the key and the fix."""
-    from leakexp.config import ConfigError
+    from leakexp.stage import ConfigError
 
     s = settings(cfg)
     if not isinstance(s["enabled"], bool):
@@ -271,376 +269,120 @@ def wanted(cfg: DictConfig, cell: "Cell") -> bool:
 
 
 # -- the stage ------------------------------------------------------------------------------------------
-def _finished_rerank(p: "Pipeline", cell: "Cell") -> dict | None:
-    config = p.rerank_config(cell)
-    if config is None or not p.store.is_done(p.store.keyed("rerank", *cell.parts(), config=config), config):
-        return None
-    return config
+def _params(p: dict) -> dict:
+    if p["leakage"] not in LEAKED:
+        raise ValueError(f"memorization needs a leaked cell (msm or test), got {p}")
+    return {k: p[k] for k in ("corpus", "leakage", "size", "model")} | {"seed": int(p["seed"])}
 
 
-def memorization_config(p: "Pipeline", cell: "Cell") -> dict | None:
-    """What a cell's memorization artifact depends on; None while the with- or the without-leakage
-    re-ranking is not finished. Cheap: reads markers, loads no data."""
-    if cell.leakage not in LEAKED:
-        raise ValueError(f"memorization needs a leaked cell (msm or test), got {cell}")
-    with_rerank, without_rerank = _finished_rerank(p, cell), _finished_rerank(p, without_cell(cell))
-    if with_rerank is None or without_rerank is None:
-        return None
-    return {
-        "stage": "memorization", "leakage": cell.leakage,
-        "with": config_hash(with_rerank), "without": config_hash(without_rerank),
-        "query_field": str(p.cfg.rerank.query_field),
-        # MSM leaks map to their topics through the verified annotations
-        "leaks": config_hash(p.verify_config()) if cell.leakage == "msm" else None,
-    }
+def _reads(p: dict, cuda: bool) -> list[str]:
+    return ["rerank.query_field"] + (["precision.rerank_bf16"] if cuda else [])
 
 
-def memorization_path(p: "Pipeline", cell: "Cell") -> Path | None:
-    """Where the memorization artifact of ``cell`` lives under this config (None while upstream is missing)."""
-    config = memorization_config(p, cell)
-    return None if config is None else p.store.keyed("memorization", *cell.parts(), config=config)
+def _inputs(p: dict, c) -> dict:
+    """The leaked cell's training set, both models and their re-rankings of the corpus (with and without
+    leakage), the collection (query texts), the idf the models read, and for MSM the verified leaks."""
+    from leakexp.build import set_params
+    from leakexp.rerank import rerank_params
+    from leakexp.train import reads_idf, train_params
+
+    without = {**p, "leakage": "none"}
+    inputs = {"set": Ask.of("sets", **set_params(p)),
+              "model-with": Ask.of("train", **train_params(p)), "model-without": Ask.of("train", **train_params(without)),
+              "run-with": Ask.of("rerank", **rerank_params(p)), "run-without": Ask.of("rerank", **rerank_params(without)),
+              "collection": Ask.of("collection", corpus=p["corpus"])}
+    if reads_idf(c, p["model"]):
+        inputs["df"] = Ask.of("df", name=p["corpus"])
+    if p["leakage"] == "msm":  # MSM leaks map to their topics through the verified annotations
+        inputs["annotations"] = Ask.of("verify")
+    return inputs
 
 
-def memorization_state(p: "Pipeline", cell: "Cell") -> tuple[str, Path | None, str]:
-    """(state, path, detail) of the cell's memorization artifact, as ``Pipeline.cell_state`` for the others."""
-    from leakexp.pipeline import artifact_state
-
-    try:
-        path = memorization_path(p, cell)
-    except Exception as exc:  # e.g. annotation files not given yet
-        return "missing", None, f"{type(exc).__name__}: {exc}"
-    return artifact_state(p.store, path)
-
-
-def _annotations(p: "Pipeline") -> pd.DataFrame:
-    """The verify artifact's annotations, read directly (no need to load the training pool)."""
-    path = p.verify_path()
-    if not p.store.is_done(path, p.verify_config()):
-        return p.annotations()
-    return pd.read_parquet(path / "annotations.parquet")
-
-
-def _queries(p: "Pipeline", cell: "Cell", topics: list[str], runs: list[pd.DataFrame]) -> dict[str, str]:
+def _queries(collection, query_field: str, topics: list[str], runs: list[pd.DataFrame]) -> dict[str, str]:
     """The query text re-ranking used per topic (from the runs; the collection for a topic without run)."""
     out: dict[str, str] = {}
     for run in runs:
         for q, text in zip(run.qid.astype(str), run["query"]):
             out.setdefault(q, text)
-    missing = [t for t in topics if t not in out]
-    if missing:
-        coll = p.collection(cell.corpus).topics
-        for t in missing:
-            out[t] = coll[t].text(p.cfg.rerank.query_field)
+    for t in topics:
+        if t not in out:
+            out[t] = collection.topics[t].text(query_field)
     return out
 
 
-def memorized(p: "Pipeline", cell: "Cell") -> Path:
-    """The memorization artifact of a leaked cell, computing whatever the store lacks (sets, models, runs).
+def _memorize(ctx: Context, tmp: Path) -> dict:
+    """Scores only documents outside the runs, batched, once per model; ranks in the stored runs otherwise."""
+    from leakexp.rerank import load_model, scoring
+    from leakexp.verify import verified_leaks
 
-    Scores only documents outside the runs, batched, once per model; ranks in the stored runs otherwise.
-    """
-    from leakexp import verify as verifier
+    p = ctx.params
+    collection = ctx.inputs["collection"]
+    pairs = leaked_pairs(pd.read_parquet(ctx.inputs["set"] / "instances.parquet"), p["leakage"])
+    if p["leakage"] == "test":
+        topics = pairs[["pair"]].assign(topic=pairs.train_qid)
+    else:
+        topics = msm_topics(pairs, verified_leaks(ctx.inputs["annotations"], list(collection.topics)), p["corpus"])
+    docs = leaked_documents(pairs, topics)
+    runs = {v: pd.read_parquet(ctx.inputs[f"run-{v}"] / "run.parquet") for v in VARIANTS}
+    queries = _queries(collection, str(ctx.config.at("rerank.query_field")), sorted(set(docs.topic)),
+                       list(runs.values()))
+    how = scoring(ctx)  # scored as the re-ranking scored the run (same precision), so ranks can be compared
+    frames, scored = [], {}
+    for variant in VARIANTS:
+        def score(qs: list[str], texts: list[str], variant: str = variant) -> list[float]:
+            scored[variant] = len(texts)
+            return load_model(ctx, f"model-{variant}").score(qs, texts, **how)
 
-    if cell.leakage not in LEAKED:
-        raise ValueError(f"memorization needs a leaked cell (msm or test), got {cell}")
-    base = without_cell(cell)
-    run_paths = {"with": p.reranked(cell), "without": p.reranked(base)}
-    set_path = p.training_set(cell.corpus, cell.leakage, cell.size)
-    config = memorization_config(p, cell)
-    if config is None:
-        raise RuntimeError(f"{cell}: the re-rankings were computed but are not finished in the store")
-    path = p.store.keyed("memorization", *cell.parts(), config=config)
-    if p.store.is_done(path, config):
-        return path
-
-    def compute(tmp: Path) -> dict:
-        pairs = leaked_pairs(pd.read_parquet(set_path / "instances.parquet"), cell.leakage)
-        if cell.leakage == "test":
-            topics = pairs[["pair"]].assign(topic=pairs.train_qid)
-        else:
-            topic_ids = list(p.collection(cell.corpus).topics)
-            topics = msm_topics(pairs, verifier.verified_leaks(_annotations(p), topic_ids), cell.corpus)
-        docs = leaked_documents(pairs, topics)
-        runs = {v: pd.read_parquet(run_paths[v] / "run.parquet") for v in VARIANTS}
-        queries = _queries(p, cell, sorted(set(docs.topic)), list(runs.values()))
-        batch = int(p.model_cfg(cell.model).get("train", {}).get("score_batch_size", 64))
-        frames, scored = [], {}
-        for variant in VARIANTS:
-            def score(qs: list[str], texts: list[str], variant: str = variant) -> list[float]:
-                model = p.load_model({"with": cell, "without": base}[variant])
-                scored[variant] = len(texts)
-                # scored as the re-ranking scored the run (same precision), so ranks can be compared
-                return model.score(qs, texts, batch_size=batch, device=p.device, bf16=p.rerank_bf16())
-
-            ranked = rank_leaked(docs, runs[variant], queries, score, always_score=cell.leakage == "msm")
-            frames.append(ranked.assign(variant=variant))
-        rows = pd.concat(frames, ignore_index=True).assign(
-            corpus=cell.corpus, leakage=cell.leakage, size=int(cell.size), model=cell.model, seed=int(cell.seed))
-        rows = rows[ROW_COLUMNS]
-        rows.to_parquet(tmp / FILE, index=False)
-        rel = rows[rows.label == 1]
-        figures = {"rows": len(rows), "topics": int(rows.topic.nunique()), "leaked_queries": int(pairs.pair.nunique()),
-                   "scored_with": scored.get("with", 0), "scored_without": scored.get("without", 0)}
-        for variant in VARIANTS:
-            figures[f"mean_rank_relevant_{variant}"] = round(macro_average(rel[rel.variant == variant], "rank")[0], 4)
-        log.info("memorization %s: %s", cell, figures)
-        return figures
-
-    return p.store.ensure(path, config, compute)
+        ranked = rank_leaked(docs, runs[variant], queries, score, always_score=p["leakage"] == "msm")
+        frames.append(ranked.assign(variant=variant))
+    rows = pd.concat(frames, ignore_index=True).assign(
+        corpus=p["corpus"], leakage=p["leakage"], size=int(p["size"]), model=p["model"], seed=int(p["seed"]))
+    rows = rows[ROW_COLUMNS]
+    rows.to_parquet(tmp / FILE, index=False)
+    rel = rows[rows.label == 1]
+    figures = {"rows": len(rows), "topics": int(rows.topic.nunique()), "leaked_queries": int(pairs.pair.nunique()),
+               "scored_with": scored.get("with", 0), "scored_without": scored.get("without", 0)}
+    for variant in VARIANTS:
+        figures[f"mean_rank_relevant_{variant}"] = round(macro_average(rel[rel.variant == variant], "rank")[0], 4)
+    log.info("memorization %s: %s", "/".join(map(str, p.values())), figures)
+    return figures
 
 
-def ready_cells(p: "Pipeline", cell: "Cell") -> list["Cell"]:
+def _path(p: dict, c) -> list[str]:
+    from leakexp.train import cell_path
+
+    return cell_path(p)
+
+
+MEMORIZATION = Stage(
+    "memorization", version=1, reads=_reads, inputs=_inputs, compute=_memorize, normalise=_params, path=_path,
+    device=True, check=validate,
+    describe="ranks and scores of a leaked cell's leaked documents with and without leakage (Tables 6-8)",
+)
+
+
+# -- running it through a runner --------------------------------------------------------------------------
+def ready_cells(cfg: DictConfig, runner, cell: Cell) -> list[Cell]:
     """The leaked cells whose memorization can be computed now that ``cell`` is finished: the cell itself
-    (leaked) or its MSM and test siblings (no leakage), where both re-rankings are in the store. Cheap."""
-    family = [cell] if cell.leakage in LEAKED else [dataclasses.replace(cell, leakage=l) for l in LEAKED]
-    return [c for c in family if wanted(p.cfg, c) and memorization_config(p, c) is not None]
-
-
-def memorize_ready(p: "Pipeline", cell: "Cell") -> list[Path]:
-    """After a cell's re-ranking: the memorization artifacts it completes (see ``ready_cells``).
+    (leaked) or its MSM and test siblings (no leakage), where both re-rankings are in the store. Cheap.
 
     Whichever of a leaked cell and its no-leakage cell finishes last computes it, so grid workers never
-    wait for, or train, a model of another cell (``compute_all`` does, for grids without ``none``).
-    """
-    return [memorized(p, c) for c in ready_cells(p, cell)]
+    wait for, or train, a model of another cell (``compute_all`` does, for grids without ``none``)."""
+    family = [cell] if cell.leakage in LEAKED else [dataclasses.replace(cell, leakage=l) for l in LEAKED]
+    return [c for c in family if wanted(cfg, c)
+            and all(runner.state(x.ask("rerank"))[0] == "done" for x in (c, without_cell(c)))]
 
 
-def compute_all(p: "Pipeline", cells: list["Cell"]) -> tuple[list[Path], list[tuple["Cell", Exception]]]:
+def compute_all(cfg: DictConfig, runner, cells: list[Cell]) -> tuple[list[Path], list[tuple[Cell, Exception]]]:
     """The memorization artifacts of every wanted cell among ``cells`` (and what they lack upstream); a
     failing cell is reported and does not stop the others."""
     from tqdm.auto import tqdm
 
     done, failed = [], []
-    for cell in tqdm([c for c in cells if wanted(p.cfg, c)], desc="memorization", unit="cell"):
+    for cell in tqdm([c for c in cells if wanted(cfg, c)], desc="memorization", unit="cell"):
         try:
-            done.append(memorized(p, cell))
+            done.append(runner.ensure(cell.ask("memorization")))
         except Exception as exc:  # one failed cell must not stop the others
             log.error("memorization of %s failed: %s: %s", cell, type(exc).__name__, exc)
             failed.append((cell, exc))
     return done, failed
-
-
-# -- tables ---------------------------------------------------------------------------------------------
-def stored_cv_sizes(cfg: DictConfig, p: "Pipeline", cells: list["Cell"]) -> pd.DataFrame | None:
-    """The cross-validation's size choices (as ``tables.write_tables`` makes them for Tables 3-5) from the
-    stored evaluations of ``cells``; None when none is finished. For callers outside ``write_tables``."""
-    from leakexp.stats import evaluate_corpus, seed_average
-    from leakexp.tables import TABLE_MEASURES
-
-    results, _ = p.stored_results(cells)
-    if len(results) == 0:
-        return None
-    avg, e = seed_average(results), cfg.evaluate
-    frames = [evaluate_corpus(avg, corpus, list(TABLE_MEASURES), n_folds=int(e.get("folds", 5)),
-                              fold_seed=int(e.get("fold_seed", 0)), selection=e.get("cv_selection", "best"),
-                              alpha=float(e.get("alpha", 0.05)))[1]
-              for corpus in dict.fromkeys(cfg.grid.corpora) if corpus in set(avg.corpus)]
-    return pd.concat(frames, ignore_index=True) if frames else None
-
-
-def _fmt(mean: float, std: float, digits: int, std_digits: int) -> str:
-    if np.isnan(mean):
-        return "–"
-    return f"{mean:.{digits}f} ± " + ("–" if np.isnan(std) else f"{std:.{std_digits}f}")
-
-
-def _labels():
-    from leakexp.tables import CORPUS_LABEL, MODEL_LABEL
-
-    return CORPUS_LABEL, MODEL_LABEL
-
-
-def table_rows(rows: pd.DataFrame, corpora: list[str], models: list[str]) -> dict[str, pd.DataFrame]:
-    """Long numeric frames of Tables 6 (rank), 7 (score) and 8 (offset increase): one row per leakage,
-    model, corpus (and variant), with mean, std, topics, leaked queries and seeds."""
-    out = {"table6": [], "table7": [], "table8": []}
-    increase = offset_increase(rows) if len(rows) else pd.DataFrame(columns=["corpus", "leakage", "model", "topic", "increase"])
-    for leakage in LEAKED:
-        for model in models:
-            for corpus in corpora:
-                sel = rows[(rows.leakage == leakage) & (rows.model == model) & (rows.corpus == corpus)]
-                if sel.empty:
-                    continue
-                info = {"leakage": leakage, "model": model, "corpus": corpus,
-                        "sizes": ",".join(str(s) for s in sorted(sel["size"].unique())),
-                        "leaked_queries": int(sel.groupby(["size", "seed"]).pair.nunique().max()),
-                        "seeds": int(sel.seed.nunique())}
-                rel = sel[sel.label == 1]
-                for table, value in (("table6", "rank"), ("table7", "score")):
-                    for variant in VARIANTS:
-                        mean, std, n = macro_average(rel[rel.variant == variant], value)
-                        out[table].append({**info, "variant": variant, "mean": mean, "std": std, "topics": n})
-                inc = increase[(increase.leakage == leakage) & (increase.model == model) & (increase.corpus == corpus)]
-                mean, std, n = macro_average(inc, "increase")
-                out["table8"].append({**info, "variant": "increase", "mean": mean, "std": std, "topics": n})
-    cols = ["leakage", "model", "corpus", "variant", "mean", "std", "topics", "leaked_queries", "seeds", "sizes"]
-    return {k: pd.DataFrame(v, columns=cols) for k, v in out.items()}
-
-
-def _display(long: pd.DataFrame, table: str, corpora: list[str], models: list[str]) -> pd.DataFrame:
-    corpus_label, model_label = _labels()
-    idx = long.set_index(["leakage", "model", "corpus", "variant"])
-    digits = (3, 2) if table == "table8" else (2, 2)
-
-    def cell(*key) -> str:
-        if key not in idx.index:
-            return "–"
-        r = idx.loc[key]
-        return _fmt(float(r["mean"]), float(r["std"]), *digits)
-
-    present = [m for m in models if m in set(long.model)]
-    rows = []
-    if table == "table8":
-        for m in present:
-            row = {"Model": model_label.get(m, m)}
-            for leakage in LEAKED:
-                for c in corpora:
-                    row[f"Δ on {LEAKAGE_LABEL[leakage]} {corpus_label.get(c, c)}"] = cell(leakage, m, c, "increase")
-            rows.append(row)
-    else:
-        for leakage in LEAKED:
-            for m in present:
-                if not ((long.leakage == leakage) & (long.model == m)).any():
-                    continue
-                row = {"Leakage": LEAKAGE_LABEL[leakage], "Model": model_label.get(m, m)}
-                for c in corpora:
-                    for variant in VARIANTS:
-                        row[f"{corpus_label.get(c, c)} {variant.capitalize()}"] = cell(leakage, m, c, variant)
-                rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def _latex(display: pd.DataFrame, caption: str, label: str) -> str:
-    from leakexp.report import latex_escape
-
-    def esc(v) -> str:
-        return latex_escape(v).replace("±", r"$\pm$").replace("Δ", r"$\Delta$").replace("–", "--")
-
-    lines = [r"\begin{table}", r"\centering", rf"\caption{{{esc(caption)}}}", rf"\label{{{label}}}",
-             r"\begin{tabular}{" + "l" * (2 if "Leakage" in display.columns else 1)
-             + "r" * (len(display.columns) - (2 if "Leakage" in display.columns else 1)) + "}",
-             r"\toprule", " & ".join(esc(c) for c in display.columns) + r" \\", r"\midrule"]
-    for row in display.itertuples(index=False):
-        lines.append(" & ".join(esc(v) for v in row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
-
-
-def _counts(long: pd.DataFrame, corpora: list[str]) -> str:
-    """'toy_robust: MSM 25 topics / 60 leaked queries, Test 30 / 60; ...' (ranges where models differ)."""
-    corpus_label, _ = _labels()
-
-    def span(values) -> str:
-        lo, hi = int(min(values)), int(max(values))
-        return str(lo) if lo == hi else f"{lo}–{hi}"
-
-    parts = []
-    for c in corpora:
-        bits = []
-        for leakage in LEAKED:
-            sel = long[(long.corpus == c) & (long.leakage == leakage)]
-            if len(sel):
-                bits.append(f"{LEAKAGE_LABEL[leakage]} {span(sel.topics)} topics / {span(sel.leaked_queries)} leaked queries")
-        if bits:
-            parts.append(f"{corpus_label.get(c, c)}: " + ", ".join(bits))
-    return "; ".join(parts)
-
-
-def _table_sets(s: dict, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd.DataFrame | None) -> list[tuple]:
-    """(file suffix, sizes sentence, rows, selection of (corpus, leakage, size, model)) per table set."""
-    sets, seen = [], set()
-    present = sorted(int(x) for x in rows["size"].unique())
-    for spec in s["sizes"]:
-        if spec == "each" or isinstance(spec, int):
-            for size in ([int(x) for x in grid_sizes] if spec == "each" else [spec]):
-                if size in seen or size not in present:
-                    continue
-                seen.add(size)
-                sets.append((f"size{size}", f"training-set size {size}", rows[rows["size"] == size],
-                             lambda c, size=size: c.size == size))
-        elif spec == "pooled":
-            sets.append(("pooled", f"all training-set sizes pooled ({', '.join(map(str, present))}; each topic's "
-                         "mean covers every size)", rows, lambda c: True))
-        elif spec == "cv":
-            if cv_sizes is None or len(cv_sizes) == 0:
-                log.warning("memorization.sizes has cv but no cross-validation sizes are available; skipping the CV tables")
-                continue
-            choice = cv_choice(cv_sizes, s["cv_measure"])
-            if choice.empty:
-                log.warning("no cross-validation size choices for %s; skipping the CV memorization tables", s["cv_measure"])
-                continue
-            keys = set(zip(choice.corpus, choice.model, choice.leakage, choice["size"]))
-            sel = rows[[k in keys for k in zip(rows.corpus, rows.model, rows.leakage, rows["size"])]]
-            _, model_label = _labels()
-            listed = "; ".join(f"{c} {model_label.get(m, m)} {LEAKAGE_LABEL[l]} {z} ({n}/{o} folds)"
-                               for c, m, l, z, n, o in choice.itertuples(index=False))
-            sets.append(("cv", f"the training-set size the cross-validation chose most often (over its folds) for "
-                         f"{s['cv_measure']} per corpus, model and leakage type ({listed})", sel,
-                         lambda c, keys=keys: (c.corpus, c.model, c.leakage, c.size) in keys))
-    return sets
-
-
-def write_tables(cfg: DictConfig, p: "Pipeline", out_dir: Path, cells: list["Cell"],
-                 cv_sizes: pd.DataFrame | None) -> list[Path]:
-    """Tables 6-8 per configured size selection and the per-instance CSV, from the stored memorization
-    artifacts alone (no scoring). Returns the written files (none when no artifact is finished)."""
-    from leakexp.report import markdown_table
-    from leakexp.tables import incomplete_note
-
-    s = settings(cfg)
-    if not s["enabled"]:
-        log.info("memorization.enabled is false: Tables 6-8 are not written")
-        return []
-    leaked = [c for c in cells if c.leakage in LEAKED]
-    frames, states = [], {}
-    for cell in leaked:
-        state, path, _ = memorization_state(p, cell)
-        if state == "done":
-            frames.append(pd.read_parquet(path / FILE))
-        else:
-            states[cell] = state
-    if not frames:
-        log.warning("no finished memorization artifact among %d leaked cells; Tables 6-8 are not written", len(leaked))
-        return []
-    rows = pd.concat(frames, ignore_index=True)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = [atomic_write_text(out_dir / "memorization.csv", rows.sort_values(
-        ["corpus", "leakage", "size", "model", "seed", "variant", "topic", "pair", "label"],
-        ascending=[True] * 8 + [False], kind="mergesort").to_csv(index=False))]
-    corpora = [c for c in dict.fromkeys(cfg.grid.corpora) if c in set(rows.corpus)]
-    models = [m for m in dict.fromkeys(cfg.grid.models) if m in set(rows.model)]
-    depth = int(cfg.rerank.depth)
-    for suffix, sizes_text, sel, in_set in _table_sets(s, rows, list(cfg.grid.sizes), cv_sizes):
-        long = table_rows(sel, corpora, models)
-        seeds = sorted(int(x) for x in sel.seed.unique())
-        note = incomplete_note({c: st for c, st in states.items() if in_set(c)})
-        common = (f"data={cfg.data.name}, {sizes_text}, {len(seeds)} seed(s): {', '.join(map(str, seeds))}. "
-                  f"Ranks are 1-based in each model's re-ranking of the BM25 top-{depth} for the topic's "
-                  f"{cfg.rerank.query_field} query; a leaked document outside it (every MS MARCO / ORCAS document) "
-                  f"gets the hypothetical rank its score earns among the re-ranked {depth} (ties by docno), so the "
-                  f"maximal rank is {depth + 1}. Macro-averaged over topics (each topic's leaked queries and seeds "
-                  f"averaged first; ± = standard deviation over topics): MSM over the topics with leaking queries in "
-                  f"the training set, Test over all topics with test leakage. Topics / leaked queries: "
-                  f"{_counts(long['table6'], corpora)}.")
-        captions = {
-            "table6": "Table 6. Mean rank of the (leaked) relevant training documents (± standard deviation) for "
-                      "models trained with and without leakage from MS MARCO / ORCAS (MSM) or from the test data "
-                      f"(Test); {common}",
-            "table7": "Table 7. Mean retrieval score of the (leaked) relevant training documents (± standard "
-                      "deviation; higher = more relevant; each model's own score scale) for models trained with and "
-                      f"without leakage from MS MARCO / ORCAS (MSM) or the test data (Test); {common}",
-            "table8": "Table 8. Macro-averaged increase of the rank offset between the leaked relevant and "
-                      "non-relevant documents (rank of the non-relevant minus rank of the relevant; ± standard "
-                      "deviation) for models trained on MSM leakage (Δ on MSM) or on test leakage (Δ on Test) over "
-                      f"the no-leakage models; {common}",
-        }
-        for table, caption in captions.items():
-            caption += note
-            display = _display(long[table], table, corpora, models)
-            stem = f"{table}-{suffix}"
-            written.append(atomic_write_text(out_dir / f"{stem}.md", f"**{caption}**\n\n{markdown_table(display)}"))
-            written.append(atomic_write_text(out_dir / f"{stem}.csv", long[table].to_csv(index=False)))
-            written.append(atomic_write_text(out_dir / f"{stem}.tex", _latex(display, caption, f"tab:{stem}")))
-    log.info("memorization tables: %d files in %s", len(written), out_dir)
-    return written

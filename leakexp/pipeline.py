@@ -181,41 +181,9 @@ class Runner:
             return "stale", path, detail
         return "missing", path, ""
 
-    def why(self, ask: Ask, *, depth: int = 0) -> list[str]:
-        """What made the key of ``ask`` and, where only other configurations' artifacts are stored, which of
-        the values and inputs differ from theirs (following differing inputs upstream)."""
-        ask, pad = self.normal(ask), "  " * depth
-        record, path = self.record(ask), self.path(ask)
-        lines = [f"{pad}{ask}: key {self.key(ask)[:KEY_LENGTH]}" + (f" at {path}" if path else " (in-process)")]
-        if depth == 0:
-            lines += [f"{pad}  reads {k} = {json.dumps(v)}" for k, v in _leaves(record["config"])]
-            lines += [f"{pad}  input {n} = {v}" for n, v in record["inputs"].items()]
-        if path is None or self.store.marker(path) is not None:
-            return lines
-        for other in self.store.others(path)[:1]:
-            old = (self.store.marker(other).config or {}) if self.store.marker(other) else {}
-            if old.get("runner") != RUNNER:
-                lines.append(f"{pad}  stored {other.name}: made by an earlier store layout; its key is not comparable")
-                continue
-            lines.append(f"{pad}  stored {other.name} differs:")
-            for k, v in _leaves(record["config"]):
-                was = dict(_leaves(old.get("config", {}))).get(k, "(not read)")
-                if was != v:
-                    lines.append(f"{pad}    {k}: {json.dumps(was)} -> {json.dumps(v)}")
-            for n, key in record["inputs"].items():
-                if old.get("inputs", {}).get(n) != key:
-                    lines.append(f"{pad}    input {n}: {str(old.get('inputs', {}).get(n))[:KEY_LENGTH]} -> "
-                                 f"{str(key)[:KEY_LENGTH]}")
-                    v = self.inputs(ask)[n]
-                    for a in (v if isinstance(v, list) else [v])[:3]:
-                        lines += self.why(a, depth=depth + 2)[1:] if depth < 8 else []
-            for field in ("version", "params", "external", "cuda"):
-                if old.get(field) != record.get(field):
-                    lines.append(f"{pad}    {field}: {old.get(field)} -> {record.get(field)}")
-        return lines
 
-
-def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
+def leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted path, value) of every leaf of nested dicts."""
     if isinstance(node, Mapping) and node:
-        return [kv for k, v in node.items() for kv in _leaves(v, f"{prefix}{k}.")]
+        return [kv for k, v in node.items() for kv in leaves(v, f"{prefix}{k}.")]
     return [(prefix[:-1], node)]

@@ -11,6 +11,10 @@ from leakexp.evaluate import MEASURE_ORDER
 from leakexp.store import atomic_write_text
 
 LEAKAGE_ORDER = ("none", "msm", "test")
+TABLE_MEASURES = ("nDCG@10", "MFR", "P@1")
+LEAKAGE_LABEL = {"none": "None", "msm": "MSM", "test": "Test"}
+MODEL_LABEL = {"duet": "Duet", "knrm": "KNRM", "monobert": "monoBERT", "monot5": "monoT5", "pacrr": "PACRR"}
+CORPUS_LABEL = {"robust04": "Robust04", "core17": "Common Core 2017", "core18": "Common Core 2018"}
 
 
 def _is_missing(v) -> bool:
@@ -133,3 +137,21 @@ def plot_calibration(curve, threshold, target, path: Path) -> None:
     fig.savefig(tmp, dpi=150)
     plt.close(fig)
     tmp.replace(path)
+
+
+def incomplete_note(states: dict, corpus: str | None = None) -> str:
+    """The caption sentence that names the grid cells a table lacks (missing, failed, stale, ...)."""
+    cells = {c: s for c, s in states.items() if corpus is None or c.corpus == corpus}
+    if not cells:
+        return ""
+    by_state: dict[str, list[str]] = {}
+    for cell, state in cells.items():
+        by_state.setdefault(state, []).append(str(cell))
+    parts = []
+    for state in ("failed", "damaged", "stale", "running", "missing"):
+        names = sorted(by_state.get(state, []))
+        if names:
+            shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+            parts.append(f"{len(names)} {state} ({shown})")
+    return f" INCOMPLETE: {len(cells)} grid cell(s) have no result for this configuration and are left out: " \
+           + "; ".join(parts) + "."

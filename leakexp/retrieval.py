@@ -264,9 +264,19 @@ def _index(ctx: Context, tmp: Path) -> dict:
     return write_index(tmp, iter(docs), **bm25_options(ctx))
 
 
+def check(cfg) -> None:
+    """The BM25 analysis (``bm25.stemmer``, ``bm25.stopwords``), before any work."""
+    from leakexp.stage import ConfigError
+
+    try:
+        check_analysis(str(cfg.bm25.stemmer), str(cfg.bm25.stopwords))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 INDEX = Stage(
     "index", version=2,  # 2: leakexp's own analysis (analyze(), for stemmer=porter) as of leakexp-anserini-1
-    reads=BM25, inputs=lambda p, c: {"docs": _docs_input(p["name"])}, compute=_index,
+    reads=BM25, inputs=lambda p, c: {"docs": _docs_input(p["name"])}, compute=_index, check=check,
     describe="PISA BM25 index of a test collection or of the training pool (name=train)",
 )
 

@@ -26,9 +26,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from leakexp.evaluate import LOWER_IS_BETTER
+from leakexp.evaluate import LOWER_IS_BETTER, SELECTIONS  # noqa: F401  (SELECTIONS: the CV's choices)
 
-SELECTIONS = ("best", "max_effect")
 
 
 def assign_folds(qids: list[str], n_folds: int = 5, seed: int = 0) -> dict[str, int]:

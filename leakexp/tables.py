@@ -19,14 +19,11 @@ from omegaconf import DictConfig
 from leakexp.evaluate import LOWER_IS_BETTER, mfr_caption, no_relevant_note
 from leakexp.cell import grid_cells
 from leakexp.stage import Ask
-from leakexp.report import latex_escape, markdown_table, summary, write_table
+from leakexp.report import (CORPUS_LABEL, LEAKAGE_LABEL, MODEL_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
+                            markdown_table, summary, write_table)
 from leakexp.stats import evaluate_corpus, order_swaps, seed_average
 from leakexp.store import Store, atomic_write_text
 
-TABLE_MEASURES = ("nDCG@10", "MFR", "P@1")
-LEAKAGE_LABEL = {"none": "None", "msm": "MSM", "test": "Test"}
-MODEL_LABEL = {"duet": "Duet", "knrm": "KNRM", "monobert": "monoBERT", "monot5": "monoT5", "pacrr": "PACRR"}
-CORPUS_LABEL = {"robust04": "Robust04", "core17": "Common Core 2017", "core18": "Common Core 2018"}
 
 
 def table_number(corpus: str, position: int) -> int:
@@ -229,24 +226,6 @@ def detail(results: pd.DataFrame) -> pd.DataFrame:
 
 class NoResults(RuntimeError):
     """The store holds no finished cell of the configured grid; the message says what to run."""
-
-
-def incomplete_note(states: dict, corpus: str | None = None) -> str:
-    """The caption sentence that names the grid cells a table lacks (missing, failed, stale, ...)."""
-    cells = {c: s for c, s in states.items() if corpus is None or c.corpus == corpus}
-    if not cells:
-        return ""
-    by_state: dict[str, list[str]] = {}
-    for cell, state in cells.items():
-        by_state.setdefault(state, []).append(str(cell))
-    parts = []
-    for state in ("failed", "damaged", "stale", "running", "missing"):
-        names = sorted(by_state.get(state, []))
-        if names:
-            shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-            parts.append(f"{len(names)} {state} ({shown})")
-    return f" INCOMPLETE: {len(cells)} grid cell(s) have no result for this configuration and are left out: " \
-           + "; ".join(parts) + "."
 
 
 def write_tables(cfg: DictConfig, runner=None) -> Path:

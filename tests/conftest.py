@@ -33,11 +33,14 @@ def small_cfg(small_store):
 
 @pytest.fixture(scope="session")
 def small_run(small_cfg):
-    """The thin pipeline over the small grid (3 corpora x 3 leakages x 2 sizes x KNRM x 1 seed)."""
-    from leakexp.pipeline import Pipeline, grid_cells
+    """The small grid (3 corpora x 3 leakages x 2 sizes x KNRM x 1 seed) through the runner: (runner, cells,
+    mean measures per cell, tables directory)."""
+    from leakexp.cell import grid_cells
+    from leakexp.grid import run_cell
+    from leakexp.stages import runner
     from leakexp.tables import write_tables
 
-    p = Pipeline(small_cfg)
+    r = runner(small_cfg)
     cells = grid_cells(small_cfg)
-    means = {c: p.run_cell(c) for c in cells}
-    return p, cells, means, write_tables(small_cfg)
+    means = {c: run_cell(small_cfg, r, c) for c in cells}
+    return r, cells, means, write_tables(small_cfg, r)

@@ -40,9 +40,22 @@ def test_paper_sweep_matches_the_grid():
     ("grid.models=[knrm,bm42]", "model=bm42 is unknown"),
 ])
 def test_bad_values_name_the_key(override, key):
+    from leakexp import stages
+
     extra = ["leakage=msm"] if override.startswith("size=100") else []
     with pytest.raises(ConfigError, match=key.replace("[", r"\[")):
-        compose([override, *extra])
+        stages.compose([override, *extra])  # the stages' own sections (e.g. evaluate) are checked here
+
+
+def test_a_stage_section_is_checked_before_a_runner_exists(tmp_path):
+    """``evaluate`` is the evaluation stage's section: composing alone does not judge it, building the runner does,
+    before anything is written to the store."""
+    from leakexp import stages
+
+    cfg = compose([f"store={tmp_path / 'store'}", "evaluate.mfr_missing=zero"])
+    with pytest.raises(ConfigError, match="evaluate.mfr_missing=zero"):
+        stages.runner(cfg)
+    assert not (tmp_path / "store").exists()
 
 
 def test_paper_models_use_the_papers_weights_and_demo_the_embedded_ones():

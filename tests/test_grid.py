@@ -13,8 +13,9 @@ import pytest
 
 from leakexp.cli import main
 from leakexp.config import compose
+from leakexp.cell import Cell, grid_cells
 from leakexp.grid import complete, grid_status
-from leakexp.pipeline import Cell, Pipeline, grid_cells
+from leakexp.stages import runner
 from leakexp.store import Store
 
 GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]",
@@ -45,10 +46,11 @@ def test_kill_9_mid_grid_then_resume_equals_an_uninterrupted_run(tmp_path):
     assert all(after[k] == v for k, v in finished.items())  # no finished cell was recomputed
     redone = store.computed()[len(computed_before):]
     assert not set(finished) & set(redone)
-    p = Pipeline(compose([f"store={killed}", *GRID]))
-    done_cells = [c for c in grid_cells(p.cfg) if str(p.cell_path("eval", c).relative_to(store.root)) in finished]
+    cfg = compose([f"store={killed}", *GRID])
+    r = runner(cfg, readonly=True)
+    done_cells = [c for c in grid_cells(cfg) if str(r.path(c.ask("eval")).relative_to(store.root)) in finished]
     assert len(done_cells) == len(finished)
-    assert not {str(p.cell_path("train", c).relative_to(store.root)) for c in done_cells} & set(redone)
+    assert not {str(r.path(c.ask("train")).relative_to(store.root)) for c in done_cells} & set(redone)
     assert subprocess.run(LEAKEXP + ["grid", f"store={clean}", *GRID], capture_output=True).returncode == 0
     a = pd.read_csv(killed / "tables" / "toy" / "summary.csv")
     b = pd.read_csv(clean / "tables" / "toy" / "summary.csv")
@@ -101,8 +103,8 @@ def test_submitit_local_launcher_equals_the_basic_launcher(tmp_path):
     assert "Submitit 'local' sweep" in local.stdout + local.stderr
     for leakage in ("none", "msm"):
         cell = Cell("toy_core17", leakage, 64, "knrm", 1)
-        a, b = (Pipeline(compose([f"store={tmp_path / run}", "data.queries_per_source=600", "corpus=toy_core17"]))
-                for run in ("basic", "local"))
-        assert a.cell_path("eval", cell).name == b.cell_path("eval", cell).name  # same config, same key
-        pd.testing.assert_frame_equal(pd.read_parquet(a.cell_path("eval", cell) / "perquery.parquet"),
-                                      pd.read_parquet(b.cell_path("eval", cell) / "perquery.parquet"))
+        a, b = (runner(compose([f"store={tmp_path / run}", "data.queries_per_source=600", "corpus=toy_core17"]),
+                       readonly=True) for run in ("basic", "local"))
+        assert a.path(cell.ask("eval")).name == b.path(cell.ask("eval")).name  # same config, same key
+        pd.testing.assert_frame_equal(pd.read_parquet(a.path(cell.ask("eval")) / "perquery.parquet"),
+                                      pd.read_parquet(b.path(cell.ask("eval")) / "perquery.parquet"))

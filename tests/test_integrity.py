@@ -11,8 +11,9 @@ import pytest
 
 from leakexp.cli import main
 from leakexp.config import compose
+from leakexp.cell import Cell, grid_cells
 from leakexp.grid import grid_status
-from leakexp.pipeline import Cell, Pipeline
+from leakexp.stages import runner
 from leakexp.store import Store
 
 GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]", "grid.leakages=[none,msm]",
@@ -57,16 +58,22 @@ def test_another_configuration_never_mixes_into_the_tables(grid_store, capsys):
     assert main(["tables", f"store={grid_store}", *GRID]) == 0
     assert _tables(grid_store) == tables
     # and the depth-10 configuration sees only its own cell; the rest are stale or missing
-    other = grid_status(compose([f"store={grid_store}", *GRID, "rerank.depth=10"]))
+    other_cfg = compose([f"store={grid_store}", *GRID, "rerank.depth=10"])
+    other = grid_status(other_cfg)
     assert (other["eval"].done, other["eval"].stale) == (1, 1)
-    assert other["train"].done == 2
+    # every trained model of the grid (one per distinct training artifact: No-Leakage models are shared
+    # across corpora) is reused, since re-ranking depth does not touch training
+    r = runner(other_cfg, readonly=True)
+    trained = {r.path(c.ask("train")) for c in grid_cells(other_cfg)}
+    assert len(trained) == 2  # this grid: toy_core17 x {none, msm} x 64 x knrm x seed 1
+    assert other["train"].done == len(trained)
 
 
 def test_a_failed_cell_is_named_in_every_caption_instead_of_silently_dropping_out(grid_store, tmp_path):
     cfg = compose([f"store={grid_store}", *GRID])
-    p = Pipeline(cfg)
+    p = runner(cfg)
     none_cell = Cell("toy_core17", "none", 64, "knrm", 1)
-    failed = p.cell_path("eval", none_cell)
+    failed = p.path(none_cell.ask("eval"))
     saved = tmp_path / "saved"
     failed.rename(saved)  # the cell's evaluation is gone and its last attempt failed
     p.store.failure_path(failed).write_text('{"error": "RuntimeError: out of memory"}')
@@ -86,11 +93,12 @@ def test_a_failed_cell_is_named_in_every_caption_instead_of_silently_dropping_ou
 
 
 def test_a_truncated_run_is_recomputed_not_failed_forever(grid_store):
-    p = Pipeline(compose([f"store={grid_store}", *GRID]))
-    run = p.cell_path("rerank", CELL) / "run.parquet"
+    cfg = compose([f"store={grid_store}", *GRID])
+    p = runner(cfg)
+    run = p.path(CELL.ask("rerank")) / "run.parquet"
     good = pd.read_parquet(run)
     run.write_bytes(run.read_bytes()[:100])
-    status = grid_status(p.cfg)
+    status = grid_status(cfg)
     assert status["rerank"].damaged == 1 and "run.parquet (size 100" in status["rerank"].notes[0][2]
     n = len(p.store.computed())
     assert main(["cell", f"store={grid_store}", *GRID]) == 0
@@ -99,8 +107,8 @@ def test_a_truncated_run_is_recomputed_not_failed_forever(grid_store):
 
 
 def test_status_verify_finds_corruption_that_keeps_the_size(grid_store, capsys):
-    p = Pipeline(compose([f"store={grid_store}", *GRID]))
-    f = p.cell_path("eval", CELL) / "perquery.parquet"
+    p = runner(compose([f"store={grid_store}", *GRID]))
+    f = p.path(CELL.ask("eval")) / "perquery.parquet"
     data = bytearray(f.read_bytes())
     data[len(data) // 2] ^= 0xFF
     original = f.read_bytes()

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from leakexp import robustness as rb
+from leakexp import robustness_tables as rt
 from leakexp.config import ConfigError, compose
 
 
@@ -175,7 +176,7 @@ def test_robustness_frame_computes_each_column_from_per_topic_values(demo_cfg):
         for q, tc, kt in (("q1", 1, 0.5), ("q2", 0, 0.1)) if leak == "none" else (("q1", 1, 0.7), ("q2", 1, 0.3)):
             rows.append(("c", leak, 64, "knrm", 1, "doc-stuff", "doc", "c", q, "TC", tc, np.nan, True))
             rows.append(("c", leak, 64, "knrm", 1, "doc-stuff", "doc", "c", q, "KT", kt, np.nan, True))
-    long = rb.robustness_frame(_values(rows), s)
+    long = rt.robustness_frame(_values(rows), s)
     got = long.set_index(["leakage", "column"])["mean"]
     assert got["none", "nDCG@10"] == pytest.approx(0.4) and got["msm", "nDCG@10"] == pytest.approx(0.45)
     assert got["none", "VNAP"] == pytest.approx(rb.vnap([0.2, 0.4, 0.6, 0.4])) and got["msm", "VNAP"] == 0
@@ -193,10 +194,10 @@ def test_robustness_frame_computes_each_column_from_per_topic_values(demo_cfg):
     assert not tests.at[("msm", "DR word-swap"), "significant"]
     assert np.isnan(long.set_index(["leakage", "column"]).loc[("none", "KT stuff")].p)
     assert np.isnan(long.set_index(["leakage", "column"]).loc[("msm", "VNAP")].p)  # no per-topic value
-    notes = rb.brittleness_notes(long, s)
+    notes = rt.brittleness_notes(long, s)
     assert notes[0].startswith("MSM leakage, DR_query (query attacks): lower than without leakage (more brittle) "
                                "in 1 of 1")
     assert "KT (document manipulations): higher than without leakage (more brittle) in 1 of 1" in notes[1]
-    wide = rb.wide_table(long, s, ["knrm"])
+    wide = rt.wide_table(long, s, ["knrm"])
     assert wide.columns.tolist()[:3] == ["Model", "Leakage", "nDCG@10"]
     assert wide.set_index("Leakage").at["MSM", "DR word-swap"] == "-0.600"

@@ -1,4 +1,4 @@
-"""The robustness stage through a Pipeline on a small toy grid: artifacts, exactness, cache reuse, tables."""
+"""The robustness stages through the runner on a small toy grid: artifacts, exactness, cache reuse, tables."""
 
 import re
 
@@ -6,10 +6,12 @@ import pandas as pd
 import pytest
 
 from leakexp import robustness as rb
+from leakexp import robustness_tables as rt
+from leakexp import stages
 from leakexp.config import compose
 from leakexp.evaluate import per_query
-from leakexp.pipeline import Pipeline
 from leakexp.retrieval import bm25_search
+from leakexp.stage import Ask
 
 GRID = ["data.queries_per_source=600", "grid.corpora=[toy_core17,toy_core18]", "grid.leakages=[none,msm]",
         "grid.sizes=[64]", "grid.models=[knrm]", "grid.seeds=[1]", "robustness.corpora=[toy_core17]",
@@ -24,23 +26,23 @@ def _new(store, before: list[str]) -> list[str]:
 @pytest.mark.slow
 def test_robustness_stage_on_a_small_grid(tmp_path):
     cfg = compose([f"store={tmp_path}", *GRID])
-    p = Pipeline(cfg)
+    p = stages.runner(cfg)
     cells = rb.robustness_cells(cfg)
     assert [str(c) for c in cells] == ["toy_core17/none/64/knrm/seed-1", "toy_core17/msm/64/knrm/seed-1"]
-    assert all(path is None for path in rb.robustness_paths(p, cells[0]).values())  # nothing trained yet
-    assert rb.write_tables(cfg, p, tmp_path / "out", cells) == []
+    assert all(p.state(a)[0] == "missing" for a in rb.asks(cfg, cells[0]).values())  # nothing trained yet
+    assert rt.write_tables(cfg, p, tmp_path / "out", cells) == []
     for cell in cells:
-        assert rb.robust(p, cell) == p.store.path("robustness", *cell.parts())
-    parts = rb.robustness_paths(p, cells[0])
+        assert rb.robust(cfg, p, cell) == {n: p.path(a) for n, a in rb.asks(cfg, cell).items()}
+    asks = rb.asks(cfg, cells[0])
+    parts = {n: p.path(a) for n, a in asks.items()}
     assert set(parts) == {"iid", "ood-toy_core18", "char-any-1", "word-synonym", "doc-stuff", "doc-noise"}
     assert all(p.store.valid_marker(path) for path in parts.values())
-    assert rb.cell_state(p, cells[1]) == "done"
+    assert rb.cell_state(cfg, p, cells[1]) == "done"
 
-    qrels = p.collection("toy_core17").qrels
-    run = pd.read_parquet(p.reranked(cells[0]) / "run.parquet")
-    stage = rb._Stage(p)
+    qrels = p.get(Ask.of("collection", corpus="toy_core17")).qrels
+    run = pd.read_parquet(p.path(cells[0].ask("rerank")) / "run.parquet")
     for attack in ("char-any-1", "word-synonym"):
-        shared = stage.shared_path("toy_core17", "attacked-queries", attack, stage.queries_config("toy_core17", attack))
+        shared = p.path(rb.queries_ask(cfg, "toy_core17", attack))
         att = pd.read_csv(shared / "attacks.tsv", sep="\t", dtype=str, keep_default_na=False)
         assert len(att) == 12 and (att.original != att.attacked).eq(att.applied == "True").all()
         assert (att.applied == "True").all() if attack == "word-synonym" else (att.applied == "True").sum() >= 6
@@ -51,7 +53,8 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
         assert (untouched.original == untouched.attacked).all()
         # the first stage is BM25 re-run with the attacked query, and the values are those of the stored runs
         one = att[att.applied == "True"].iloc[0]
-        bm25 = bm25_search(p.index("toy_core17"), pd.DataFrame({"qid": [one.qid], "query": [one.attacked]}), depth=30)
+        bm25 = bm25_search(p.get(Ask.of("index", name="toy_core17")),
+                           pd.DataFrame({"qid": [one.qid], "query": [one.attacked]}), depth=30)
         assert set(new[new.qid == one.qid].docno) == set(bm25.docno)
         again = per_query(new, qrels, ["nDCG@10"]).set_index("qid").value
         assert pq.attacked[pq.applied].to_dict() == pytest.approx(again[pq.index[pq.applied]].to_dict())
@@ -63,33 +66,36 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
     assert ((stuffed.rank_after != stuffed.rank_before) == (stuffed.KT > 0)).all()
     noisy = pd.read_parquet(parts["doc-noise"] / "perquery.parquet")
     assert len(noisy) == 12 and noisy.manipulated.gt(0).all() and noisy.before_is_stored.all()
-    ood = pd.read_parquet(parts["ood-toy_core18"] / "run.parquet")
-    first = p.test_run("toy_core18")
+    ood = pd.read_parquet(p.path(p.inputs(asks["ood-toy_core18"])["run"]) / "run.parquet")  # the re-ranking it read
+    first = p.get(Ask.of("firststage", corpus="toy_core18"))
     assert set(zip(ood.qid, ood.docno)) == set(zip(first.qid, first.docno))
 
     # cached: a second run computes nothing; a new attack computes only that attack
     before = p.store.computed()
     for cell in cells:
-        rb.robust(p, cell)
+        rb.robust(cfg, p, cell)
     assert _new(p.store, before) == []
     more = compose([f"store={tmp_path}", *GRID, "robustness.query_attacks=[char-any-1,word-synonym,word-delete]"])
-    p2 = Pipeline(more)
+    p2 = stages.runner(more)
     for cell in cells:
-        rb.robust(p2, cell)
+        rb.robust(more, p2, cell)
     made = _new(p.store, before)
     assert len(made) == 3 and all("/word-delete/" in m for m in made), made
-    assert sum(m.startswith("robustness/toy_core17/attacked-queries/word-delete/") for m in made) == 1
+    assert sum(m.startswith("robustness/attacked-queries/toy_core17/word-delete/") for m in made) == 1
     # re-ranking the original pool is another configuration of the query attacks only
     before = p.store.computed()
     pool_cfg = compose([f"store={tmp_path}", *GRID, "robustness.first_stage=pool"])
-    rb.robust(Pipeline(pool_cfg), cells[0])
+    p_pool = stages.runner(pool_cfg)
+    rb.robust(pool_cfg, p_pool, cells[0])
     made = _new(p.store, before)
-    assert sorted(m.split("/")[-2] for m in made) == ["char-any-1", "char-any-1", "word-synonym", "word-synonym"]
-    pool_part = rb.robustness_paths(Pipeline(pool_cfg), cells[0])["char-any-1"]
+    # each attack: its shared attacked queries (robustness/attacked-queries/<corpus>/<attack>/pool/) and the cell's part
+    assert len(made) == 4 and sorted(a for m in made for a in ("char-any-1", "word-synonym") if f"/{a}/" in m) == [
+        "char-any-1", "char-any-1", "word-synonym", "word-synonym"], made
+    pool_part = p_pool.path(rb.asks(pool_cfg, cells[0])["char-any-1"])
     scored = pd.read_parquet(pool_part / "run.parquet")
     assert set(zip(scored.qid, scored.docno)) <= set(zip(run.qid, run.docno))
 
-    files = rb.write_tables(cfg, p, tmp_path / "out", cells)
+    files = rt.write_tables(cfg, p, tmp_path / "out", cells)
     names = {f.name for f in files}
     assert {"robustness_toy_core17.md", "robustness_toy_core17.tex", "robustness_toy_core17.csv",
             "robustness_dr_query.png", "robustness_perquery.csv", "robustness_queries_toy_core17.tsv",
@@ -101,8 +107,8 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
     assert {"nDCG@10", "VNAP", "worst 10%", "worst 25%", "DR_OOD", "DR char-any-1", "DR word-synonym",
             "TC stuff", "KT stuff", "TC noise", "KT noise"} == set(long.column)
     dr = long[(long.leakage == "msm") & (long.column == "DR word-synonym")].iloc[0]
-    pq = pd.read_parquet(rb.robustness_paths(p, cells[1])["word-synonym"] / "perquery.parquet")
+    pq = pd.read_parquet(p.path(rb.asks(cfg, cells[1])["word-synonym"]) / "perquery.parquet")
     assert dr["mean"] == pytest.approx(rb.drop_rate(pq.attacked.mean(), pq.original.mean()))
-    pool_md = rb.write_tables(pool_cfg, Pipeline(pool_cfg), tmp_path / "pool", cells)
+    pool_md = rt.write_tables(pool_cfg, p_pool, tmp_path / "pool", cells)
     assert "INCOMPLETE" in (tmp_path / "pool" / "robustness_toy_core17.md").read_text()  # msm cell not in pool mode
     assert any(f.name == "robustness_toy_core17.md" for f in pool_md)

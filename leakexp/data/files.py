@@ -20,6 +20,10 @@ class DataFormatError(ValueError):
     """A data file that cannot be parsed; the message names the file and line."""
 
 
+class DataUnavailable(RuntimeError):
+    """A data set that is not on this machine; the message says how to provide it."""
+
+
 def _lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """(line number, text without the line break) of a UTF-8 text file, gzipped or not.
 

@@ -7,8 +7,7 @@ from typing import Callable, Iterator, TypeVar
 
 import pandas as pd
 
-from leakexp.data.files import DataFormatError, read_variants
-from leakexp.data.sources import DataUnavailable
+from leakexp.data.files import DataFormatError, DataUnavailable, read_variants
 from leakexp.data.types import Collection, Topic, TrainPool
 
 T = TypeVar("T")

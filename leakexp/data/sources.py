@@ -10,15 +10,11 @@ from pathlib import Path
 import pandas as pd
 
 from leakexp.data import toy
-from leakexp.data.files import DataFormatError, read_docs, read_qrels, read_queries, read_trec_topics, read_variants
+from leakexp.data.files import DataFormatError, DataUnavailable, read_docs, read_qrels, read_queries, read_trec_topics, read_variants
 from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
 from leakexp.stage import Ask, Config, Context, Stage
 
 log = logging.getLogger(__name__)
-
-
-class DataUnavailable(RuntimeError):
-    """A data set that is not on this machine; the message says how to provide it."""
 
 
 def file_fingerprint(*paths: Path) -> str:
@@ -188,11 +184,26 @@ POOL = Stage(
     value=lambda ctx: load_train_pool(ctx.config["data"], ctx.inputs["toy"] if "toy" in ctx.input_names else None),
     describe="the training pool (queries, qrels, documents)",
 )
+def check(cfg) -> None:
+    """Every corpus of the data names the query variants detection searches, before any work."""
+    from omegaconf import OmegaConf
+
+    from leakexp.config import corpus_config
+    from leakexp.stage import ConfigError
+
+    for c in ([] if OmegaConf.is_missing(cfg.data, "corpora") else cfg.data.corpora):
+        try:  # variants missing by accident would make detection search without them
+            require_variants(OmegaConf.to_container(corpus_config(c) if c != cfg.corpus.name else cfg.corpus,
+                                                    resolve=True), list(cfg.detect.fields))
+        except DataUnavailable as exc:
+            raise ConfigError(str(exc)) from None
+
+
 COLLECTION = Stage(
     "collection", version=1, reads=("data.kind", "data.name", "corpora.{corpus}"),
     inputs=lambda p, c: _toy(p, c) if c.at(f"corpora.{p['corpus']}.kind") == "toy" else {},
     external=lambda p, c: corpus_files(c["corpora"][p["corpus"]]),
     value=lambda ctx: load_collection(ctx.config["data"], ctx.config["corpora"][ctx.params["corpus"]],
                                       ctx.inputs["toy"] if "toy" in ctx.input_names else None),
-    describe="a test collection (topics, qrels, documents)",
+    check=check, describe="a test collection (topics, qrels, documents)",
 )
