@@ -31,11 +31,13 @@ def bench_detect(root: Path) -> None:
 
     from leakexp.config import compose
     from leakexp.detect import load_sbert, topic_fields
-    from leakexp.pipeline import Pipeline
+    from leakexp.stage import Ask
+    from leakexp.stages import runner
 
     cfg = compose([f"store={root / 'detect'}", "data.queries_per_source=5000"])
-    p = Pipeline(cfg)
-    pool, collections = p.pool, [p.collection(c) for c in p.corpora]
+    r = runner(cfg)
+    pool = r.get(Ask.of("pool"))
+    collections = [r.get(Ask.of("collection", corpus=c)) for c in cfg.data.corpora]
     load_sbert(cfg.detect.sbert)  # warm the file cache for both timings
     texts = pool.queries.text.tolist()
     topics = topic_fields(collections, list(cfg.detect.fields)).text.tolist()
@@ -54,7 +56,7 @@ def bench_detect(root: Path) -> None:
     bare = time.perf_counter() - start
 
     start = time.perf_counter()
-    cands = p.candidates()
+    cands = r.get(Ask.of("detect"))  # the embeddings of both sources, then the search (pool and topics loaded)
     stage = time.perf_counter() - start
     emit("detect_queries", len(texts))
     emit("detect_topic_fields", len(topics))
@@ -67,35 +69,43 @@ def bench_detect(root: Path) -> None:
 
 
 def bench_build(root: Path) -> None:
-    """All training sets of the demo grid from a fresh store, and the paper-scale estimate."""
+    """All training sets of the demo grid from a fresh store, and the paper-scale estimate.
+
+    A No-Leakage set is one for every corpus (its fillers exclude the leaks of all corpora), so the grid's
+    corpus x leakage x size requests are fewer distinct sets; each is built and counted once."""
     from leakexp.config import compose
-    from leakexp.pipeline import Pipeline
     from leakexp.retrieval import bm25_search
+    from leakexp.stage import Ask
+    from leakexp.stages import runner
 
     cfg = compose([f"store={root / 'build'}"])
-    p = Pipeline(cfg)
-    p.candidates(), p.annotations(), p.index("train")  # upstream stages are not the builder's cost
+    r = runner(cfg)
+    index = r.ensure(Ask.of("index", name="train"))
+    r.ensure(Ask.of("detect")), r.get(Ask.of("verify"))  # upstream stages are not the builder's cost
+    sets = list(dict.fromkeys(r.normal(Ask.of("sets", corpus=c, leakage=l, size=int(s)))
+                              for c in cfg.grid.corpora for l in cfg.grid.leakages for s in cfg.grid.sizes))
+    negatives = list(dict.fromkeys(a for s in sets for a in r.inputs(s)["negatives"]))
     start = time.perf_counter()
-    p.negatives()
+    for a in negatives:  # the fillers (an in-process value) with the first; each chunk once, shared by the sets
+        r.ensure(a)
     neg_s = time.perf_counter() - start
     start = time.perf_counter()
     n_sets, instances = 0, 0
-    for c in cfg.grid.corpora:
-        for l in cfg.grid.leakages:
-            for s in cfg.grid.sizes:
-                p.training_set(c, l, int(s))
-                n_sets, instances = n_sets + 1, instances + int(s)
+    for a in sets:
+        r.ensure(a)
+        n_sets, instances = n_sets + 1, instances + int(a.params["size"])
     sets_s = time.perf_counter() - start
-    q = p.pool.queries.rename(columns={"text": "query"})[["qid", "query"]]
+    q = r.get(Ask.of("pool")).queries.rename(columns={"text": "query"})[["qid", "query"]]
     start = time.perf_counter()
-    bm25_search(p.index("train"), q, depth=100, threads=2)
+    bm25_search(index, q, depth=100, threads=2)
     qps = len(q) / (time.perf_counter() - start)
     emit("build_toy_sets", n_sets)
     emit("build_toy_negatives_s", neg_s)
     emit("build_toy_sets_s", sets_s)
     emit("build_toy_total_s", neg_s + sets_s)
     emit("build_bm25_queries_per_s", qps)
-    paper_instances = sum(1000 * 2**i for i in range(8)) * 9
+    # per size: 3 corpora x (msm, test) sets plus the one No-Leakage set that every corpus shares
+    paper_instances = sum(1000 * 2**i for i in range(8)) * (3 * 2 + 1)
     emit("build_paper_instances", paper_instances)
     # BM25 for 64k filler queries + leaks on MS MARCO docs is slower per query than the toy index;
     # the estimate scales the measured toy rates linearly (a lower bound).
@@ -107,16 +117,17 @@ def bench_rerank(root: Path) -> None:
     from leakexp.config import compose, resolved_model_config
     from leakexp.models import REGISTRY
     from leakexp.models.capreolus import IdfTable
-    from leakexp.pipeline import Pipeline
     from leakexp.rerank import rerank
+    from leakexp.stage import Ask
+    from leakexp.stages import runner
     from leakexp.train import set_seed
 
     cfg = compose([f"store={root / 'rerank'}"])
-    p = Pipeline(cfg)
-    run = p.test_run("toy_robust")
-    docs = p.collection("toy_robust").docs
+    r = runner(cfg)
+    run = r.get(Ask.of("firststage", corpus="toy_robust"))
+    docs = r.get(Ask.of("collection", corpus="toy_robust")).docs
     for name, cls in REGISTRY.items():
-        params, _ = p._model_params(name)  # the demo's settings, embedded weights resolved
+        params = _model_params(r, cfg, name)  # the demo's settings, embedded weights resolved
         batch = int(resolved_model_config(cfg, name).train.get("score_batch_size", 64))
         set_seed(0)
         model = cls(**params)
@@ -128,22 +139,39 @@ def bench_rerank(root: Path) -> None:
         emit(f"rerank_{name}_docs_per_s_cpu", len(run) / (time.perf_counter() - start))
 
 
-def _embedded_model(p, cfg, name):
+def _model_params(r, cfg, name: str) -> dict:
+    """A model's constructor parameters as ``cfg`` resolves them (its file, the experiment's overrides), with the
+    embedded monoT5's tokenizer (the t5vocab stage) for checkpoint=embedded."""
+    from omegaconf import OmegaConf
+
+    from leakexp.config import resolved_model_config
+    from leakexp.stage import Ask
+
+    params = OmegaConf.to_container(resolved_model_config(cfg, name), resolve=True)
+    params.pop("train", None)
+    params.pop("name", None)
+    if name == "monot5" and params.get("checkpoint") == "embedded":
+        params["checkpoint"] = str(r.get(Ask.of("t5vocab")))
+    return params
+
+
+def _embedded_model(r, cfg, name):
     from omegaconf import OmegaConf
 
     from leakexp.config import model_config
     from leakexp.models import REGISTRY
+    from leakexp.stage import Ask
 
     params = OmegaConf.to_container(model_config(name), resolve=True)  # the model file: the paper's settings
     train_cfg = params.pop("train", {})
     params.pop("name", None)
     if name == "monot5":
-        params["checkpoint"] = str(p.embedded_t5())
+        params["checkpoint"] = str(r.get(Ask.of("t5vocab")))
     model = REGISTRY[name](**params)
     if model.needs_idf:  # training: the df table of the training pool's documents
         from leakexp.models.capreolus import IdfTable
 
-        model.use_idf(IdfTable.from_docs(text for _, text in p.pool.docs))
+        model.use_idf(IdfTable.from_docs(text for _, text in r.get(Ask.of("pool")).docs))
     return model, train_cfg
 
 
@@ -152,15 +180,16 @@ def bench_train(root: Path) -> None:
     import pandas as pd
 
     from leakexp.config import compose
-    from leakexp.pipeline import Pipeline
+    from leakexp.stage import Ask
+    from leakexp.stages import runner
     from leakexp.train import TrainConfig, set_seed, train
 
     cfg = compose([f"store={root / 'train'}"])
-    p = Pipeline(cfg)
-    data = pd.read_parquet(p.training_set("toy_robust", "none", 128) / "instances.parquet")
+    r = runner(cfg)
+    data = pd.read_parquet(r.ensure(Ask.of("sets", corpus="toy_robust", leakage="none", size=128)) / "instances.parquet")
     for name in ("monot5", "monobert", "knrm", "duet", "pacrr"):
         set_seed(0)
-        model, tc = _embedded_model(p, cfg, name)
+        model, tc = _embedded_model(r, cfg, name)
         figs = train(model, data, seed=0, cfg=TrainConfig.from_config(tc, {"epochs": 1}), progress=False)
         emit(f"train_{name}_instances_per_s_cpu", figs["instances_per_s"])
 
@@ -173,19 +202,20 @@ def bench_monot5(root: Path) -> None:
 
     from leakexp.config import compose
     from leakexp.models import load_checkpoint
-    from leakexp.pipeline import Pipeline
+    from leakexp.stage import Ask
+    from leakexp.stages import runner
     from leakexp.train import set_seed
 
     cfg = compose([f"store={root / 'monot5'}"])
-    p = Pipeline(cfg)
+    r = runner(cfg)
     set_seed(0)
-    model, _ = _embedded_model(p, cfg, "monot5")
+    model, _ = _embedded_model(r, cfg, "monot5")
     ckpt = root / "monot5-ckpt"
     model.save(ckpt)
-    coll = p.collection("toy_robust")
+    coll = r.get(Ask.of("collection", corpus="toy_robust"))
     docs = list(coll.docs)
     rng = np.random.default_rng(0)
-    topics = [t for c in p.corpora for t in p.collection(c).topics.values()]
+    topics = [t for c in cfg.data.corpora for t in r.get(Ask.of("collection", corpus=c)).topics.values()]
     queries = list(dict.fromkeys([t.title for t in topics] + [v for t in topics for v in t.variants]))[:50]
     rows = []
     for i, q in enumerate(queries):

@@ -55,6 +55,8 @@ class Runner:
         self.stages = {s.name: s for s in stages}
         self._records: dict[Ask, dict] = {}
         self._values: dict[str, Any] = {}
+        self._ensured: set[Ask] = set()
+        self._upstream: dict[Ask, list[Ask]] = {}
 
     def stage(self, ask: Ask) -> Stage:
         try:
@@ -102,6 +104,9 @@ class Runner:
 
     def upstream(self, ask: Ask) -> list[Ask]:
         """``ask`` and every artifact it needs, each once, inputs first."""
+        ask = self.normal(ask)
+        if ask in self._upstream:
+            return self._upstream[ask]
         seen: dict[Ask, None] = {}
 
         def visit(a: Ask) -> None:
@@ -114,7 +119,8 @@ class Runner:
             seen[a] = None
 
         visit(ask)
-        return list(seen)
+        self._upstream[ask] = list(seen)
+        return self._upstream[ask]
 
     def context(self, ask: Ask) -> Context:
         ask = self.normal(ask)
@@ -128,13 +134,18 @@ class Runner:
                        tuple(inputs), resolve)
 
     def ensure(self, ask: Ask) -> Path:
-        """The stored artifact of ``ask``, computing it (and what it lacks upstream) unless done."""
-        ask, stage = self.normal(ask), self.stage(ask)
-        path, record = self.path(ask), self.record(ask)
-        if self.store.is_done(path, record):
-            return path
-        ctx = self.context(ask)
-        return self.store.ensure(path, record, lambda tmp: stage.compute(ctx, tmp))
+        """The stored artifact of ``ask``, computing it and whatever it lacks upstream. Every stored artifact
+        upstream is checked first (a damaged one is recomputed, and a failure is recorded where it happens, not
+        in each dependant); each is checked once per runner."""
+        ask = self.normal(ask)
+        for up in self.upstream(ask):
+            if self.stage(up).stored and up not in self._ensured:
+                path, record = self.path(up), self.record(up)
+                if not self.store.is_done(path, record):
+                    ctx, compute = self.context(up), self.stage(up).compute
+                    self.store.ensure(path, record, lambda tmp, ctx=ctx, compute=compute: compute(ctx, tmp))
+                self._ensured.add(up)
+        return self.path(ask)
 
     def get(self, ask: Ask) -> Any:
         """What a dependant receives: the in-process value, or the stored artifact (opened), memoised."""

@@ -284,11 +284,28 @@ INDEX = Stage(
 def first_stage_file(spec: str | None, corpus: str) -> Path | None:
     """The external first-stage run that ``rerank.first_stage`` names for ``corpus`` (None: leakexp's BM25).
 
-    A value with ``{corpus}`` names one run per corpus; a plain path is one run, for every corpus re-ranked.
+    A value with ``{corpus}`` names one run per corpus; a plain path is one run, of the one corpus the grid
+    re-ranks (``check_first_stage`` refuses it for a grid of several corpora).
     """
     if not spec:
         return None
     return Path(str(spec).format(corpus=corpus)) if "{corpus}" in str(spec) else Path(str(spec))
+
+
+def check_first_stage(cfg) -> None:
+    """A plain ``rerank.first_stage`` path is one corpus's run: the grid and the cell must re-rank that corpus
+    alone (Core 2017's topics are a subset of Robust04's, so a wrong run would not be noticed by its topics)."""
+    from leakexp.stage import ConfigError
+
+    spec = cfg.rerank.get("first_stage")
+    if not spec or "{corpus}" in str(spec):
+        return
+    corpora = list(dict.fromkeys([*cfg.grid.corpora, cfg.corpus.name]))
+    if corpora != [cfg.corpus.name]:
+        raise ConfigError(f"rerank.first_stage={spec} is one run, for corpus={cfg.corpus.name}, but the grid also "
+                          f"re-ranks {', '.join(c for c in corpora if c != cfg.corpus.name)}; name one run per "
+                          f"corpus with a template such as 'runs/{{corpus}}.bm25.gz', or re-rank this corpus alone "
+                          f"with grid.corpora=[{cfg.corpus.name}]")
 
 
 def _first_stage_inputs(p: dict, c: Config) -> dict:
@@ -319,7 +336,7 @@ FIRST_STAGE = Stage(
     "firststage", version=1, reads=_first_stage_reads, inputs=_first_stage_inputs, compute=_first_stage,
     external=lambda p, c: (lambda f: None if f is None else file_fingerprint(f))(
         first_stage_file(c.at("rerank.first_stage"), p["corpus"])),
-    opener=lambda path: pd.read_parquet(path / "run.parquet"),
+    opener=lambda path: pd.read_parquet(path / "run.parquet"), check=check_first_stage,
     describe="the first-stage top-k of every topic of a corpus that the models re-rank",
 )
 

@@ -13,6 +13,7 @@ from leakexp.cli import main
 from leakexp.config import compose
 from leakexp.cell import Cell, grid_cells
 from leakexp.grid import grid_status
+from leakexp.stage import Ask
 from leakexp.stages import runner
 from leakexp.store import Store
 
@@ -96,14 +97,18 @@ def test_a_truncated_run_is_recomputed_not_failed_forever(grid_store):
     cfg = compose([f"store={grid_store}", *GRID])
     p = runner(cfg)
     run = p.path(CELL.ask("rerank")) / "run.parquet"
-    good = pd.read_parquet(run)
-    run.write_bytes(run.read_bytes()[:100])
-    status = grid_status(cfg)
-    assert status["rerank"].damaged == 1 and "run.parquet (size 100" in status["rerank"].notes[0][2]
-    n = len(p.store.computed())
-    assert main(["cell", f"store={grid_store}", *GRID]) == 0
-    assert [c.split("/")[0] for c in p.store.computed()[n:]] == ["rerank"]
-    pd.testing.assert_frame_equal(pd.read_parquet(run), good)
+    good, original = pd.read_parquet(run), run.read_bytes()
+    run.write_bytes(original[:100])
+    try:
+        status = grid_status(cfg)
+        assert status["rerank"].damaged == 1 and "run.parquet (size 100" in status["rerank"].notes[0][2]
+        n = len(p.store.computed())
+        assert main(["cell", f"store={grid_store}", *GRID]) == 0
+        assert [c.split("/")[0] for c in p.store.computed()[n:]] == ["rerank"]
+        pd.testing.assert_frame_equal(pd.read_parquet(run), good)
+    finally:  # a failure here must not leave the module's shared store damaged for the tests after it
+        if p.state(CELL.ask("rerank"))[0] == "damaged":
+            run.write_bytes(original)
 
 
 def test_status_verify_finds_corruption_that_keeps_the_size(grid_store, capsys):
@@ -171,10 +176,12 @@ def test_store_pointing_at_a_file_is_a_one_line_error(tmp_path):
 
 
 def test_ctrl_c_is_a_one_line_message_not_a_traceback(tmp_path):
+    cfg = compose([f"store={tmp_path}", *GRID])
+    toy = runner(cfg, readonly=True).path(Ask.of("toy", seed=cfg.data.seed))  # the first artifact the grid makes
     proc = subprocess.Popen(LEAKEXP + ["grid", f"store={tmp_path}", *GRID], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while not (tmp_path / "data").exists() and time.time() < deadline:  # well inside the run
+    while not toy.parent.exists() and time.time() < deadline:  # well inside the run (its folder is made on start)
         time.sleep(0.1)
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)

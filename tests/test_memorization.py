@@ -1,7 +1,6 @@
 """Memorization of leaked instances (Tables 6-8): hypothetical ranks, pairing, macro-averaging, offsets."""
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -9,9 +8,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from leakexp import memorization as M
+from leakexp import memorization_tables as MT
+from leakexp.cell import Cell
 from leakexp.models.base import rank_with_docno_ties
-from leakexp.pipeline import Cell
-from leakexp.store import config_hash
+from leakexp.stage import Ask
 
 RUN_SCORES = [3.0, 2.0, 2.0, 1.0]
 RUN_DOCNOS = ["d1", "d2", "d4", "d5"]
@@ -130,49 +130,45 @@ def test_the_without_model_is_the_none_cell_of_the_same_corpus_size_model_and_se
     assert M.without_cell(Cell("robust04", "msm", 16000, "monot5", 3)) == Cell("robust04", "none", 16000, "monot5", 3)
 
 
-class _FakeStore:
-    def keyed(self, *parts, config):
-        return Path("/nowhere", *map(str, parts))
-
-    def is_done(self, path, config):
-        return True
-
-
-class _FakePipeline:
-    """Re-ranking configs per cell; ``missing``: cells whose re-ranking is not there yet."""
+class _FakeRunner:
+    """Re-rankings per cell; ``missing``: cells whose re-ranking is not in the store yet."""
 
     def __init__(self, missing=()):
-        self.store, self.missing = _FakeStore(), set(missing)
-        self.cfg = OmegaConf.create({"rerank": {"query_field": "title"}})
+        self.missing = set(missing)
 
-    def rerank_config(self, cell):
-        return None if cell in self.missing else {"stage": "rerank", "cell": str(cell)}
-
-    def verify_config(self):
-        return {"stage": "verify", "annotations": "truth"}
+    def state(self, ask, **_):
+        assert ask.stage == "rerank", ask  # ready_cells looks at the re-rankings only (cheap)
+        return ("missing" if Cell(**ask.params) in self.missing else "done"), None, ""
 
 
-def test_config_names_the_with_and_the_matching_without_rerank_and_waits_for_both():
-    cell = Cell("core17", "msm", 4000, "knrm", 2)
-    none = Cell("core17", "none", 4000, "knrm", 2)
-    config = M.memorization_config(_FakePipeline(), cell)
-    assert config["with"] == config_hash({"stage": "rerank", "cell": str(cell)})
-    assert config["without"] == config_hash({"stage": "rerank", "cell": str(none)})
-    assert config["leaks"] == config_hash({"stage": "verify", "annotations": "truth"})
-    assert M.memorization_config(_FakePipeline(), Cell("core17", "test", 4000, "knrm", 2))["leaks"] is None
-    assert M.memorization_config(_FakePipeline(missing=[none]), cell) is None
-    assert M.memorization_config(_FakePipeline(missing=[cell]), cell) is None
-    assert M.memorization_path(_FakePipeline(missing=[none]), cell) is None
+def test_config_names_the_with_and_the_matching_without_rerank_and_waits_for_both(tmp_path):
+    from leakexp.stages import compose, runner
+
+    cfg = compose([f"store={tmp_path}"])
+    r = runner(cfg)
+    cell = Cell("toy_core17", "msm", 128, "knrm", 2)
+    none = Cell("toy_core17", "none", 128, "knrm", 2)
+    inputs = r.record(cell.ask("memorization"))["inputs"]  # the keys the memorization's key is made of
+    assert inputs["run-with"] == r.key(cell.ask("rerank"))
+    assert inputs["run-without"] == r.key(none.ask("rerank"))
+    assert inputs["model-with"] == r.key(cell.ask("train")) and inputs["model-without"] == r.key(none.ask("train"))
+    assert inputs["annotations"] == r.key(Ask.of("verify"))
+    assert "annotations" not in r.record(Cell("toy_core17", "test", 128, "knrm", 2).ask("memorization"))["inputs"]
+    # waits for both: with neither re-ranking in the (empty) store, nothing is ready and nothing is there
+    assert M.ready_cells(cfg, r, cell) == [] and M.ready_cells(cfg, r, none) == []
+    assert r.state(cell.ask("memorization"))[0] == "missing"
     with pytest.raises(ValueError, match="needs a leaked cell"):
-        M.memorization_config(_FakePipeline(), none)
+        r.key(none.ask("memorization"))
 
 
 def test_a_finished_cell_completes_the_memorization_whose_reranks_are_both_there():
+    cfg = OmegaConf.create({"memorization": {"enabled": True}})
     none, msm, test = (Cell("core17", l, 4000, "knrm", 2) for l in ("none", "msm", "test"))
-    assert M.ready_cells(_FakePipeline(), none) == [msm, test]
-    assert M.ready_cells(_FakePipeline(missing=[msm]), none) == [test]
-    assert M.ready_cells(_FakePipeline(missing=[none]), msm) == []
-    assert M.ready_cells(_FakePipeline(), msm) == [msm]
+    assert M.ready_cells(cfg, _FakeRunner(), none) == [msm, test]
+    assert M.ready_cells(cfg, _FakeRunner(missing=[msm]), none) == [test]
+    assert M.ready_cells(cfg, _FakeRunner(missing=[none]), msm) == []
+    assert M.ready_cells(cfg, _FakeRunner(missing=[msm]), msm) == []
+    assert M.ready_cells(cfg, _FakeRunner(), msm) == [msm]
 
 
 def _rows(spec):
@@ -224,7 +220,7 @@ def test_table_rows_report_tables_6_7_8_per_leakage_model_and_corpus():
         (1, "with", "B", 2, 1, 1, 1.0), (1, "with", "B", 2, 0, 31, -1.0),
         (1, "without", "B", 2, 1, 3, 0.6), (1, "without", "B", 2, 0, 31, -1.0),
     ])
-    long = M.table_rows(rows, ["c"], ["knrm"])
+    long = MT.table_rows(rows, ["c"], ["knrm"])
     t6 = long["table6"].set_index("variant")
     assert t6.loc["with", "mean"] == 2.0  # topics A (2, 4 -> 3) and B (1)
     assert t6.loc["without", "mean"] == 3.75  # A (5, 4 -> 4.5) and B (3)
@@ -232,9 +228,9 @@ def test_table_rows_report_tables_6_7_8_per_leakage_model_and_corpus():
     assert long["table7"].set_index("variant").loc["with", "mean"] == pytest.approx((0.8 + 1.0) / 2)
     t8 = long["table8"].iloc[0]
     assert t8["mean"] == pytest.approx(((7 + 4) / 2 + 2) / 2)  # A: (8-1, 4-0), B: 30-28
-    shown = M._display(long["table6"], "table6", ["c"], ["knrm"])
+    shown = MT._display(long["table6"], "table6", ["c"], ["knrm"])
     assert shown.iloc[0].tolist() == ["Test", "KNRM", "2.00 ± 1.41", "3.75 ± 1.06"]
-    assert M._display(long["table8"], "table8", ["c"], ["knrm"]).iloc[0].tolist() == ["KNRM", "–", "3.750 ± 2.47"]
+    assert MT._display(long["table8"], "table8", ["c"], ["knrm"]).iloc[0].tolist() == ["KNRM", "–", "3.750 ± 2.47"]
 
 
 # -- sizes and config -----------------------------------------------------------------------------------
@@ -250,7 +246,8 @@ def test_cv_choice_takes_the_most_frequent_size_and_breaks_ties_to_the_smaller()
 
 
 def test_bad_memorization_settings_name_the_key(tmp_path):
-    from leakexp.config import ConfigError, compose
+    from leakexp.config import ConfigError
+    from leakexp.stages import compose  # composes and runs every stage's config check, memorization's included
 
     base = [f"store={tmp_path}", "grid.sizes=[128,256]"]
     assert M.settings(compose(base))["sizes"] == ["each", "cv"]
@@ -261,6 +258,12 @@ def test_bad_memorization_settings_name_the_key(tmp_path):
                               ("memorization.enabled=maybe", "memorization.enabled='maybe' must be true or false")):
         with pytest.raises(ConfigError, match=message):
             compose([*base, override])
+    # leakexp.config.compose alone checks no stage's block; building a runner checks it before anything runs
+    from leakexp.config import compose as compose_only
+    from leakexp.stages import runner
+
+    with pytest.raises(ConfigError, match="memorization.sizes has 'bogus'"):
+        runner(compose_only([*base, "memorization.sizes=[each,bogus]"]))
 
 
 def test_only_leaked_cells_are_wanted_and_enabled_false_turns_it_off(tmp_path):
@@ -276,46 +279,51 @@ def test_only_leaked_cells_are_wanted_and_enabled_false_turns_it_off(tmp_path):
 def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_to_8(small_run, small_cfg, tmp_path,
                                                                                     monkeypatch):
     from leakexp.models import load_checkpoint
+    from leakexp.stages import runner as make_runner
     from leakexp.store import DONE
 
-    p, cells, _, tables_out = small_run
+    r, cells, _, tables_out = small_run
     absent = Cell("toy_core17", "msm", 4096, "knrm", 9)
-    assert M.memorization_config(p, absent) is None and M.memorization_path(p, absent) is None
-    assert M.memorization_state(p, absent)[0] == "missing"
+    assert M.ready_cells(small_cfg, r, absent) == []  # neither of its re-rankings is there: nothing to compute
+    assert not r.path(absent.ask("memorization")).exists()
+    assert r.state(absent.ask("memorization"))[0] == "missing"
     leaked = [c for c in cells if c.corpus == "toy_core17" and c.leakage in M.LEAKED]
     assert len(leaked) == 4
     nones = [c for c in cells if c.corpus == "toy_core17" and c.leakage == "none"]
-    done = [path for c in nones for path in M.memorize_ready(p, c)]  # the none cell completes its siblings
-    paths = {c: M.memorized(p, c) for c in leaked}
-    assert sorted(done) == sorted(paths.values())
+    ready = [x for c in nones for x in M.ready_cells(small_cfg, r, c)]  # the none cell completes its siblings
+    done = [r.ensure(x.ask("memorization")) for x in ready]
+    paths = {c: r.ensure(c.ask("memorization")) for c in leaked}
+    assert sorted(ready, key=str) == sorted(leaked, key=str) and sorted(done) == sorted(paths.values())
     depth = int(small_cfg.rerank.depth)
     for cell, path in paths.items():
-        assert path == M.memorization_path(p, cell) and M.memorization_state(p, cell)[0] == "done"
+        assert path == r.path(cell.ask("memorization")) and r.state(cell.ask("memorization"))[0] == "done"
         rows = pd.read_parquet(path / M.FILE)
-        set_rows = pd.read_parquet(p.training_set(cell.corpus, cell.leakage, cell.size) / "instances.parquet")
+        set_rows = pd.read_parquet(r.ensure(cell.ask("sets")) / "instances.parquet")
         leaked_pairs = set_rows[set_rows.origin == M.ORIGIN[cell.leakage]].pair.nunique()
         assert rows.groupby("variant").pair.nunique().to_dict() == {"with": leaked_pairs, "without": leaked_pairs}
         assert rows["rank"].between(1, depth + 1).all() and (rows.depth == depth).all()
         for variant, run_cell in (("with", cell), ("without", M.without_cell(cell))):
-            run = pd.read_parquet(p.reranked(run_cell) / "run.parquet").assign(qid=lambda r: r.qid.astype(str))
+            run = pd.read_parquet(r.ensure(run_cell.ask("rerank")) / "run.parquet")
+            run = run.assign(qid=run.qid.astype(str))
             side = rows[rows.variant == variant]
             inside = side[side.in_run].merge(run, left_on=["topic", "docno"], right_on=["qid", "docno"],
                                              suffixes=("", "_run"))
             assert len(inside) == side.in_run.sum()
             assert (inside["rank"] == inside.rank_run + 1).all() and (inside.score == inside.score_run).all()
             outside = side[~side.in_run]
-            for r in outside.itertuples():
-                topic_run = run[run.qid == r.topic]
-                assert r.rank == M.hypothetical_rank(r.score, r.docno, topic_run.score, topic_run.docno)
+            for row in outside.itertuples():
+                topic_run = run[run.qid == row.topic]
+                assert row.rank == M.hypothetical_rank(row.score, row.docno, topic_run.score, topic_run.docno)
             if cell.leakage == "msm":
                 assert not side.in_run.any()
-                r = outside.iloc[0]
-                model = load_checkpoint(p.trained(run_cell))
-                text = set_rows.loc[set_rows.docno == r.docno, "text"].iloc[0]
-                assert model.score([r.query], [text])[0] == pytest.approx(r.score, abs=1e-5)
+                row = outside.iloc[0]
+                model = load_checkpoint(r.ensure(run_cell.ask("train")))
+                text = set_rows.loc[set_rows.docno == row.docno, "text"].iloc[0]
+                assert model.score([row.query], [text])[0] == pytest.approx(row.score, abs=1e-5)
         if cell.leakage == "msm":
-            true = p.annotations()
-            true = true[true.leak & true.topic_qid.isin(set(p.collection(cell.corpus).topics))]
+            true = r.get(Ask.of("verify"))
+            topics = set(r.get(Ask.of("collection", corpus=cell.corpus)).topics)
+            true = true[true.leak & true.topic_qid.isin(topics)]
             # keyed by id and text: the toy world gives some ORCAS queries an MS MARCO query's id
             true_topics = true.groupby(["train_qid", "query"]).topic_qid.apply(set)
             assert set(rows.train_qid) == set(set_rows[set_rows.origin == "msm-leak"].qid)
@@ -323,25 +331,27 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
                 assert topics == true_topics[key]  # every topic the query leaks for, and no other
         else:
             assert (rows.topic == rows.train_qid).all()
-    # computed once: a second call and a fresh pipeline find the artifacts
+    # computed once: a second call and a fresh runner find the artifacts
     marks = {c: (paths[c] / DONE).stat().st_mtime for c in leaked}
-    assert {c: M.memorized(p, c) for c in leaked} == paths
+    assert {c: r.ensure(c.ask("memorization")) for c in leaked} == paths
+    fresh = make_runner(small_cfg)
+    assert {c: fresh.ensure(c.ask("memorization")) for c in leaked} == paths
     assert {c: (paths[c] / DONE).stat().st_mtime for c in leaked} == marks
 
     # the tables read the store only: no model is loaded
     monkeypatch.setattr("leakexp.models.load_checkpoint", lambda *a, **k: pytest.fail("tables must not score"))
     cv_sizes = pd.read_csv(tables_out / "cv_sizes.csv")
-    pd.testing.assert_frame_equal(M.stored_cv_sizes(small_cfg, p, cells), cv_sizes, check_dtype=False)
+    pd.testing.assert_frame_equal(MT.stored_cv_sizes(small_cfg, r, cells), cv_sizes, check_dtype=False)
     extra = Cell("toy_core17", "msm", 128, "knrm", 9)
-    written = M.write_tables(small_cfg, p, tmp_path, [*cells, extra], cv_sizes)
+    written = MT.write_tables(small_cfg, r, tmp_path, [*cells, extra], cv_sizes)
     names = {w.name for w in written}
     for table in ("table6", "table7", "table8"):
         for suffix in ("size128", "size256", "cv"):
             assert {f"{table}-{suffix}.{ext}" for ext in ("md", "csv", "tex")} <= names
     per_instance = pd.read_csv(tmp_path / "memorization.csv", dtype={"topic": str, "train_qid": str, "docno": str})
-    every = [M.memorization_path(p, c) for c in cells if M.wanted(small_cfg, c)]  # the grid memorizes every corpus
-    assert len(every) == 12 and None not in every
-    assert len(per_instance) == sum(len(pd.read_parquet(x / M.FILE)) for x in every)
+    every = [r.state(c.ask("memorization")) for c in cells if M.wanted(small_cfg, c)]  # the grid memorizes every corpus
+    assert len(every) == 12 and all(state == "done" for state, _, _ in every)
+    assert len(per_instance) == sum(len(pd.read_parquet(x / M.FILE)) for _, x, _ in every)
     t6 = pd.read_csv(tmp_path / "table6-size128.csv")
     t6 = t6[t6.corpus == "toy_core17"].set_index(["leakage", "variant"])
     mine = per_instance[(per_instance["size"] == 128) & (per_instance.label == 1) & (per_instance.leakage == "test")
@@ -363,11 +373,11 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
     assert r"$\pm$" in (tmp_path / "table8-cv.tex").read_text()
     # the same store and config give the same tables
     again = tmp_path / "again"
-    M.write_tables(small_cfg, p, again, [*cells, extra], cv_sizes)
+    MT.write_tables(small_cfg, r, again, [*cells, extra], cv_sizes)
     for name in ("memorization.csv", "table6-size128.md", "table8-cv.tex", "table7-size256.csv"):
         assert (again / name).read_text() == (tmp_path / name).read_text()
     assert np.isfinite(pd.read_csv(tmp_path / "table8-size256.csv")["mean"]).all()
     from leakexp.config import compose
 
     off = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "memorization.enabled=false"])
-    assert M.write_tables(off, p, tmp_path / "off", cells, cv_sizes) == [] and not (tmp_path / "off").exists()
+    assert MT.write_tables(off, r, tmp_path / "off", cells, cv_sizes) == [] and not (tmp_path / "off").exists()

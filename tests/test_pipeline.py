@@ -1,11 +1,14 @@
-"""The thin pipeline end to end on a small toy world (fixture ``small_run`` in conftest)."""
+"""The runner end to end on a small toy world (fixture ``small_run`` in conftest)."""
 
 import json
 
 import pandas as pd
 import pytest
 
-from leakexp.pipeline import Cell, Pipeline
+from leakexp.cell import Cell
+from leakexp.grid import run_cell, stored_results
+from leakexp.stage import Ask
+from leakexp.stages import runner
 from leakexp.store import DONE
 
 
@@ -13,8 +16,24 @@ def _markers(store, stage):
     return {p.parent: json.loads(p.read_text())["finished_at"] for p in store.path(stage).rglob(DONE)}
 
 
+def _set(r, corpus, leakage, size):
+    """The training set artifact of (corpus, leakage, size); No-Leakage sets are one for every corpus."""
+    return r.ensure(Ask.of("sets", corpus=corpus, leakage=leakage, size=size))
+
+
+def _excluded(r):
+    """(source, qid) of every training query that No-Leakage sets must not use: above the threshold for any
+    topic of any corpus, annotated (whatever its recomputed similarity), or a verified leak."""
+    from leakexp.build import excluded_queries
+    from leakexp.detect import above_threshold
+
+    pairs = above_threshold(r.get(Ask.of("detect")), float(r.settings["detect"]["threshold"]))
+    leaks = [r.get(Ask.of("leaks", corpus=c)) for c in r.settings["data"]["corpora"]]
+    return excluded_queries(r.get(Ask.of("pool")), pairs, r.get(Ask.of("verify")), leaks)
+
+
 def test_every_cell_has_measures_in_range(small_run):
-    p, cells, means, out = small_run
+    r, cells, means, out = small_run
     assert len(cells) == 18
     for cell, m in means.items():
         assert set(m) == {"nDCG@10", "P@1", "MFR"}
@@ -26,76 +45,89 @@ def test_every_cell_has_measures_in_range(small_run):
 
 
 def test_detection_recovers_planted_leaks(small_run):
-    p = small_run[0]
-    ann = p.annotations()
+    r = small_run[0]
+    ann = r.get(Ask.of("verify"))
     assert len(ann) > 50 and ann.leak.mean() > 0.9  # the toy truth judges the reviewed candidates
-    robust = p.verified_leaks("toy_robust")
-    assert len(robust) >= p.corpus_cfg("toy_robust").fixed_leak_queries
+    robust = r.get(Ask.of("leaks", corpus="toy_robust"))
+    assert len(robust) >= r.settings["corpora"]["toy_robust"]["fixed_leak_queries"]
     assert set(robust.source) == {"msmarco", "orcas"}
 
 
 def test_training_sets_have_the_configured_leaked_part(small_run):
-    p = small_run[0]
+    r = small_run[0]
     for corpus, fixed in (("toy_robust", 60), ("toy_core17", 24)):
-        m = json.loads((p.training_set(corpus, "msm", 256) / "manifest.json").read_text())
+        m = json.loads((_set(r, corpus, "msm", 256) / "manifest.json").read_text())
         assert m["by_origin"] == {"filler": 256 - 2 * fixed, "msm-leak": 2 * fixed}
-        t = json.loads((p.training_set(corpus, "test", 128) / "manifest.json").read_text())
+        t = json.loads((_set(r, corpus, "test", 128) / "manifest.json").read_text())
         short = 4 if corpus == "toy_robust" else 0  # toy topic 326 has no relevant judgment: skipped, 2 x 2 short
         assert t["by_origin"]["test-leak"] == 2 * fixed - short and t["leakage_ratio"] == (2 * fixed - short) / 128
 
 
+def test_no_leakage_sets_and_models_are_one_per_size_for_every_corpus(small_run, small_cfg):
+    r, cells, _, _ = small_run
+    sizes, corpora = list(small_cfg.grid.sizes), list(small_cfg.grid.corpora)
+    none_sets = {_set(r, c, "none", s) for c in corpora for s in sizes}
+    assert none_sets == {p.parent for p in r.store.path("sets", "none").rglob(DONE)}
+    assert len(none_sets) == len(sizes)  # one per size, shared by the corpora
+    none_models = {r.path(c.ask("train")) for c in cells if c.leakage == "none"}
+    assert len(none_models) == len(sizes) * len(small_cfg.grid.models) * len(small_cfg.grid.seeds)
+    assert none_models == {p.parent for p in r.store.path("train", "none").rglob(DONE)}
+    # each corpus re-ranks with the shared model: one re-ranking and evaluation per corpus
+    assert len({r.path(c.ask("rerank")) for c in cells if c.leakage == "none"}) == len(corpora) * len(sizes)
+
+
 def test_rerun_is_a_no_op_and_a_changed_measure_setting_redoes_only_evaluation(small_run, small_cfg):
-    p, cells, _, _ = small_run
-    before = {s: _markers(p.store, s) for s in ("sets", "train", "rerank", "eval")}
-    Pipeline(small_cfg).run_cell(cells[0])
-    assert {s: _markers(p.store, s) for s in before} == before
+    r, cells, _, _ = small_run
+    before = {s: _markers(r.store, s) for s in ("sets", "train", "rerank", "eval")}
+    run_cell(small_cfg, runner(small_cfg), cells[0])
+    assert {s: _markers(r.store, s) for s in before} == before
     from leakexp.config import compose
 
     cfg = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "evaluate.mfr_missing=depth"])
-    other = Pipeline(cfg)
-    other.run_cell(cells[0])
-    after = {s: _markers(p.store, s) for s in before}
+    other = runner(cfg)
+    run_cell(cfg, other, cells[0])
+    after = {s: _markers(r.store, s) for s in before}
     for s in ("sets", "train", "rerank"):
         assert after[s] == before[s]
     # the other configuration's evaluation is a new artifact beside the first, which stays untouched
     assert {k: v for k, v in after["eval"].items() if k in before["eval"]} == before["eval"]
-    assert set(after["eval"]) - set(before["eval"]) == {other.cell_path("eval", cells[0])}
-    assert other.cell_path("eval", cells[0]) != p.cell_path("eval", cells[0])
+    assert set(after["eval"]) - set(before["eval"]) == {other.path(cells[0].ask("eval"))}
+    assert other.path(cells[0].ask("eval")) != r.path(cells[0].ask("eval"))
     # and back: nothing is recomputed, the first configuration still finds its own result
-    Pipeline(small_cfg).run_cell(cells[0])
-    assert _markers(p.store, "eval") == after["eval"]
+    run_cell(small_cfg, runner(small_cfg), cells[0])
+    assert _markers(r.store, "eval") == after["eval"]
 
 
 def test_tables_regenerate_from_the_store_alone(small_run, small_cfg):
     from leakexp.tables import write_tables
 
-    p, cells, _, out = small_run
+    r, cells, _, out = small_run
     names = ["summary.csv", "table3.md", "table4.tex", "table5.csv", "figure2.csv", "detail.csv", "cv_sizes.csv",
              "leaked_vs_other.csv"]
     before = {n: (out / n).read_text() for n in names}
     assert (out / "figure2.png").stat().st_size > 0 and (out / "figure2.pdf").exists()
     for n in names:
         (out / n).unlink()
-    write_tables(small_cfg)
+    write_tables(small_cfg)  # no runner given: a read-only one over the store
     assert {n: (out / n).read_text() for n in names} == before
     assert "Table 3. Effectiveness on toy_robust" in before["table3.md"] and "KNRM" in before["table3.md"]
-    assert len(p.stored_results(cells)[0]) > 0
+    assert len(stored_results(r, cells)[0]) > 0
     absent = Cell("toy_robust", "none", 4096, "knrm", 9)
-    missing, states = p.stored_results([absent])
+    missing, states = stored_results(r, [absent])
     assert len(missing) == 0 and states == {absent: "missing"}
 
 
 def test_every_toy_set_has_exact_counts_balance_and_no_candidate_filler(small_run, small_cfg):
-    p = small_run[0]
-    excluded = p.excluded()
-    fixed = {c: p.corpus_cfg(c) for c in small_cfg.grid.corpora}
+    r = small_run[0]
+    excluded = _excluded(r)
+    fixed = {c: r.settings["corpora"][c] for c in small_cfg.grid.corpora}
     for corpus in small_cfg.grid.corpora:
         prefix = None
         for size in small_cfg.grid.sizes:
             for leakage in small_cfg.grid.leakages:
-                f = pd.read_parquet(p.training_set(corpus, leakage, size) / "instances.parquet")
-                leaked = {"none": 0, "msm": 2 * fixed[corpus].fixed_leak_queries,
-                          "test": 2 * fixed[corpus].test_leak_queries}[leakage]
+                f = pd.read_parquet(_set(r, corpus, leakage, size) / "instances.parquet")
+                leaked = {"none": 0, "msm": 2 * fixed[corpus]["fixed_leak_queries"],
+                          "test": 2 * fixed[corpus]["test_leak_queries"]}[leakage]
                 short = 4 if (corpus, leakage) == ("toy_robust", "test") else 0  # topic 326: no relevant judgment
                 leaked -= short
                 origin = {"none": None, "msm": "msm-leak", "test": "test-leak"}[leakage]
@@ -106,7 +138,7 @@ def test_every_toy_set_has_exact_counts_balance_and_no_candidate_filler(small_ru
                 counts = fill.source.value_counts()
                 assert abs(counts.get("msmarco", 0) - counts.get("orcas", 0)) <= 2  # +-1 query = 2 instances
                 if leakage == "msm":
-                    leaks = p.verified_leaks(corpus)
+                    leaks = r.get(Ask.of("leaks", corpus=corpus))
                     assert set(f[f.origin == "msm-leak"].qid) <= set(leaks.qid)
                 qids = fill.qid.tolist()[::2]
                 if leakage == "none":
@@ -118,32 +150,32 @@ def test_every_toy_set_has_exact_counts_balance_and_no_candidate_filler(small_ru
 def test_an_external_first_stage_run_is_what_the_models_rerank(small_run, small_cfg, tmp_path):
     from leakexp.config import compose
 
-    p, cells, _, _ = small_run
+    r, cells, _, _ = small_run
     cell = next(c for c in cells if c.corpus == "toy_core17")
-    bm25 = p.test_run("toy_core17")
+    bm25 = r.get(Ask.of("firststage", corpus="toy_core17"))
     # an external run: BM25's top-10 of every topic in reverse order, as a gzipped TREC run file
     top = bm25[bm25["rank"] < 10].assign(score=lambda d: d["rank"].astype(float))
     path = tmp_path / "toy_core17.run"
-    path.write_text("".join(f"{r.qid} Q0 {r.docno} {i + 1} {r.score} ext\n"
-                            for i, r in enumerate(top.itertuples(index=False))))
-    cfg = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "corpus=toy_core17",
-                   f"rerank.first_stage={path}"])
-    q = Pipeline(cfg)
-    run = pd.read_parquet(q.reranked(cell) / "run.parquet")
+    path.write_text("".join(f"{x.qid} Q0 {x.docno} {i + 1} {x.score} ext\n"
+                            for i, x in enumerate(top.itertuples(index=False))))
+    settings = [f"store={small_cfg.store}", "data.queries_per_source=600", "corpus=toy_core17",
+                f"rerank.first_stage={path}"]
+    # one run is one corpus's: a grid of several corpora is refused before any work, naming the fix
+    with pytest.raises(ValueError, match="is one run, for corpus=toy_core17, but the grid also re-ranks toy_robust"):
+        runner(compose(settings))
+    q = runner(compose([*settings, "grid.corpora=[toy_core17]"]))
+    run = pd.read_parquet(q.ensure(cell.ask("rerank")) / "run.parquet")
     assert run.groupby("qid").size().max() == 10
     assert set(zip(run.qid, run.docno)) == set(zip(top.qid, top.docno))
-    assert q.cell_path("rerank", cell) != p.cell_path("rerank", cell)  # kept apart from the BM25 re-ranking
-    other = next(c for c in cells if c.corpus == "toy_robust")
-    with pytest.raises(ValueError, match="is one run, for corpus=toy_core17"):
-        q.reranked(other)
+    assert q.path(cell.ask("rerank")) != r.path(cell.ask("rerank"))  # kept apart from the BM25 re-ranking
 
 
 def test_leaked_and_other_topics_split_the_cross_validated_values(small_run, small_cfg):
     from leakexp.tables import leaking_topics
 
-    p, cells, _, out = small_run
+    r, cells, _, out = small_run
     t = pd.read_csv(out / "leaked_vs_other.csv", dtype={"qid": str})
-    leaking = leaking_topics(small_cfg)
+    leaking = leaking_topics(r)
     for corpus in small_cfg.grid.corpora:
         c = t[(t.corpus == corpus) & (t.measure == "nDCG@10") & (t.leakage == "msm")].set_index("group")
         assert c.loc["leaked", "queries"] + c.loc["other", "queries"] == c.loc["all", "queries"]

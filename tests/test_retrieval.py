@@ -1,28 +1,58 @@
 import pandas as pd
 
-from leakexp.retrieval import bm25_run, build_index, clean_query
+from leakexp.retrieval import bm25_search, clean_query, write_index
+from leakexp.stage import Ask
 from leakexp.store import Store
 
 DOCS = [("d1", "lyme disease ticks lyme"), ("d2", "hubble telescope images"), ("d3", "lyme regis beach"),
         ("d4", "ticks on deer")]
 
 
+# -- the first stage through the runner: local test collections, the index and firststage stages ------------
+def _corpus(tmp_path, name: str, docs, topics: dict[str, str]) -> dict:
+    """A local test collection (TREC topics whose titles are ``topics``, one judgment, ``docs``) as its config."""
+    from leakexp.data.files import write_docs_jsonl, write_qrels, write_trec_topics
+    from leakexp.data.types import Topic
+
+    d = tmp_path / "data" / name
+    d.mkdir(parents=True, exist_ok=True)
+    write_trec_topics(d / "topics.txt", [Topic(qid, title) for qid, title in topics.items()])
+    write_qrels(d / "qrels.txt", pd.DataFrame({"qid": [next(iter(topics))], "docno": [docs[0][0]], "label": [1]}))
+    write_docs_jsonl(d / "docs.jsonl", docs)
+    return {"kind": "local", "name": name, "topics": str(d / "topics.txt"), "qrels": str(d / "qrels.txt"),
+            "docs": str(d / "docs.jsonl")}
+
+
+def _runner(tmp_path, corpora: dict, *, depth: int = 100, stemmer: str = "porter2", stopwords: str = "terrier"):
+    """A runner of every stage over ``corpora`` (name -> config) with the given first-stage settings."""
+    from leakexp.pipeline import Runner
+    from leakexp.stages import STAGES
+
+    settings = {"data": {"kind": "local", "name": "tiny"}, "corpora": corpora,
+                "bm25": {"k1": 0.9, "b": 0.4, "stemmer": stemmer, "stopwords": stopwords},
+                "rerank": {"query_field": "title", "depth": depth, "first_stage": None}}
+    return Runner(settings, STAGES, Store(tmp_path / "store"))
+
+
 def test_bm25_ranks_and_caches(tmp_path):
-    store = Store(tmp_path)
-    idx = build_index(store, "tiny", iter(DOCS), fingerprint="v1")
-    q = pd.DataFrame({"qid": ["1", "2"], "query": ["lyme disease?", "telescope"]})
-    run = bm25_run(store, idx, "tiny/title", q, depth=2)
+    corpora = {"tiny": _corpus(tmp_path, "tiny", DOCS, {"1": "lyme disease?", "2": "telescope"})}
+    r = _runner(tmp_path, corpora, depth=2)
+    ask = Ask.of("firststage", corpus="tiny")
+    run = r.get(ask)
     assert run.columns.tolist() == ["qid", "query", "docno", "score", "rank"]
     assert run[run.qid == "1"].docno.tolist() == ["d1", "d3"]  # both match 'lyme'; d1 also 'disease'
     assert run[run.qid == "1"]["rank"].tolist() == [0, 1]
     assert run[run.qid == "2"].docno.tolist() == ["d2"]
     assert run.loc[0, "query"] == "lyme disease?"  # the original text is kept
+    store = r.store
     computed = store.computed()
-    assert [c.rsplit("/", 1)[0] for c in computed] == ["index/tiny", "bm25/tiny/title"]
-    bm25_run(store, idx, "tiny/title", q, depth=2)
+    assert [c.rsplit("/", 1)[0] for c in computed] == ["index/tiny", "firststage/tiny"]
+    _runner(tmp_path, corpora, depth=2).ensure(ask)  # a fresh runner of the same settings finds both
     assert store.computed() == computed  # cached
-    bm25_run(store, idx, "tiny/title", q, depth=1)  # another depth is another artifact, beside the first
+    other = _runner(tmp_path, corpora, depth=1)  # another depth is another artifact, beside the first
+    assert len(other.get(ask)) == 2
     assert len(store.computed()) == 3 and len(store.others(store.path(store.computed()[-1]))) == 1
+    assert other.path(Ask.of("index", name="tiny")) == r.path(Ask.of("index", name="tiny"))  # one index
 
 
 def test_clean_query_drops_punctuation():
@@ -55,41 +85,48 @@ def test_anserini_analysis_keeps_title_terms_that_terriers_list_drops():
 
 
 def test_first_stage_retrieves_title_terms_under_anserinis_analysis_only(tmp_path):
-    store = Store(tmp_path)
-    queries = pd.DataFrame({"qid": ["t1", "t2", "t3"], "query": ["three", "most", "U.S."]})
-    anserini = build_index(store, "anserini", iter(TITLE_DOCS), fingerprint="v1", stemmer="porter",
-                           stopwords="lucene")
-    run = bm25_run(store, anserini, "anserini/title", queries, depth=3)
+    corpora = {"words": _corpus(tmp_path, "words", TITLE_DOCS, {"t1": "three", "t2": "most", "t3": "U.S."}),
+               "titles": _corpus(tmp_path, "titles", TITLE_DOCS, TITLES)}
+    words = Ask.of("firststage", corpus="words")
+    anserini = _runner(tmp_path, corpora, depth=3, stemmer="porter", stopwords="lucene")
+    run = anserini.get(words)
     assert run.groupby("qid").docno.apply(list).to_dict() == {"t1": ["a1"], "t2": ["a2"], "t3": ["a3"]}
-    terrier = build_index(store, "terrier", iter(TITLE_DOCS), fingerprint="v1", stemmer="porter2",
-                          stopwords="terrier")
-    assert len(bm25_run(store, terrier, "terrier/title", queries, depth=3)) == 0
+    terrier = _runner(tmp_path, corpora, depth=3, stemmer="porter2", stopwords="terrier")
+    assert len(terrier.get(words)) == 0
     # whole titles: the same top document, found through every title term
-    titles = pd.DataFrame({"qid": list(TITLES), "query": list(TITLES.values())})
-    top = bm25_run(store, anserini, "anserini/titles", titles, depth=1)
+    top = _runner(tmp_path, corpora, depth=1, stemmer="porter", stopwords="lucene").get(
+        Ask.of("firststage", corpus="titles"))
     assert top.docno.tolist() == ["a1", "a2", "a3"] and top["rank"].tolist() == [0, 0, 0]
 
 
 def test_the_analysis_is_part_of_the_index_config(tmp_path):
     import pytest
 
-    from leakexp.retrieval import bm25_search, index_analysis
+    from leakexp.config import ConfigError, compose
+    from leakexp.retrieval import index_analysis
+    from leakexp.stages import check
 
-    store = Store(tmp_path)
-    porter2 = build_index(store, "tiny", iter(DOCS), fingerprint="v1")
+    corpora = {"tiny": _corpus(tmp_path, "tiny", DOCS, {"1": "lyme"})}
+    index = Ask.of("index", name="tiny")
+    first_runner = _runner(tmp_path, corpora)
+    porter2 = first_runner.ensure(index)
+    store = first_runner.store
     first = store.marker(porter2).config_hash
     assert index_analysis(porter2) == {"stemmer": "porter2", "stopwords": "terrier"}
-    porter = build_index(store, "tiny", iter(DOCS), fingerprint="v1", stemmer="porter", stopwords="lucene")
-    assert store.marker(porter).config_hash != first  # re-indexed
+    porter = _runner(tmp_path, corpora, stemmer="porter", stopwords="lucene").ensure(index)
+    assert store.marker(porter).config_hash != first and porter != porter2  # re-indexed, beside the first
     assert index_analysis(porter) == {"stemmer": "porter", "stopwords": "lucene"}
     q = pd.DataFrame({"qid": ["1"], "query": ["Lyme's disease"]})
     assert bm25_search(porter, q, depth=2).docno.tolist() == ["d1", "d3"]
     with pytest.raises(ValueError, match=r"index built with stemmer=porter stopwords=lucene, but bm25.stemmer=porter2"):
         bm25_search(porter, q, stemmer="porter2")
     with pytest.raises(ValueError, match=r"bm25.stemmer='lovins' is unknown"):
-        build_index(store, "bad", iter(DOCS), stemmer="lovins")
+        write_index(tmp_path / "bad", iter(DOCS), stemmer="lovins")
     with pytest.raises(ValueError, match=r"bm25.stopwords='smart' is unknown"):
-        build_index(store, "bad", iter(DOCS), stopwords="smart")
+        write_index(tmp_path / "bad", iter(DOCS), stopwords="smart")
+    # and before any work: the index stage's own config check
+    with pytest.raises(ConfigError, match=r"bm25.stemmer='lovins' is unknown"):
+        check(compose([f"store={tmp_path / 'store'}", "bm25.stemmer=lovins"]))
 
 
 # -- external first-stage runs ---------------------------------------------------------------------------
