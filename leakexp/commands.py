@@ -155,7 +155,7 @@ def cmd_toy(overrides: list[str]) -> int:
     from leakexp.stage import Ask
 
     cfg, r = _runner(overrides)
-    print(r.ensure(Ask.of("toy", seed=cfg.data.seed)))
+    print(r.ensure(Ask.of("toy")))
     return 0
 
 
@@ -286,7 +286,7 @@ def cmd_annotations(args) -> int:
     if args.label_with_truth:
         if cfg.data.kind != "toy":
             raise SystemExit("leakexp: --label-with-truth needs the toy world (data=toy)")
-        truth = pd.read_csv(r.ensure(Ask.of("toy", seed=cfg.data.seed)) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
         labels = v.truth_labels(chosen, truth)
     records = v.to_annotation_records(chosen, collections, labels)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -308,7 +308,7 @@ def cmd_verify(overrides: list[str]) -> int:
         from leakexp.detect import leak_pairs
         from leakexp.verify import detection_quality
 
-        truth = pd.read_csv(r.ensure(Ask.of("toy", seed=cfg.data.seed)) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
         q = detection_quality(leak_pairs(r.get(Ask.of("detect")), float(cfg.detect.threshold)), truth)
         print(f"detection vs planted leaks at threshold {cfg.detect.threshold}: recall {q['recall']:.3f} "
               f"precision {q['precision']:.3f} ({q['true_positives']} of {q['planted']} planted, "

@@ -51,7 +51,7 @@ def shared_asks(cfg: DictConfig) -> dict[str, list[Ask]]:
     from leakexp.data.types import SOURCES
 
     corpora = list(dict.fromkeys(cfg.grid.corpora))
-    rows = {"data": [Ask.of("toy", seed=cfg.data.seed)] if cfg.data.kind == "toy" else [],
+    rows = {"data": [Ask.of("toy")] if cfg.data.kind == "toy" else [],
             "index": [Ask.of("index", name=n) for n in ["train", *corpora]],
             "embed": [Ask.of("embed", source=s) for s in SOURCES],
             "detect": [Ask.of("detect")], "verify": [Ask.of("verify")],

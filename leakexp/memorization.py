@@ -276,7 +276,9 @@ def _params(p: dict) -> dict:
 
 
 def _reads(p: dict, cuda: bool) -> list[str]:
-    return ["rerank.query_field"] + (["precision.rerank_bf16"] if cuda else [])
+    # the model's settings say whether it reads idf (then the corpus's df table is an input)
+    return ["rerank.query_field", "models.{model}", "!models.{model}.train.score_batch_size"] + (
+        ["precision.rerank_bf16"] if cuda else [])
 
 
 def _inputs(p: dict, c) -> dict:

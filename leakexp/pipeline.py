@@ -42,7 +42,9 @@ def select(settings: Mapping, paths: Iterable[str]) -> Config:
             target = target.get(part, {}) if isinstance(target, dict) else {}
         if isinstance(target, dict):
             target.pop(leaf, None)
-    return Config(out)
+    config = Config(out)
+    config.declared = tuple(p for p in paths if not p.startswith("!"))
+    return config
 
 
 class Runner:

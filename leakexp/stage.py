@@ -47,9 +47,18 @@ def _same(params: dict) -> dict:
 
 
 class Config(dict):
-    """The config values one stage reads, as nested dicts, with a dotted getter (``c.get("bm25.k1")``)."""
+    """The config values one stage reads, as nested dicts, with a dotted getter (``c.at("bm25.k1")``).
+
+    ``declared`` holds the paths the stage declared (``Stage.reads``): reading any other path is an error, not a
+    silent None, so a key cannot miss a value its stage reads.
+    """
+
+    declared: tuple[str, ...] | None = None
 
     def at(self, dotted: str, default: Any = None) -> Any:
+        if self.declared is not None and not any(
+                dotted == d or dotted.startswith(d + ".") or d.startswith(dotted + ".") for d in self.declared):
+            raise KeyError(f"{dotted!r} is read but not declared in the stage's reads ({', '.join(self.declared)})")
         node: Any = self
         for part in dotted.split("."):
             if not isinstance(node, Mapping) or part not in node:

@@ -366,7 +366,7 @@ def _verify_inputs(p: dict, c) -> dict:
     inputs = {"candidates": Ask.of("detect"),
               "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora") or []]}
     if not _files(c):
-        inputs["toy"] = Ask.of("toy", seed=c.at("data.seed"))
+        inputs["toy"] = Ask.of("toy")
     return inputs
 
 

@@ -71,3 +71,12 @@ def test_paper_models_use_the_papers_weights_and_demo_the_embedded_ones():
     assert resolved_model_config(demo, "knrm").embeddings == "bundled"
     # the command line wins over the experiment's model_overrides for the selected model
     assert resolved_model_config(compose(["model.train.lr=0.5"]), "knrm").train.lr == 0.5
+
+
+def test_the_embedded_monot5_is_refused_for_real_data():
+    from leakexp import stages
+
+    with pytest.raises(ConfigError, match="models.monot5.checkpoint=embedded needs the toy world"):
+        stages.compose(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]",
+                        "model=monot5", "model_overrides.monot5.checkpoint=embedded"])
+    stages.compose(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]", "model=monot5"])

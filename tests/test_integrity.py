@@ -177,7 +177,7 @@ def test_store_pointing_at_a_file_is_a_one_line_error(tmp_path):
 
 def test_ctrl_c_is_a_one_line_message_not_a_traceback(tmp_path):
     cfg = compose([f"store={tmp_path}", *GRID])
-    toy = runner(cfg, readonly=True).path(Ask.of("toy", seed=cfg.data.seed))  # the first artifact the grid makes
+    toy = runner(cfg, readonly=True).path(Ask.of("toy"))  # the first artifact the grid makes
     proc = subprocess.Popen(LEAKEXP + ["grid", f"store={tmp_path}", *GRID], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120

@@ -164,7 +164,7 @@ def corpus_files(corpus: Mapping) -> str | None:
 
 # -- stages ----------------------------------------------------------------------------------------------
 def _toy(params: dict, c: Config) -> dict:
-    return {"toy": Ask.of("toy", seed=c.at("data.seed"))} if c.at("data.kind") == "toy" else {}
+    return {"toy": Ask.of("toy")} if c.at("data.kind") == "toy" else {}
 
 
 def _generate(ctx: Context, tmp: Path) -> dict:
@@ -176,7 +176,7 @@ def _generate(ctx: Context, tmp: Path) -> dict:
 TOY = Stage(
     "toy", version=5,  # the generator: 5 = the real data's hazards (see leakexp.data.toy)
     reads=("data.seed", "data.queries_per_source", "data.leak_fraction"), compute=_generate,
-    path=lambda p, c: ["toy", f"seed-{p['seed']}"], describe="the generated toy world",
+    path=lambda p, c: ["toy", f"seed-{c.at('data.seed')}"], describe="the generated toy world",
 )
 POOL = Stage(
     "pool", version=1, reads=("data", "!data.corpora"), inputs=_toy,

@@ -139,10 +139,21 @@ def _vocab(ctx: Context, tmp: Path) -> dict:
     return {"texts": len(texts)}
 
 
+def check_embedded(cfg) -> None:
+    """The embedded monoT5 learns its vocabulary from the toy world's text: with real data it needs real weights."""
+    from leakexp.config import resolved_model_config
+    from leakexp.stage import ConfigError
+
+    models = dict.fromkeys([*cfg.grid.models, cfg.model.name])
+    if "monot5" in models and cfg.data.kind != "toy" and resolved_model_config(cfg, "monot5").get("checkpoint") == "embedded":
+        raise ConfigError(f"models.monot5.checkpoint=embedded needs the toy world (data.kind=toy), not "
+                          f"data.kind={cfg.data.kind}; use model.checkpoint=t5-base (or a local path to T5 weights)")
+
+
 T5_VOCAB = Stage(
     "t5vocab", version=1, reads=("data.corpora",),
     inputs=lambda p, c: {"pool": Ask.of("pool"),
                          "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora")]},
-    compute=_vocab, opener=lambda path: path / "t5",
+    compute=_vocab, opener=lambda path: path / "t5", check=check_embedded,
     describe="the embedded monoT5's tokenizer and config (a vocabulary trained on the toy world's text)",
 )
