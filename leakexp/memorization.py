@@ -346,7 +346,7 @@ def _memorize(ctx: Context, tmp: Path) -> dict:
                "scored_with": scored.get("with", 0), "scored_without": scored.get("without", 0)}
     for variant in VARIANTS:
         figures[f"mean_rank_relevant_{variant}"] = round(macro_average(rel[rel.variant == variant], "rank")[0], 4)
-    log.info("memorization %s: %s", "/".join(map(str, p.values())), figures)
+    log.info("memorization %s: %s", "/".join(_path(p, None)), figures)
     return figures
 
 

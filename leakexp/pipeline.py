@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,6 @@ from typing import Any
 from leakexp.stage import Ask, Config, Context, Stage
 from leakexp.store import KEY_LENGTH, Store, config_hash
 
-log = logging.getLogger(__name__)
 RUNNER = 2  # the key scheme; markers of other schemes are another layout (see ``Runner.state``)
 
 

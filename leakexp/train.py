@@ -405,7 +405,8 @@ def _train(ctx: Context, tmp: Path) -> dict:
     if "vocab" in ctx.input_names:
         params["checkpoint"] = str(ctx.inputs["vocab"])
     model_train = dict(ctx.config.at(f"models.{model_name}.train") or {})
-    bf16 = bool(ctx.config.at("precision.train_bf16", True))
+    # read (and part of the key) on CUDA only: autocast is a CUDA setting here
+    bf16 = bool(ctx.config.at("precision.train_bf16", True)) if "precision" in ctx.config else False
     tcfg = TrainConfig.from_config(model_train, ctx.config["train"], bf16=bf16)
     instances = pd.read_parquet(ctx.inputs["set"] / "instances.parquet")
     set_seed(seed)  # the seed also fixes the random initialisation
