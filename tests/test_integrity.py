@@ -177,11 +177,13 @@ def test_store_pointing_at_a_file_is_a_one_line_error(tmp_path):
 
 def test_ctrl_c_is_a_one_line_message_not_a_traceback(tmp_path):
     cfg = compose([f"store={tmp_path}", *GRID])
-    toy = runner(cfg, readonly=True).path(Ask.of("toy"))  # the first artifact the grid makes
+    # the embeddings' folder: made once the toy world exists and SBERT is loaded, well inside the run (an interrupt
+    # that lands in a finaliser while modules load is swallowed by Python itself)
+    embed = runner(cfg, readonly=True).path(Ask.of("embed", source="msmarco"))
     proc = subprocess.Popen(LEAKEXP + ["grid", f"store={tmp_path}", *GRID], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while not toy.parent.exists() and time.time() < deadline:  # well inside the run (its folder is made on start)
+    while not embed.parent.exists() and time.time() < deadline:
         time.sleep(0.1)
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
