@@ -107,8 +107,13 @@ def test_detection_quality_counts_planted_leaks_only():
     assert (q["recall"], q["precision"]) == (0.5, 0.5)
 
 
-def test_toy_detection_recovers_planted_leaks(small_run):
-    q = small_run[0].detection_quality()
+def test_toy_detection_recovers_planted_leaks(small_run, small_cfg):
+    from leakexp.detect import leak_pairs
+    from leakexp.stage import Ask
+
+    r = small_run[0]
+    truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+    q = detection_quality(leak_pairs(r.get(Ask.of("detect")), float(small_cfg.detect.threshold)), truth)
     assert q["recall"] > 0.8 and q["precision"] > 0.9
 
 

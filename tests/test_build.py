@@ -247,10 +247,13 @@ def test_toy_pipeline_meets_and_handles_the_real_datas_hazards(small_cfg):
     """On the toy world (shared store with the pipeline tests): the sets and leaks the hazards affect."""
     import json
 
-    from leakexp.pipeline import Pipeline
+    from leakexp.build import excluded_queries
+    from leakexp.detect import above_threshold
+    from leakexp.stage import Ask
+    from leakexp.stages import runner
 
-    p = Pipeline(small_cfg)
-    path = p.training_set("toy_robust", "test", 128)
+    r = runner(small_cfg)
+    path = r.ensure(Ask.of("sets", corpus="toy_robust", leakage="test", size=128))
     m = json.loads((path / "manifest.json").read_text())
     assert m["skipped_topics"] == [{"topic": "326", "reason": "no relevant judgment"}]
     assert m["reused_documents"] == [{"topic": "327", "label": "relevant", "documents": 1, "occurrences": 2}]
@@ -259,20 +262,30 @@ def test_toy_pipeline_meets_and_handles_the_real_datas_hazards(small_cfg):
     assert ((f.text == "") & (f.qid == "328") & (f.label == 0)).sum() == 1  # the empty judged document
     assert f.text.str.split().str.len().max() > 800  # a long relevant document
     # topic id 330 is robust's "obesity in children" and core18's "iran nuclear program": leaks by text
-    robust, core18 = (p.verified_leaks(c) for c in ("toy_robust", "toy_core18"))
+    robust, core18 = (r.get(Ask.of("leaks", corpus=c)) for c in ("toy_robust", "toy_core18"))
     r330, c330 = (set(x[x.topic_qid == "330"].text) for x in (robust, core18))
     assert r330 and c330 and not r330 & c330
     assert all("iran" in t or "nuclear" in t or "uranium" in t or "atomic" in t for t in c330)
     # queries whose id both sources use keep their own source's relevant document
-    q = p.pool.queries
+    pool = r.get(Ask.of("pool"))
+    q = pool.queries
     shared = set(q[q.source == "msmarco"].qid) & set(q[q.source == "orcas"].qid)
     assert len(shared) == 30  # every 20th of the 600 ORCAS queries
-    neg = p.negatives()
-    rel = p.pool.qrels.set_index(["source", "qid"]).docno
+    # the negatives the sets draw from: BM25 runs of the first fillers chunk and of every verified leak
+    runs = [r.get(Ask.of("negatives", part=part)) for part in ("0", "leaks")]
+    neg = Negatives.from_frames(pool.qrels, pd.concat(runs, ignore_index=True), int(small_cfg.build.seed))
+    rel = pool.qrels.set_index(["source", "qid"]).docno
     used = [(s, i) for s in ("msmarco", "orcas") for i in shared if neg.pair(s, i)]
     assert used and all(neg.pair(s, i)[0] == rel[(s, i)] for s, i in used)
     # No-Leakage excludes every annotated query and every verified leak
-    excluded = p.excluded()
+    cands, threshold = r.get(Ask.of("detect")), float(small_cfg.detect.threshold)
+    leaks = [r.get(Ask.of("leaks", corpus=c)) for c in small_cfg.data.corpora]
+    excluded = excluded_queries(pool, above_threshold(cands, threshold), r.get(Ask.of("verify")), leaks)
     assert set(zip(robust.source, robust.qid)) <= excluded
-    none = pd.read_parquet(p.training_set("toy_robust", "none", 256) / "instances.parquet")
+    none = pd.read_parquet(r.ensure(Ask.of("sets", corpus="toy_robust", leakage="none", size=256)) /
+                           "instances.parquet")
     assert not set(zip(none.source, none.qid)) & excluded
+    # the fillers No-Leakage sets walk are exactly the training queries outside that exclusion
+    fillers = r.get(Ask.of("fillers"))
+    assert not set(zip(fillers.source, fillers.qid)) & excluded
+    assert len(fillers) == len(q.drop_duplicates(["source", "qid"])) - len(excluded & set(zip(q.source, q.qid)))

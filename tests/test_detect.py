@@ -162,36 +162,44 @@ def test_detection_embeddings_stay_float32_on_gpu(monkeypatch):
 
 
 def test_table1_caption_states_the_searched_fields(tmp_path):
+    from omegaconf import OmegaConf
+
     from leakexp.config import compose
+    from leakexp.stage import Ask
     from leakexp.tables import write_table1
 
-    class Searched:  # the two pipeline methods Table 1 reads
-        corpora = ["robust", "core"]
+    class Searched:  # the two runner requests Table 1 makes: the candidates and each corpus's collection
+        collections = dict(zip(["robust", "core"], _collections()))
 
-        def candidates(self):
-            return _reused_id_candidates()
-
-        def collection(self, name):
-            return dict(zip(self.corpora, _collections()))[name]
+        def get(self, ask: Ask):
+            if ask.stage == "detect":
+                return _reused_id_candidates()
+            assert ask.stage == "collection", ask
+            return self.collections[ask.params["corpus"]]
 
     for fields, said in (("[title,description]", "fields searched: title, description (query variants not searched"),
                          ("[title,description,variant]", "fields searched: title, description, variant;")):
         cfg = compose([f"store={tmp_path}", f"detect.fields={fields}"])
+        OmegaConf.update(cfg, "data.corpora", list(Searched.collections))  # the fake's corpora (Table 1 reads these)
         assert said in write_table1(cfg, Searched()).read_text()
 
 
 def test_real_corpus_without_variants_is_an_error_that_says_how_to_fix_it(tmp_path, monkeypatch):
-    from leakexp.config import compose
-    from leakexp.data.sources import DataUnavailable
-    from leakexp.pipeline import Pipeline
+    from leakexp import config, stages
+    from leakexp.stage import ConfigError
 
     for name in ("ROBUST04", "CORE17", "CORE18"):
         monkeypatch.delenv(f"LEAKEXP_VARIANTS_{name}", raising=False)
-    cfg = compose([f"store={tmp_path}", "experiment=paper"])
-    with pytest.raises(DataUnavailable, match=r"corpus robust04 has no query variants but detect.fields includes "
-                       r"'variant': give a TSV file of qid<TAB>variant lines .* corpus.variants=/path/to/variants.tsv "
-                       r".* or search without variants on purpose with detect.fields=\[title,description\]"):
-        Pipeline(cfg).candidates()  # before any data is loaded
+    overrides = [f"store={tmp_path}", "experiment=paper"]
+    message = (r"corpus robust04 has no query variants but detect.fields includes "
+               r"'variant': give a TSV file of qid<TAB>variant lines .* corpus.variants=/path/to/variants.tsv "
+               r".* or search without variants on purpose with detect.fields=\[title,description\]")
+    # before any data is loaded: the collection stage's config check, when the config is composed ...
+    with pytest.raises(ConfigError, match=message):
+        stages.compose(overrides)
+    # ... and when a runner is made of a config composed without the stages' checks
+    with pytest.raises(ConfigError, match=message):
+        stages.runner(config.compose(overrides))
 
 
 def test_variants_file_must_match_the_topics(caplog):

@@ -8,10 +8,17 @@ import pytest
 
 from leakexp.config import compose
 from leakexp.plan import load_measured, plan, render
+from leakexp.stages import runner
 
 
-def fake_pipeline():
-    return SimpleNamespace(pool=SimpleNamespace(queries=pd.DataFrame({"source": ["msmarco"] * 30 + ["orcas"] * 10})))
+def fake_runner(cfg):
+    """The real runner of ``cfg`` (its keys and sharing need no data) with a small stand-in training pool, so
+    that planning loads nothing."""
+    r = runner(cfg)
+    pool = SimpleNamespace(queries=pd.DataFrame({"source": ["msmarco"] * 30 + ["orcas"] * 10}))
+    get = r.get
+    r.get = lambda ask: pool if ask.stage == "pool" else get(ask)
+    return r
 
 
 @pytest.fixture
@@ -19,10 +26,18 @@ def cfg(tmp_path):
     return compose([f"store={tmp_path}", "grid.models=[knrm,monot5]", "grid.sizes=[128,384]"])
 
 
+# sizes x corpora x leakages, one seed: 9 cells per size ask for a model each; after sharing 7 are trained per size
+# (the No-Leakage model of a size is one for every corpus: 1 + 3 corpora x {msm, test})
+CELLS_PER_SIZE, TRAINED_PER_SIZE = 3 * 3, 1 + 3 * 2
+
+
 def test_plan_uses_the_assumed_table_without_a_bench_file(cfg):
-    info = plan(cfg, fake_pipeline())
+    info = plan(cfg, fake_runner(cfg))
+    assert info["queries"] == {"msmarco": 30, "orcas": 10} and info["queries_total"] == 40
     assert info["throughput_source"] == {"knrm": "assumed", "monot5": "assumed"} and info["bench_file"] is None
-    cells_instances = (128 + 384) * 3 * 3  # sizes x corpora x leakages, one seed, one epoch
+    assert info["jobs_before_sharing"]["train"] == 2 * 2 * CELLS_PER_SIZE  # models x sizes x cells
+    assert info["jobs"]["train"] == 2 * 2 * TRAINED_PER_SIZE
+    cells_instances = (128 + 384) * TRAINED_PER_SIZE  # one epoch per distinct trained model
     assert info["training_instances_per_model"] == {"knrm": cells_instances, "monot5": cells_instances}
     assert info["train_gpu_hours"]["knrm"] == pytest.approx(cells_instances / 3000 / 3600)
     assert "not measurements" in render(info)
@@ -33,19 +48,20 @@ def test_plan_uses_measured_figures_from_the_bench_file(cfg, tmp_path):
     bench.parent.mkdir(parents=True)
     bench.write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "models": {
         "monot5": {"train_instances_per_s": 500.0, "rerank_docs_per_s": 4000.0}}}))
-    info = plan(cfg, fake_pipeline())
+    info = plan(cfg, fake_runner(cfg))
     assert info["throughput_source"] == {"knrm": "assumed", "monot5": "measured (NVIDIA H100 80GB HBM3)"}
-    assert info["train_gpu_hours"]["monot5"] == pytest.approx((128 + 384) * 9 / 500 / 3600)
+    assert info["train_gpu_hours"]["monot5"] == pytest.approx((128 + 384) * TRAINED_PER_SIZE / 500 / 3600)
     topics = 30 + 12 + 12  # the toy corpora's topics, depth 30 in the demo
+    # every cell re-ranks its own corpus: the shared No-Leakage model re-ranks each corpus once
     assert info["rerank_gpu_hours"]["monot5"] == pytest.approx(topics * 3 * 2 * 30 / 4000 / 3600)
     assert "measured (NVIDIA H100" in render(info) and str(bench) in render(info)
 
 
 def test_an_update_budget_sets_the_training_instances(tmp_path):
     cfg = compose([f"store={tmp_path}", "grid.models=[knrm]", "grid.sizes=[128,384]", "train.updates=320"])
-    info = plan(cfg, fake_pipeline())
-    # 320 updates x 8 pairs (the demo's KNRM batch) x 2 instances, whatever the size
-    assert info["training_instances_per_model"]["knrm"] == 2 * (320 * 8 * 2) * 9
+    info = plan(cfg, fake_runner(cfg))
+    # 320 updates x 8 pairs (the demo's KNRM batch) x 2 instances, whatever the size, per distinct trained model
+    assert info["training_instances_per_model"]["knrm"] == 2 * (320 * 8 * 2) * TRAINED_PER_SIZE
 
 
 def test_a_broken_bench_file_is_named(tmp_path):
