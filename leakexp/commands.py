@@ -185,6 +185,9 @@ def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None
     from leakexp.config import compose
     from leakexp.grid import complete, grid_status, lineage, render_status
 
+    if why:  # `--why sets train corpus=...`: the overrides after the stage names are overrides all the same
+        overrides = [*overrides, *(w for w in why if "=" in w)]
+        why = [w for w in why if "=" not in w]
     cfg = compose(overrides)
     if why:
         print("\n".join(lineage(cfg, why)))

@@ -133,7 +133,12 @@ def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
     from leakexp.lineage import why
     from leakexp.stages import runner as make_runner
 
+    from leakexp.stage import ConfigError
+
     r, cell = make_runner(cfg, readonly=True), cell_from_config(cfg)
+    unknown = [s for s in stages if s not in r.stages]
+    if unknown:
+        raise ConfigError(f"status --why: no stage named {', '.join(unknown)}; stages: {', '.join(r.stages)}")
     lines = []
     for stage in stages:
         ask = cell.ask(stage) if stage in ("sets", "train", "rerank", "eval", "memorization") else Ask.of(stage)

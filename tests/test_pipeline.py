@@ -10,6 +10,7 @@ from leakexp.grid import run_cell, stored_results
 from leakexp.stage import Ask
 from leakexp.stages import runner
 from leakexp.store import DONE
+from conftest import SMALL
 
 
 def _markers(store, stage):
@@ -182,3 +183,18 @@ def test_leaked_and_other_topics_split_the_cross_validated_values(small_run, sma
         assert 0 < c.loc["leaked", "queries"] <= len(leaking[corpus])
     # a leaked type is tested against None on the same group; None itself has no test
     assert t[t.leakage == "none"].p.isna().all() and t[t.leakage != "none"].p.notna().any()
+
+
+def test_status_why_names_the_setting_that_made_a_stored_set_stale(small_run, small_cfg, capsys):
+    from leakexp.cli import main
+
+    small_run  # the small grid is in the store
+    base = [f"store={small_cfg.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
+    assert main(["status", *base, "bm25.stemmer=porter", "--why", "sets", "train"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("sets/toy_core17/msm/256: key ") and "train/" in out
+    assert 'bm25.stemmer: "porter2" -> "porter"' in out  # found through the negatives' input, upstream
+    assert main(["status", *base, "--why", "sets"]) == 0  # the stored set is this configuration's: nothing differs
+    assert "differs" not in capsys.readouterr().out
+    assert main(["status", *base, "--why", "bogus"]) == 2
+    assert "no stage named bogus" in capsys.readouterr().err
