@@ -20,6 +20,7 @@ queries and their judgments are keyed by (source, qid): MS MARCO and ORCAS numbe
 
 from __future__ import annotations
 
+from typing import Literal
 import hashlib
 import json
 import logging
@@ -31,6 +32,7 @@ import pandas as pd
 
 from leakexp.data.types import SOURCES, Collection, TrainPool
 from leakexp.stage import Ask, Config, Context, Stage
+from leakexp.schema import NonNegativeInt, PositiveInt, Section
 
 log = logging.getLogger(__name__)
 
@@ -460,3 +462,14 @@ SET = Stage(
     "sets", version=1, reads=_set_reads, inputs=_set_inputs, compute=_set, normalise=set_params,
     describe="a controlled-leakage training set (corpus x leakage type x size)",
 )
+
+
+class BuildSettings(Section):
+    """``build``: how the controlled-leakage training sets are drawn."""
+
+    seed: NonNegativeInt
+    test_query_field: Literal["title", "description", "narrative"]
+    negatives_depth: PositiveInt
+    take_all_leaks: bool
+    test_with_replacement: bool
+    test_missing_judgments: Literal["skip", "top_up"]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import Field
 import dataclasses
 from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
 from leakexp.stage import Ask
+from leakexp.schema import Name, NonNegativeInt, PositiveInt, Section
 
 
 @dataclass(frozen=True)
@@ -42,3 +46,19 @@ def grid_cells(cfg: DictConfig) -> list[Cell]:
     g = cfg.grid
     return [Cell(c, l, int(s), m, int(seed)) for c in g.corpora for l in g.leakages for s in g.sizes
             for m in g.models for seed in g.seeds]
+
+
+class GridSettings(Section):
+    """``grid``: the cells a grid run, status, plan and the tables cover."""
+
+    corpora: Annotated[list[Name], Field(min_length=1)]
+    leakages: Annotated[list[Literal["none", "msm", "test"]], Field(min_length=1)]
+    sizes: Annotated[list[PositiveInt], Field(min_length=1)]
+    models: Annotated[list[Name], Field(min_length=1)]
+    seeds: Annotated[list[NonNegativeInt], Field(min_length=1)]
+
+
+class LeakageSettings(Section):
+    """``leakage``: the cell's leakage type."""
+
+    name: Literal["none", "msm", "test"]

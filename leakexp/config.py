@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from typing import Annotated
+
 from omegaconf import DictConfig, OmegaConf
+from pydantic import Field
 
 
+from leakexp.schema import Name, PositiveFloat, PositiveInt, Section
 from leakexp.stage import ConfigError  # noqa: F401  (defined beside the stage declarations: stages raise it)
 
 
@@ -81,30 +85,8 @@ def _suggestion(message: str) -> str:
 
 
 GROUPS = ("data", "corpus", "leakage", "model", "grid", "experiment")
-POSITIVE_INT = ("batch_size", "grad_accum", "score_batch_size", "epochs", "updates")
-NON_NEGATIVE = ("weight_decay", "warmup_steps", "warmup_fraction")
-OPTIMIZERS = ("adam", "adamw", "adafactor")
-
-
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def validate_model(cfg: DictConfig, name: str) -> None:
-    """A model's training settings, checked before any work (a bad value must not cost finished artifacts)."""
-    train = resolved_model_config(cfg, name).get("train", {}) or {}
-    where = f"model.train of model {name}"
-    for key, value in train.items():
-        if value is None:
-            continue
-        if key in POSITIVE_INT and not (_is_int(value) and value > 0):
-            raise ConfigError(f"{where}: {key}={value!r} must be a positive integer")
-        if key in NON_NEGATIVE and not (isinstance(value, (int, float)) and value >= 0):
-            raise ConfigError(f"{where}: {key}={value!r} must be a number >= 0")
-        if key in ("lr", "max_grad_norm") and not (isinstance(value, (int, float)) and value > 0):
-            raise ConfigError(f"{where}: {key}={value!r} must be a positive number")
-        if key == "optimizer" and value not in OPTIMIZERS:
-            raise ConfigError(f"{where}: optimizer={value!r} is unknown; use {', '.join(OPTIMIZERS)}")
 
 
 def validate_device(device) -> None:
@@ -164,7 +146,6 @@ def validate(cfg: DictConfig) -> None:
         corpus_config(c)
     for m in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
         model_config(m)
-        validate_model(cfg, m)
     for name in cfg.grid.leakages:
         if name not in ("none", "msm", "test"):
             raise ConfigError(f"grid.leakages has {name!r}; use none, msm or test")
@@ -226,3 +207,29 @@ def runtime(cfg: DictConfig, device: str) -> dict:
             "embed_batch_size": int(cfg.detect.batch_size),
             "score_batch_size": {m: int((c.get("train") or {}).get("score_batch_size") or 64)
                                  for m, c in s["models"].items()}}
+
+
+class RunSettings(Section):
+    """The top-level values: the store, the cell's size and seed, the device, and per-model overrides."""
+
+    store: Name
+    size: PositiveInt
+    seed: Annotated[int, Field(ge=0)]
+    device: Annotated[str, Field(pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")]
+    verbose: bool
+    model_overrides: dict[Name, dict]
+
+
+class ReportSettings(Section):
+    """``report``: the model Figure 2 shows."""
+
+    figure_model: Name
+
+
+class PlanSettings(Section):
+    """``plan``: assumed throughput (used until ``make bench`` measures it on the GPU) and topic counts."""
+
+    embed_queries_per_s: PositiveFloat
+    train_instances_per_s: dict[str, PositiveFloat]
+    rerank_docs_per_s: dict[str, PositiveFloat]
+    topics: dict[str, PositiveInt]

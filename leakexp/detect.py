@@ -9,6 +9,9 @@ and the result is still exact.
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import Field
 import logging
 import shutil
 import time
@@ -20,6 +23,7 @@ from tqdm.auto import tqdm
 
 from leakexp.data.types import SOURCES, Collection, TrainPool
 from leakexp.stage import Ask, Context, Stage
+from leakexp.schema import Name, PositiveInt, Section
 from leakexp.store import Store, atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
@@ -378,3 +382,13 @@ DETECT = Stage(
     path=lambda p, c: [sbert_slug(str(c.at("detect.sbert")))],
     describe="leakage candidates: the k most similar training queries of every topic field (SBERT + exact kNN)",
 )
+
+
+class DetectSettings(Section):
+    """``detect``: SBERT model, exact kNN depth and the similarity threshold (paper: 0.91, paraphrase-MiniLM)."""
+
+    sbert: Name
+    threshold: Annotated[float, Field(ge=-1, le=1)]
+    k: PositiveInt
+    batch_size: PositiveInt
+    fields: Annotated[list[Literal["title", "description", "variant"]], Field(min_length=1)]

@@ -19,6 +19,9 @@ with judgments but no relevant document and averages its zeros in: usnistgov/tre
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import Field
 import math
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +30,7 @@ import ir_measures
 import pandas as pd
 
 from leakexp.stage import Ask, Context, Stage
+from leakexp.schema import Name, NonNegativeInt, Section
 
 MEASURE_ORDER = ("nDCG@10", "P@1", "MFR")
 LOWER_IS_BETTER = {"MFR"}
@@ -198,3 +202,15 @@ EVAL = Stage(
     opener=lambda path: pd.read_parquet(path / "perquery.parquet"), check=check,
     describe="per-query nDCG@10, P@1 and MFR of a re-ranking",
 )
+
+
+class EvaluateSettings(Section):
+    """``evaluate``: measures, their handling of misses and empty topics, and the cross-validation and test."""
+
+    measures: Annotated[list[Name], Field(min_length=1)]
+    mfr_missing: Literal["skip", "depth"]
+    no_relevant: Literal["skip", "zero"]
+    folds: Annotated[int, Field(ge=2)]
+    fold_seed: NonNegativeInt
+    cv_selection: Literal["best", "max_effect"]
+    alpha: Annotated[float, Field(gt=0, lt=1)]

@@ -26,6 +26,9 @@ much as one with one; the ± is the standard deviation of those per-topic values
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import Field
 import dataclasses
 import logging
 from pathlib import Path
@@ -37,6 +40,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from leakexp.cell import Cell
 from leakexp.stage import Ask, Context, Stage
+from leakexp.schema import Name, PositiveInt, Section
 
 log = logging.getLogger(__name__)
 
@@ -388,3 +392,12 @@ def compute_all(cfg: DictConfig, runner, cells: list[Cell]) -> tuple[list[Path],
             log.error("memorization of %s failed: %s: %s", cell, type(exc).__name__, exc)
             failed.append((cell, exc))
     return done, failed
+
+
+class MemorizationSettings(Section):
+    """``memorization``: whether Tables 6-8 are computed, and for which training-set sizes."""
+
+    enabled: bool
+    sizes: Annotated[list[Literal["each", "cv", "pooled"] | PositiveInt], Field(min_length=1)] | \
+        Literal["each", "cv", "pooled"] | PositiveInt
+    cv_measure: Name

@@ -19,6 +19,7 @@ An external first-stage run (e.g. the authors' Anserini BM25 runs of the Core tr
 
 from __future__ import annotations
 
+from typing import Literal
 import contextlib
 import gzip
 import json
@@ -36,6 +37,7 @@ import pandas as pd
 from leakexp.data.files import DataFormatError
 from leakexp.data.sources import file_fingerprint
 from leakexp.stage import Ask, Config, Context, Stage
+from leakexp.schema import Fraction, NonNegativeFloat, PositiveInt, Section
 
 log = logging.getLogger(__name__)
 
@@ -413,3 +415,26 @@ def read_trec_run(path: Path, topics: pd.DataFrame | list[str] | None = None, *,
         run = run.merge(frame[["qid", "query"]].drop_duplicates("qid"), on="qid", how="left")
         return run[["qid", "query", "docno", "score", "rank"]]
     return run[["qid", "docno", "score", "rank"]]
+
+
+class BM25Settings(Section):
+    """``bm25``: the first stage's BM25 and its analysis (one per store: indexes, runs and negatives read it)."""
+
+    k1: NonNegativeFloat
+    b: Fraction
+    stemmer: Literal["porter2", "porter", "krovetz", "none"]
+    stopwords: Literal["terrier", "lucene", "none"]
+    depth: PositiveInt
+    threads: PositiveInt
+
+
+class RerankSettings(Section):
+    """``rerank``: which first stage the models re-rank, how deep, with which topic field."""
+
+    query_field: Literal["title", "description", "narrative"]
+    depth: PositiveInt
+    first_stage: str | None
+
+    def files_for(self, corpora: list[str]) -> list[tuple[str, Path]]:
+        return [("rerank.first_stage", f) for f in dict.fromkeys(first_stage_file(self.first_stage, c) for c in corpora)
+                if f is not None]

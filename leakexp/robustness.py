@@ -30,16 +30,18 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Annotated, Literal, Sequence
 
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
+from pydantic import Field
 from scipy import stats as sps
 
 from leakexp import attacks
 from leakexp.cell import Cell, grid_cells
 from leakexp.evaluate import LOWER_IS_BETTER, per_query
+from leakexp.schema import Name, PositiveInt, Section
 from leakexp.stage import Ask, Config, ConfigError, Context, Stage
 
 log = logging.getLogger(__name__)
@@ -607,3 +609,35 @@ def stored_values(cfg: DictConfig, runner, cells: list[Cell]) -> tuple[pd.DataFr
     out = pd.concat(frames, ignore_index=True)[cols]
     out["qid"] = out.qid.astype(str)
     return out, states
+
+
+class _Stuff(Section):
+    repeats: PositiveInt
+    from_rank: PositiveInt
+
+
+class _Noise(Section):
+    rate: Annotated[float, Field(gt=0, le=1)]
+
+
+class RobustnessSettings(Section):
+    """``robustness``: which cells, attacks and manipulations (checked further by :func:`settings`)."""
+
+    enabled: bool
+    corpora: list[Name] | None
+    sizes: Annotated[list[PositiveInt], Field(min_length=1)] | Literal["largest"] | None
+    ood: list[Name] | None
+    measure: Name
+    worst: list[Annotated[float, Field(gt=0, le=1)]]
+    seed: Annotated[int, Field(ge=0)]
+    first_stage: Literal["bm25", "pool"]
+    query_attacks: list[Name] | None
+    doc_manipulations: list[Name] | None
+    stuff: _Stuff
+    noise: _Noise
+    synonyms: Name
+    misspellings: Name
+
+    def files(self):
+        return [(f"robustness.{k}", Path(getattr(self, k))) for k in ("synonyms", "misspellings")
+                if getattr(self, k) != "bundled"]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from leakexp import build, demo, detect, evaluate, memorization, rerank, retrieval, robustness, train, verify
+from leakexp import build, cell, config, demo, detect, evaluate, memorization, rerank, retrieval, robustness, train, verify
 from leakexp.data import sources
 from leakexp.models import capreolus, monot5
 from leakexp.pipeline import Runner
+from leakexp.schema import check_files, check_sections, validate
+from leakexp.stage import ConfigError
 
 STAGES = (
     sources.TOY, sources.POOL, sources.COLLECTION,
@@ -28,10 +30,57 @@ STAGES = (
 )
 
 
-def check(cfg: DictConfig) -> None:
-    """Every stage's own config check (each once), raising ConfigError naming the setting and the fix."""
+# each config section and the module whose schema it is, one line each ("model" and "corpus" by their name)
+SECTIONS = {
+    "data": sources.DataSettings, "grid": cell.GridSettings, "leakage": cell.LeakageSettings,
+    "train": train.TrainBudget, "precision": train.PrecisionSettings, "bm25": retrieval.BM25Settings,
+    "detect": detect.DetectSettings, "verify": verify.VerifySettings, "build": build.BuildSettings,
+    "rerank": retrieval.RerankSettings, "evaluate": evaluate.EvaluateSettings,
+    "memorization": memorization.MemorizationSettings, "robustness": robustness.RobustnessSettings,
+    "plan": config.PlanSettings, "report": config.ReportSettings,
+    "corpus": sources.CorpusSettings, "model": train.MODEL_SETTINGS,
+}
+
+
+def _schemas(cfg: DictConfig) -> list:
+    """Every section of ``cfg`` validated (a ConfigError names the first bad leaf), with the corpora and models the
+    grid and the cell use; returns the validated sections whose files a run reads."""
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.to_container(cfg, resolve=True)
+    model = raw.get("model") or {}
+    schema_of = dict(SECTIONS, model=train.MODEL_SETTINGS.get(model.get("name"), train.MODEL_SETTINGS["knrm"]))
+    checked = check_sections(raw, schema_of, top=config.RunSettings)
+    sections = list(checked.values())
+    for name in dict.fromkeys([*cfg.grid.corpora, *config.corpus_names(cfg)]):
+        if name != cfg.corpus.name:
+            sections.append(validate(f"corpora.{name}", sources.CorpusSettings,
+                                     OmegaConf.to_container(config.corpus_config(name), resolve=True)))
+    for name in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
+        if name not in train.MODEL_SETTINGS:
+            raise ConfigError(f"model {name!r} has no schema; known models: {', '.join(train.MODEL_SETTINGS)}")
+        merged = OmegaConf.to_container(config.resolved_model_config(cfg, name), resolve=True)
+        overridden = (raw.get("model_overrides") or {}).get(name, {})
+        try:
+            sections.append(validate(f"models.{name}", train.MODEL_SETTINGS[name], merged))
+        except ConfigError as exc:  # name the override that set the bad value, where one did
+            leaf = str(exc).split(":")[0].split(" ")[0].removeprefix(f"models.{name}.")
+            if leaf.split(".")[0] in overridden:
+                raise ConfigError(f"model_overrides.{name}.{str(exc).removeprefix(f'models.{name}.')}") from None
+            raise
+    return sections
+
+
+def check(cfg: DictConfig, *, files: bool = False) -> None:
+    """The whole configuration before any work: every section against its schema, then every stage's own
+    checks (each once); with ``files``, every file a run reads exists and is readable."""
+    sections = _schemas(cfg)
     for fn in dict.fromkeys(s.check for s in STAGES if s.check is not None):
         fn(cfg)
+    if files:
+        corpora = list(dict.fromkeys([*cfg.grid.corpora, cfg.corpus.name]))
+        entries = [e for s in sections for e in (s.files_for(corpora) if hasattr(s, "files_for") else s.files())]
+        check_files(entries)
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:
@@ -49,7 +98,7 @@ def runner(cfg: DictConfig, *, readonly: bool = False) -> Runner:
     from leakexp.store import Store
     from leakexp.train import configure_precision, resolve_device
 
-    check(cfg)
+    check(cfg, files=not readonly)  # a run that computes needs its files; status and plan only read the store
     device = resolve_device(str(cfg.get("device", "auto")))
     configure_precision(cfg.precision)  # process-wide, from config, before any model runs
     return Runner(settings(cfg), STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device),

@@ -11,6 +11,9 @@ initialisation). A query's positive and negative instance are always in the same
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import Field
 import math
 import os
 import random
@@ -27,6 +30,7 @@ from tqdm.auto import tqdm
 
 from leakexp.models.base import Reranker, to_device
 from leakexp.stage import Ask, Context, Stage
+from leakexp.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
 
 
 class TrainingError(RuntimeError):
@@ -428,3 +432,101 @@ TRAIN = Stage(
     path=lambda p, c: cell_path(p), device=True,
     describe="a re-ranker trained on a training set with a seed",
 )
+
+
+class TrainBudget(Section):
+    """``train``: the budget of every training run (one epoch in the paper, or a fixed number of updates)."""
+
+    epochs: PositiveInt
+    updates: PositiveInt | None
+
+
+class PrecisionSettings(Section):
+    """``precision``: float32 matmul precision and bf16 autocast on CUDA."""
+
+    matmul: Literal["highest", "high", "medium"]
+    train_bf16: bool
+    rerank_bf16: bool
+
+
+class ModelTraining(Section):
+    """A model's ``train:`` block: optimiser, schedule, batch shapes (see conf/model/*.yaml for each reference)."""
+
+    batch_size: PositiveInt
+    lr: PositiveFloat
+    optimizer: Literal["adam", "adamw", "adafactor"]
+    adam_eps: PositiveFloat = 1e-8
+    weight_decay: NonNegativeFloat
+    warmup: Annotated[float, Field(ge=0, lt=1)]
+    decay: Literal["linear", "constant"]
+    grad_accum: PositiveInt
+    max_grad_norm: PositiveFloat | None
+    group_by_length: bool
+    score_batch_size: PositiveInt
+
+
+class _ModelSettings(Section):
+    name: Name
+    train: ModelTraining
+
+    def files(self, prefix: str = "model"):
+        path = getattr(self, "embeddings", None) or getattr(self, "checkpoint", None)
+        if path in (None, "bundled", "embedded") or not ("/" in path or path.endswith((".txt", ".npy", ".gz"))):
+            return []  # bundled weights, or a Hugging Face name that loads from its cache
+        return [(f"{prefix}.{'embeddings' if hasattr(self, 'embeddings') else 'checkpoint'}", Path(path))]
+
+
+class _Capreolus(_ModelSettings):
+    embeddings: Name  # bundled, or a GloVe text file (paper: glove.6B.300d.txt)
+    maxqlen: PositiveInt
+    maxdoclen: PositiveInt
+
+
+class KNRMSettings(_Capreolus):
+    name: Literal["knrm"]
+    gradkernels: bool
+    singlefc: bool
+    scoretanh: bool
+    finetune: bool
+    mask_doc_padding: bool
+
+
+class PACRRSettings(_Capreolus):
+    name: Literal["pacrr"]
+    mingram: PositiveInt
+    maxgram: PositiveInt
+    nfilters: PositiveInt
+    kmax: PositiveInt
+    combine: PositiveInt
+    idf: bool
+    idf_zero_quirk: bool
+
+
+class DuetSettings(_Capreolus):
+    name: Literal["duet"]
+    nfilters: PositiveInt
+    lmhidden: PositiveInt
+    nhidden: PositiveInt
+    idfweight: bool
+    dropoutrate: Annotated[float, Field(ge=0, lt=1)]
+
+
+class MonoT5Settings(_ModelSettings):
+    name: Literal["monot5"]
+    checkpoint: Name  # embedded (toy world), a Hugging Face name (t5-base) or a local directory
+    max_length: PositiveInt
+    truncation: Literal["pygaggle", "keep_prompt"]
+    attn_implementation: Literal["sdpa", "eager"]
+
+
+class MonoBERTSettings(_ModelSettings):
+    name: Literal["monobert"]
+    checkpoint: Name
+    max_length: PositiveInt
+    attn_implementation: Literal["sdpa", "eager"]
+
+
+MODEL_SETTINGS: dict[str, type[_ModelSettings]] = {
+    "knrm": KNRMSettings, "pacrr": PACRRSettings, "duet": DuetSettings, "monot5": MonoT5Settings,
+    "monobert": MonoBERTSettings,
+}

@@ -15,6 +15,9 @@ and ``…-01-annotated-by-chris``, a copy of ``…-by-cakiki``) label the same 1
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import Field
 import json
 import logging
 from pathlib import Path
@@ -26,6 +29,7 @@ from leakexp.data.files import DataFormatError
 from leakexp.data.sources import file_fingerprint
 from leakexp.data.types import Collection
 from leakexp.stage import Ask, Stage
+from leakexp.schema import Name, PositiveInt, Section
 
 LABELS = (
     "Title-Identical", "Title-Specialization", "Title-Generalization", "Title-Reformulation",
@@ -424,3 +428,16 @@ LEAKS = Stage(
                          "collection": Ask.of("collection", corpus=p["corpus"])},
     value=_leaks, describe="the verified leaking training queries of one corpus",
 )
+
+
+class VerifySettings(Section):
+    """``verify``: the annotation files (or the toy world's ground truth) and how many candidates are reviewed."""
+
+    annotations: Literal["truth", "???"] | Annotated[list[Name], Field(min_length=1)] | Name
+    review_top_k: PositiveInt
+
+    def files(self):
+        if self.annotations in ("truth", "???"):
+            return []
+        files = self.annotations if isinstance(self.annotations, list) else [self.annotations]
+        return [("verify.annotations", Path(f)) for f in files]

@@ -252,17 +252,17 @@ def test_bad_memorization_settings_name_the_key(tmp_path):
     base = [f"store={tmp_path}", "grid.sizes=[128,256]"]
     assert M.settings(compose(base))["sizes"] == ["each", "cv"]
     assert M.settings(compose([*base, "memorization.sizes=pooled"]))["sizes"] == ["pooled"]
-    for override, message in (("memorization.sizes=[each,bogus]", "memorization.sizes has 'bogus'"),
+    for override, message in (("memorization.sizes=[each,bogus]", r"memorization.sizes.1: input should be .*\(got 'bogus'\)"),
                               ("memorization.sizes=[999]", r"memorization.sizes has 999, which is not in grid.sizes \[128, 256\]"),
                               ("memorization.cv_measure=RR", "memorization.cv_measure='RR' is not one of"),
-                              ("memorization.enabled=maybe", "memorization.enabled='maybe' must be true or false")):
+                              ("memorization.enabled=maybe", r"memorization.enabled: input should be a valid boolean \(got 'maybe'\)")):
         with pytest.raises(ConfigError, match=message):
             compose([*base, override])
     # leakexp.config.compose alone checks no stage's block; building a runner checks it before anything runs
     from leakexp.config import compose as compose_only
     from leakexp.stages import runner
 
-    with pytest.raises(ConfigError, match="memorization.sizes has 'bogus'"):
+    with pytest.raises(ConfigError, match=r"memorization.sizes.1: input should be .*'bogus'"):
         runner(compose_only([*base, "memorization.sizes=[each,bogus]"]))
 
 

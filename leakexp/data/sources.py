@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
+from pydantic import Field
 import hashlib
 import logging
 from collections.abc import Mapping
@@ -13,6 +16,7 @@ from leakexp.data import toy
 from leakexp.data.files import DataFormatError, DataUnavailable, read_docs, read_qrels, read_queries, read_trec_topics, read_variants
 from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
 from leakexp.stage import Ask, Config, Context, Stage
+from leakexp.schema import Fraction, Name, NonNegativeInt, PositiveInt, Section
 
 log = logging.getLogger(__name__)
 
@@ -207,3 +211,44 @@ COLLECTION = Stage(
                                       ctx.inputs["toy"] if "toy" in ctx.input_names else None),
     check=check, describe="a test collection (topics, qrels, documents)",
 )
+
+
+class DataSettings(Section):
+    """``data``: the training pool and the test corpora leakage is detected against (toy, irds or local)."""
+
+    kind: Literal["toy", "irds", "local"]
+    name: Name
+    corpora: Annotated[list[Name], Field(min_length=1)] | Literal["???"]
+    seed: NonNegativeInt | None = None
+    queries_per_source: PositiveInt | None = None
+    leak_fraction: Fraction | None = None
+    msmarco: Name | None = None
+    orcas: Name | None = None
+    msmarco_qrels: Name | None = None
+    orcas_qrels: Name | None = None
+    docs: Name | None = None
+
+    def files(self):
+        if self.kind != "local":
+            return []
+        keys = ("msmarco", "orcas", "msmarco_qrels", "orcas_qrels", "docs")
+        return [(f"data.{k}", Path(getattr(self, k))) for k in keys if getattr(self, k) not in (None, "???")]
+
+
+class CorpusSettings(Section):
+    """A test corpus (``corpus`` and ``corpora.<name>``): where its topics, qrels and documents come from."""
+
+    name: Name
+    kind: Literal["toy", "irds", "local"]
+    collection: Name | None = None
+    irds_id: Name | None = None
+    variants: Name | None = None
+    topics: Name | None = None
+    qrels: Name | None = None
+    docs: Name | None = None
+    fixed_leak_queries: NonNegativeInt
+    test_leak_queries: NonNegativeInt
+
+    def files(self, prefix: str = "corpus"):
+        keys = ("variants", "topics", "qrels", "docs") if self.kind == "local" else ("variants",)
+        return [(f"{prefix}.{k}", Path(getattr(self, k))) for k in keys if getattr(self, k) not in (None, "???")]
