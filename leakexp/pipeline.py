@@ -140,10 +140,8 @@ class Runner:
         ask = self.normal(ask)
         for up in self.upstream(ask):
             if self.stage(up).stored and up not in self._ensured:
-                path, record = self.path(up), self.record(up)
-                if not self.store.is_done(path, record):
-                    ctx, compute = self.context(up), self.stage(up).compute
-                    self.store.ensure(path, record, lambda tmp, ctx=ctx, compute=compute: compute(ctx, tmp))
+                self.store.ensure(self.path(up), self.record(up), checksums=self.stage(up).verify,
+                                  compute=lambda tmp, up=up: self.stage(up).compute(self.context(up), tmp))
                 self._ensured.add(up)
         return self.path(ask)
 

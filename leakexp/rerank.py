@@ -28,10 +28,12 @@ def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, d
 
 
 def write_trec_run(run: pd.DataFrame, path: Path, tag: str) -> Path:
-    """A gzipped TREC run file (1-based ranks) in the run's order."""
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        for r in run.itertuples(index=False):
-            f.write(f"{r.qid} Q0 {r.docno} {int(r.rank) + 1} {float(r.score):.8g} {tag}\n")
+    """A gzipped TREC run file (1-based ranks) in the run's order; no time stamp or file name in its gzip header,
+    so equal runs are equal bytes."""
+    lines = "".join(f"{r.qid} Q0 {r.docno} {int(r.rank) + 1} {float(r.score):.8g} {tag}\n"
+                    for r in run.itertuples(index=False))
+    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as f:
+        f.write(lines.encode("utf-8"))
     return path
 
 

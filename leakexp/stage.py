@@ -80,6 +80,7 @@ class Stage:
     - ``external(params, config)``: identity of files outside the store that it reads (part of the key).
     - ``opener(path)``: what dependants receive for a stored artifact (default: its directory).
     - ``device``: the key records whether it ran on CUDA (numerics differ).
+    - ``verify``: its files' checksums are checked when it is used (checkpoints: a damaged one is recomputed).
     - ``check(cfg)``: validates the stage's own config section before any work (raises :class:`ConfigError`).
     """
 
@@ -94,6 +95,7 @@ class Stage:
     external: Callable[[dict, Config], Any] | None = None
     opener: Callable[[Path], Any] | None = None
     device: bool = False
+    verify: bool = False
     check: Callable[[Any], None] | None = None
     describe: str = ""
 

@@ -189,15 +189,16 @@ class Store:
                 bad.append(f"{rel} (checksum differs)")
         return bad
 
-    def valid_marker(self, path: Path) -> Marker | None:
-        """The marker of an intact finished artifact (files present with their recorded sizes), else None."""
+    def valid_marker(self, path: Path, *, checksums: bool = False) -> Marker | None:
+        """The marker of an intact finished artifact (files present with their recorded sizes, and with
+        ``checksums`` their recorded content), else None."""
         m = self.marker(path)
-        if m is None or self.damaged_files(path, m):
+        if m is None or self.damaged_files(path, m, checksums=checksums):
             return None
         return m
 
-    def is_done(self, path: Path, config: Any) -> bool:
-        m = self.valid_marker(path)
+    def is_done(self, path: Path, config: Any, *, checksums: bool = False) -> bool:
+        m = self.valid_marker(path, checksums=checksums)
         return m is not None and m.config_hash == config_hash(config)
 
     def verify(self, path: Path) -> list[str]:
@@ -296,31 +297,34 @@ class Store:
         compute: Callable[[Path], dict | None],
         *,
         timeout: float = -1,
+        checksums: bool = False,
     ) -> Path:
         """Return ``path``, computing it with ``compute(tmp_dir)`` unless done with the same config.
 
         ``compute`` writes the artifact's files into ``tmp_dir`` and returns key figures for the done
         marker. A directory without a matching intact marker (partial, damaged, or made by another config)
         is recomputed; the old directory stays in place until its successor is complete. A failure is
-        recorded next to the artifact (for ``leakexp status``) and re-raised.
+        recorded next to the artifact (for ``leakexp status``) and re-raised. With ``checksums`` an artifact
+        counts as done only when every file's content matches its marker (checkpoints: checked when loaded).
         """
         path = Path(path)
         h = config_hash(config)
-        if self.is_done(path, config):
+        if self.is_done(path, config, checksums=checksums):
             return path
         self._restore_aside(path, config)
-        if self.is_done(path, config):
+        if self.is_done(path, config, checksums=checksums):
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
         lock = self._acquire(path, timeout)
         try:
-            if self.is_done(path, config):  # another worker finished it while we waited
+            if self.is_done(path, config, checksums=checksums):  # another worker finished it while we waited
                 return path
             if path.exists():
                 m = self.marker(path)
-                why = ("damaged: " + ", ".join(self.damaged_files(path, m))) if m and m.config_hash == h else \
+                why = ("damaged: " + ", ".join(self.damaged_files(path, m, checksums=checksums))) \
+                    if m and m.config_hash == h else \
                     "made by another config" if m else "incomplete"
-                log.info("recomputing %s (%s)", self._rel(path), why)
+                (log.warning if why.startswith("damaged") else log.info)("recomputing %s (%s)", self._rel(path), why)
             atomic_write_json(self.holder_path(path), {"pid": os.getpid(), "host": socket.gethostname(),
                                                        "since": time.time()})
             tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"

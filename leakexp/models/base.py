@@ -101,7 +101,7 @@ class HFReranker(Reranker):
         out = Path(out)
         getattr(self, self.hf_attr).save_pretrained(out)
         self.tokenizer.save_pretrained(out)
-        cfg = dict(self.hparams, checkpoint=str(out))
+        cfg = dict(self.hparams, checkpoint=".")  # this directory (load() reads it from where it lies)
         (out / "model.json").write_text(json.dumps({"name": self.name, "config": cfg}, indent=2) + "\n")
 
     @classmethod
