@@ -409,7 +409,9 @@ def cmd_pair(args) -> int:
         elif args.command == "decontaminate":
             f = resample.run_decontaminate(**kwargs, by_label=args.by_label, docs=args.docs)
             print(f"removed: {f['removed']} of {f['train_queries']} training queries "
-                  f"({f['removed_similarity']} above {f['threshold']:g}, {f['removed_label_only']} by label only)")
+                  f"({f['removed_similarity']} above {f['threshold']:g}, {f['removed_exact_only']} exact duplicates "
+                  f"below it, {f['removed_label_only']} by label only)")
+            print(resample.matches_line(f))
             print(f"decontaminated data: {kwargs['out']} (removed.csv lists each removal)")
         else:
             extra = (dict(sizes=args.sizes, extrapolation_threshold=args.extrapolation_threshold)
