@@ -308,15 +308,35 @@ def interpolation_order(
             np.asarray(out_q, dtype=np.int64), ran_out and len(out_t) < size)
 
 
+SIZE_UNITS = ("queries", "qrels")
+
+
+def _qrels_lines(side: QuerySide) -> np.ndarray:
+    """Qrels lines per query of ``side.queries`` (what a written training file holds for it)."""
+    counts = side.qrels.groupby(["source", "qid"], sort=False).size()
+    index = pd.MultiIndex.from_frame(side.queries[["source", "qid"]])
+    return counts.reindex(index, fill_value=0).to_numpy().astype(np.int64)
+
+
+def _prefix(lines: np.ndarray, size: int, unit: str) -> int:
+    """How many queries of a selection order make a set of ``size``: that many queries, or the shortest prefix
+    with at least ``size`` qrels lines (sets stay nested either way)."""
+    if unit == "queries":
+        return size
+    return int(np.searchsorted(np.cumsum(lines), size) + 1)
+
+
 def restrain(
     train: QuerySide, test: QuerySide, embed: Embedder, out_dir: Path, *, sizes: Sequence[int], threshold: float,
-    k: int = 100, seed: int = 0, train_rel: int = 1, shard_size: int = 262_144,
+    k: int = 100, seed: int = 0, train_rel: int = 1, shard_size: int = 262_144, unit: str = "queries",
 ) -> pd.DataFrame:
-    """ReSTrain: nested interpolation and extrapolation training sets of the given sizes (in queries).
+    """ReSTrain: nested interpolation and extrapolation training sets of the given sizes.
 
-    Writes ``restrain/<size>/<kind>.<train source>-qrel.txt`` (extrapolate-eval's
-    ``restrain_files/msmarco-passage/14k/interpolate.train-qrel.txt`` for a source named ``train``), the
-    selection order in ``restrain/selection.csv`` and a summary table ``restrain/summary.{md,csv,tex}``.
+    A size counts training queries (``unit="queries"``) or qrels lines (``"qrels"``: extrapolate-eval's
+    released files are named by their size in qrels lines, e.g. 14k); in lines, a set is the shortest prefix
+    of the selection order with at least that many lines. Writes ``restrain/<size>/<kind>.<train source>-qrel.txt``
+    (extrapolate-eval's ``restrain_files/msmarco-passage/14k/interpolate.train-qrel.txt`` for a source named
+    ``train``), the selection order in ``restrain/selection.csv`` and a summary table ``restrain/summary.{md,csv,tex}``.
     Interpolation: ``interpolation_order``. Extrapolation: a seeded random sample of the training queries
     whose best similarity to every test text is at most ``threshold``, and that the largest interpolation
     set does not hold (so the two kinds are disjoint, as in the released files). Only training queries with
@@ -325,36 +345,45 @@ def restrain(
     from leakexp.detect import exact_topk
     from leakexp.report import write_table
 
+    if unit not in SIZE_UNITS:
+        raise ValueError(f"--size-unit {unit}: use queries (training queries) or qrels (qrels lines)")
+    what = "training queries" if unit == "queries" else "qrels lines"
+    of_what = "training queries" if unit == "queries" else "qrels lines of training queries"
     sizes = sorted({int(s) for s in sizes})
     if not sizes or sizes[0] <= 0:
-        raise ValueError(f"--sizes {list(sizes)}: give one or more positive numbers of training queries")
+        raise ValueError(f"--sizes {list(sizes)}: give one or more positive numbers of {what}")
     out = Path(out_dir) / "restrain"
     out.mkdir(parents=True, exist_ok=True)
     eligible = _eligible(train, train_rel)
+    lines = _qrels_lines(train) if unit == "qrels" else np.ones(len(train.queries), dtype=np.int64)
     max_size = sizes[-1]
-    if eligible.sum() < max_size:
-        raise ValueError(f"--sizes: the largest size {max_size} exceeds the {int(eligible.sum())} training "
-                         "queries with a relevant document")
+    if lines[eligible].sum() < max_size:
+        raise ValueError(f"--sizes: the largest size {max_size} exceeds the {int(lines[eligible].sum())} {of_what} "
+                         "with a relevant document")
+    n_pick = min(max_size, int(eligible.sum()))  # queries enough for the largest size (a query has >= 1 line)
     train_emb = embed(train.texts.text.tolist(), "train")
     test_emb = embed(test.texts.text.tolist(), "test")
     n_train, nq = len(train.queries), len(test.queries)
-    depth = min(n_train, max(k, 2 * math.ceil(max_size / max(nq, 1)) + 8))
+    depth = min(n_train, max(k, 2 * math.ceil(n_pick / max(nq, 1)) + 8))
     while True:
         sims, ids = nearest(train_emb, test_emb, depth, shard_size)
-        rows, sim, by, ran_out = interpolation_order(sims, ids, test.owner, nq, eligible, max_size)
+        rows, sim, by, ran_out = interpolation_order(sims, ids, test.owner, nq, eligible, n_pick)
         if not ran_out or depth >= n_train:
             break
         depth = min(n_train, depth * 2)
         log.info("a test query ran out of neighbours: searching the top-%d", depth)
+    m = _prefix(lines[rows], max_size, unit)
+    rows, sim, by = rows[:m], sim[:m], by[:m]
     best, _ = train_best_match(train_emb, test_emb, sims, ids, threshold)
     pool = eligible & ~(best > threshold)
     pool[rows] = False
     candidates = np.flatnonzero(pool)
-    if len(candidates) < max_size:
-        raise ValueError(f"--sizes: the largest size {max_size} exceeds the {len(candidates)} training queries not "
-                         f"above {threshold:g} for any test query (and not in the interpolation set); choose smaller "
-                         "sizes or a higher --extrapolation-threshold")
-    extra = np.random.default_rng(seed).permutation(candidates)[:max_size]
+    if lines[candidates].sum() < max_size:
+        raise ValueError(f"--sizes: the largest size {max_size} exceeds the {int(lines[candidates].sum())} {of_what} "
+                         f"not above {threshold:g} for any test query (and not in the "
+                         "interpolation set); choose smaller sizes or a higher --extrapolation-threshold")
+    extra = np.random.default_rng(seed).permutation(candidates)
+    extra = extra[:_prefix(lines[extra], max_size, unit)]
     # verify and report: each extrapolation query's actual best similarity to the test texts
     extra_best = np.full(len(extra), np.nan, dtype=np.float32)
     for s0 in range(0, len(extra), 65536):
@@ -373,18 +402,21 @@ def restrain(
     summary = []
     for size in tqdm(sizes, desc="restrain", unit="size", leave=False):
         d = out / str(size)
-        for kind, chosen, s in (("interpolate", rows[:size], sim[:size]), ("extrapolate", extra[:size], extra_best[:size])):
-            lines = 0
+        for kind, order, sims_of in (("interpolate", rows, sim), ("extrapolate", extra, extra_best)):
+            n = _prefix(lines[order], size, unit)
+            chosen, s = order[:n], sims_of[:n]
+            written = 0
             for source in train.sources:
                 qr = _select_qrels(train, chosen, source)
                 atomic_write_text(d / f"{kind}.{source.replace('/', '_')}-qrel.txt", qrels_text(qr))
-                lines += len(qr)
-            summary.append({"kind": kind, "size": size, "queries": len(chosen), "qrels": lines,
+                written += len(qr)
+            summary.append({"kind": kind, "size": size, "queries": len(chosen), "qrels": written,
                             "mean similarity": float(np.mean(s)), "max similarity": float(np.max(s))})
     table = pd.DataFrame(summary)
-    write_table(table, out, "summary", f"ReSTrain training sets (extrapolation: best similarity to every test "
-                                       f"text at most {threshold:g}; seed {seed}).")
-    atomic_write_json(out / "restrain.json", {"sizes": sizes, "threshold": threshold, "seed": seed,
+    write_table(table, out, "summary", f"ReSTrain training sets; a size counts {what} (qrels: the shortest prefix "
+                                       f"with at least that many qrels lines). Extrapolation: best similarity to "
+                                       f"every test text at most {threshold:g}; seed {seed}.")
+    atomic_write_json(out / "restrain.json", {"sizes": sizes, "unit": unit, "threshold": threshold, "seed": seed,
                                               "train_rel": train_rel, "depth": int(depth),
                                               "extrapolation_pool": int(len(candidates))})
     return table
@@ -443,6 +475,9 @@ def resttest(
     """
     from leakexp.report import write_table
 
+    if buckets < 2:
+        raise ValueError(f"--buckets {buckets}: give at least 2 buckets (train on K-1, extrapolate to 1; "
+                         "extrapolate-eval: 5)")
     if train.texts.empty or test.texts.empty:
         raise ValueError("resttest needs queries on both sides (--train and --test)")
     _eligible(train, 1)  # the buckets' training files are qrels
@@ -511,17 +546,18 @@ def run_resample(
     test_qrels: Sequence[str] = (), fields: Sequence[str] = ("title",), test_variants: Sequence[str] = (),
     out: Path, store: Path | None, sbert: str = "bundled", batch_size: int = 256,
     options: AuditOptions = AuditOptions(), sizes: Sequence[int] = (), extrapolation_threshold: float | None = None,
-    buckets: int = 5, seed: int = 0, sample: int = 100_000,
+    buckets: int = 5, seed: int = 0, sample: int = 100_000, unit: str = "queries",
 ) -> pd.DataFrame:
     """``leakexp resample restrain|resttest``: load both sides and write the resampled qrels into ``out``."""
     tr, te = _sides(train, test, train_qrels, test_qrels, fields, test_variants)
     embed = SbertEmbedder(Store(store) if store else None, sbert, batch_size=batch_size)
     if method == "restrain":
         if not sizes:
-            raise ValueError("resample restrain needs --sizes, e.g. --sizes 1000 2000 4000")
+            raise ValueError("resample restrain needs --sizes, e.g. --sizes 1000 2000 4000 (--size-unit: queries "
+                             "or qrels lines; extrapolate-eval's files: 14000 45000 200000 qrels lines)")
         t = options.threshold if extrapolation_threshold is None else extrapolation_threshold
         return restrain(tr, te, embed, Path(out), sizes=sizes, threshold=t, k=options.k, seed=seed,
-                        train_rel=options.train_rel, shard_size=options.shard_size)
+                        train_rel=options.train_rel, shard_size=options.shard_size, unit=unit)
     if method == "resttest":
         return resttest(tr, te, embed, Path(out), buckets=buckets, seed=seed, sample=sample)
     raise ValueError(f"resample {method}: use restrain or resttest")
