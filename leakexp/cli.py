@@ -220,9 +220,12 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--train-split", default="train")
     g.add_argument("--antonym-label", action="append", help="label(s) meaning antonym (default: antonym, 1)")
+    g.add_argument("--synonym-label", action="append", help="label(s) meaning synonym (default: synonym, 0); "
+                   "any other label in an edge file is an error")
     g.add_argument("--columns", default="head,tail,label",
                    help="order of the first three fields (WN18: head,label,tail)")
-    g.add_argument("--out", help="report folder (default <LEAKEXP_STORE or store>/graph/<name>)")
+    g.add_argument("--out", help="report folder (default <LEAKEXP_STORE or store>/graph/<name>/<key of inputs and "
+                   "options>)")
     _add_pair_commands(sub)
     args = parser.parse_args(argv)
     _setup_logging(args.verbose)

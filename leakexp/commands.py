@@ -363,6 +363,7 @@ def cmd_graph_audit(args) -> int:
     return audit_command(edges=args.edges, wordnet=args.wordnet, pos=args.pos, split_by=args.split_by,
                          resplit=args.resplit, proportions=args.proportions, seed=args.seed,
                          train_split=args.train_split, antonym_labels=args.antonym_label,
+                         synonym_labels=args.synonym_label,
                          columns=args.columns, out=args.out)
 def _pair_kwargs(args) -> dict:
     """The shared inputs of audit/decontaminate/resample. Model, threshold and k: the options, else detect.* when
