@@ -55,6 +55,22 @@ QREL_COLUMNS = ["source", "qid", "docno", "label"]
 LEAK_RULES = ("semantic", "exact", "label", "any")
 FILE_SUFFIXES = {".gz", ".tsv", ".txt", ".trec", ".xml", ".qrels", ".topics", ".jsonl", ".csv"}
 
+# Defaults of the pair commands on real data, from the source documents (shared/seeds). The demo's values
+# (conf/experiment/demo.yaml: the bundled all-MiniLM at 0.8, tuned to the toy lexicon) apply only to the demo
+# or when asked for (experiment=demo, detect.*=..., --model/--k/--threshold).
+# - SBERT model, threshold and k: seed 000 (Fröbe et al., Sec. 3): paraphrase-MiniLM-L6-v2, the 100 exact
+#   nearest neighbours, and 0.91, the lowest threshold with precision 0.9 on 100 judged pairs. Seed 001
+#   (DuReader-retrieval, Sec. 2.3) removes training queries above 0.5 of its own query-matching model, a score on
+#   another scale, so its 0.5 does not carry over to SBERT cosine; seed 003 (extrapolate-eval) uses cosine of a
+#   dense retriever's query encoder without publishing a threshold.
+# - ReSTTest: K = 5 buckets (seed 003, "In the paper, K is set to 5"). ReSTrain sizes: 14k, 45k, 200k for MS
+#   MARCO (seed 003); a size there names a released qrels file, hence --size-unit.
+# - Label overlap: at least one shared relevant document (seed 003's compute_label_overlap.py, rule fixed).
+SEED_DEFAULTS = {"sbert": "sentence-transformers/paraphrase-MiniLM-L6-v2", "threshold": 0.91, "k": 100}
+SEED_DEFAULTS_SOURCE = ("seed 000, Fröbe et al. Sec. 3: paraphrase-MiniLM-L6-v2, exact top-100, threshold 0.91 "
+                        "(precision 0.9 on 100 judged pairs)")
+RESTTEST_BUCKETS = 5  # seed 003
+
 
 # -- the two sides ------------------------------------------------------------------------------------
 @dataclass
@@ -166,6 +182,15 @@ def _irds_source(dataset_id: str, source: str, fields: Sequence[str], variants: 
     return rows, qrels
 
 
+def read_qrels_file(path: str | Path, option: str) -> pd.DataFrame:
+    """TREC qrels of a command-line option; an empty file is an error that names the option and the file."""
+    q = read_qrels(Path(path))
+    if q.empty:
+        raise DataFormatError(f"{option} {path}: no qrels lines (an empty file?); give TREC qrels "
+                              "'qid 0 docno label', one judgment per line")
+    return q
+
+
 def load_side(
     specs: Sequence[str] = (),
     qrels: Sequence[str] = (),
@@ -207,7 +232,7 @@ def load_side(
     if not specs:  # qrels-only: one source per qrels file
         for path in qrels:
             name, target = source_name(path)
-            q = read_qrels(Path(target))
+            q = read_qrels_file(target, f"--{role}-qrels")
             q.insert(0, "source", name)
             qrel_frames.append(q)
             sources.append(name)
@@ -220,7 +245,7 @@ def load_side(
     if qrels:
         frame = pd.DataFrame(texts, columns=TEXT_COLUMNS)
         for i, name in enumerate(local):
-            q = read_qrels(Path(qrels[0 if len(qrels) == 1 else i]))
+            q = read_qrels_file(qrels[0 if len(qrels) == 1 else i], f"--{role}-qrels")
             if len(qrels) == 1 and len(local) > 1:  # a shared file: each source takes the qids it has
                 q = q[q.qid.isin(set(frame.qid[frame.source == name]))]
             q.insert(0, "source", name)
@@ -370,9 +395,35 @@ def normalize(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().translate(_strip_table()).split())
 
 
-def word_ngrams(tokens: Sequence[str], n: int) -> list[str]:
-    """Word n-grams of a token list (none when it is shorter than n; lm-evaluation-harness janitor.py:42)."""
-    return [" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+# NLTK's English stop list (nltk_data corpora/stopwords/english, 179 words), normalised as the texts are (the
+# apostrophe deleted). A shared n-gram of stop words only ("what is the", "of the the") says nothing about
+# overlap, and in short queries such n-grams would dominate the 3-gram figure.
+NLTK_ENGLISH_STOPWORDS = """i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself
+yourselves he him his himself she she's her hers herself it it's its itself they them their theirs themselves what
+which who whom this that that'll these those am is are was were be been being have has had having do does did
+doing a an the and but if or because as until while of at by for with about against between into through during
+before after above below to from up down in out on off over under again further then once here there when where
+why how all any both each few more most other some such no nor not only own same so than too very s t can will
+just don don't should should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't
+hadn hadn't hasn hasn't haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't
+shouldn shouldn't wasn wasn't weren weren't won won't wouldn wouldn't""".split()
+STOPLIST_NAME = "NLTK's English stop list (179 words)"
+
+
+@lru_cache(maxsize=1)
+def stopwords() -> frozenset[str]:
+    """The stop list, normalised: an n-gram of these words only is not counted as overlap."""
+    return frozenset(w.replace("'", "") for w in NLTK_ENGLISH_STOPWORDS)
+
+
+def word_ngrams(tokens: Sequence[str], n: int, *, skip_stopwords: bool = False) -> list[str]:
+    """Word n-grams of a token list (none when it is shorter than n; lm-evaluation-harness janitor.py:42);
+    ``skip_stopwords`` leaves out the n-grams made of stop words only."""
+    grams = [tokens[i:i + n] for i in range(len(tokens) - n + 1)]
+    if skip_stopwords:
+        stop = stopwords()
+        grams = [g for g in grams if not all(t in stop for t in g)]
+    return [" ".join(g) for g in grams]
 
 
 def lexical_overlap(
@@ -384,7 +435,8 @@ def lexical_overlap(
     A test query (the union of its texts) is contaminated under lm-evaluation-harness's rule when any of
     its n-grams occurs in a training query (lm_eval/decontamination/decontaminate.py @4e7e0d4, lines 20-22
     and 88: 13-grams of the normalised document). Queries are short, so a smaller n is reported too, and
-    ``containment`` is the share of the query's n-grams found in training. As lm-evaluation-harness does,
+    ``containment`` is the share of the query's n-grams found in training. N-grams of stop words only
+    (``stopwords()``) are left out on both sides. As lm-evaluation-harness does,
     the test n-grams are indexed and the training side is streamed, so memory follows the test side.
     """
     ngrams = sorted(set(int(n) for n in ngrams), reverse=True)
@@ -397,7 +449,7 @@ def lexical_overlap(
         exact_of.setdefault(norm, []).append(int(q))
         tokens = norm.split()
         for n in ngrams:
-            grams_of[n][q].update(word_ngrams(tokens, n))
+            grams_of[n][q].update(word_ngrams(tokens, n, skip_stopwords=True))
     wanted = {n: set().union(*grams_of[n]) if n_queries else set() for n in ngrams}
     found: dict[int, set[str]] = {n: set() for n in ngrams}
     exact_train = np.full(n_queries, -1, dtype=np.int64)
@@ -411,7 +463,7 @@ def lexical_overlap(
         for n in ngrams:
             if len(tokens) >= n and wanted[n]:
                 w = wanted[n]
-                for g in word_ngrams(tokens, n):
+                for g in word_ngrams(tokens, n, skip_stopwords=True):
                     if g in w:
                         found[n].add(g)
     out = pd.DataFrame({"exact_duplicate": exact_train >= 0, "exact_train_row": exact_train})
@@ -539,6 +591,7 @@ def audit(train: QuerySide, test: QuerySide, embed: Embedder, out_dir: Path,
     if len(train.qrels) and len(test.qrels):
         labels = label_overlap(train.qrels, test.qrels, train_rel=o.train_rel, test_rel=o.test_rel)
     figures: dict = {"options": {"k": o.k, "threshold": o.threshold, "ngrams": list(o.ngrams),
+                                 "ngram_stopwords": f"{STOPLIST_NAME}: n-grams of stop words only do not count",
                                  "train_rel": o.train_rel, "test_rel": o.test_rel},
                      "train_sources": train.sources, "test_sources": test.sources}
     if labels is not None:
@@ -618,7 +671,7 @@ def summary_table(figures: dict) -> pd.DataFrame:
         for key in sorted((k for k in figures if k.startswith("ngram") and k.endswith("_any")),
                           key=lambda k: -int(k[5:-4])):
             n = int(key[5:-4])
-            rows.append((f"shares a word {n}-gram (lm-evaluation-harness rule)", figures[key], m))
+            rows.append((f"shares a word {n}-gram (lm-evaluation-harness rule; not of stop words only)", figures[key], m))
             rows.append((f"every word {n}-gram in training", figures[f"ngram{n}_contained"], m))
         rows += [
             ("query overlap, not an exact duplicate", figures["semantic_not_exact"], m),
@@ -687,7 +740,8 @@ def _write_report(out_dir: Path, figures: dict, per: pd.DataFrame, o: AuditOptio
     if figures["mode"] == "queries":
         parts.append(f"{figures['train_queries']} training queries, {figures['test_queries']} test queries "
                      f"({figures['test_texts']} texts); exact top-{opt['k']} neighbours, threshold "
-                     f"{opt['threshold']:g}.\n")
+                     f"{opt['threshold']:g}. Word n-grams: n = {', '.join(map(str, sorted(set(opt['ngrams']), reverse=True)))}"
+                     f" after normalisation; {STOPLIST_NAME}: n-grams of stop words only do not count.\n")
     parts.append("\n## Overlap\n\n" + markdown_table(summary, floatfmt="{:.1f}"))
     if "label_overlap" in figures:
         parts.append(f"\nLabel overlap counts a test query when at least one of its relevant documents (label >= "
@@ -792,8 +846,12 @@ def split_eval(
                         sel = sel[sel[c] == v]
                     vals[n] = sel.set_index("qid").value
                 others = [n for n in names if n != base]
-                raw = [paired_t(vals[n], vals[base])[0] for n in others]
-                corrected = dict(zip(others, bonferroni(raw)))
+                # fewer than two paired queries: no test (NaN), not the p = 1.0 paired_t returns
+                tests = [paired_t(vals[n], vals[base]) for n in others]
+                raw = [p if n_pairs >= 2 else float("nan") for p, n_pairs in tests]
+                tested = [i for i, p in enumerate(raw) if not np.isnan(p)]
+                fixed = bonferroni([raw[i] for i in tested])
+                corrected = {n: float("nan") for n in others} | {others[i]: p for i, p in zip(tested, fixed)}
                 raw = dict(zip(others, raw))
                 for n in names:
                     v = vals[n]
@@ -805,7 +863,7 @@ def split_eval(
                         "delta": (float(v[shared].mean() - vals[base][shared].mean()) if n != base and len(shared)
                                   else float("nan")),
                         "p": raw.get(n, float("nan")), "p_bonferroni": corrected.get(n, float("nan")),
-                        "significant": bool(corrected.get(n, 1.0) < alpha),
+                        "significant": bool(corrected.get(n, float("nan")) < alpha),
                     })
                     rows.append(row)
     cols = [*by, *rest, "measure", "group", "queries", "mean", "delta", "p", "p_bonferroni", "significant"]
@@ -838,6 +896,39 @@ def read_leaked(audit_dir: Path, *, rule: str = "semantic", source: str | None =
     return set(per.qid[flags])
 
 
+class NothingToCompare(ValueError):
+    """split-eval on an audit whose leaked group is empty: no figure to print."""
+
+
+def read_run(path: Path) -> pd.DataFrame:
+    """A run as (qid, docno, score[, rank]): TREC's six columns (``qid Q0 docno rank score tag``, ranked by
+    score as ``read_trec_run`` does) or MS MARCO's three (``qid<TAB>docid<TAB>rank``, ranked by rank)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such run file")
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        first = next((line for line in f if line.strip()), "")
+    if len(first.split()) != 3:
+        return read_trec_run(path)
+    rows, seen = [], {}
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            fields = line.split()
+            if len(fields) != 3 or not fields[2].lstrip("-").isdigit():
+                raise DataFormatError(f"{path}:{n}: expected MS MARCO's 3 fields 'qid docid rank' (as line 1) or "
+                                      f"TREC's 6 'qid Q0 docno rank score tag', got {line.strip()[:80]!r}")
+            if (fields[0], fields[1]) in seen:
+                raise DataFormatError(f"{path}:{n}: document {fields[1]} appears twice for query {fields[0]} "
+                                      f"(first at line {seen[(fields[0], fields[1])]})")
+            seen[(fields[0], fields[1])] = n
+            rows.append((fields[0], fields[1], int(fields[2])))
+    run = pd.DataFrame(rows, columns=["qid", "docno", "rank"])
+    return run.assign(score=-run["rank"].astype(float))[["qid", "docno", "score", "rank"]]
+
+
 def run_split_eval(
     runs: Sequence[str], *, qrels: Path, audit_dir: Path, measures: Sequence[str] = ("nDCG@10", "P@1", "MFR"),
     baseline: str | None = None, leaked_by: str = "semantic", source: str | None = None, out: Path | None = None,
@@ -848,14 +939,19 @@ def run_split_eval(
     from leakexp.report import write_table
 
     leaked = read_leaked(audit_dir, rule=leaked_by, source=source)
-    judgments = read_qrels(Path(qrels))
+    judgments = read_qrels_file(qrels, "--qrels")
+    if not leaked & set(judgments.qid.astype(str)):
+        raise NothingToCompare(
+            f"split-eval: nothing to compare: the audit in {audit_dir} has no leaked test query ({leaked_by}) among "
+            f"the {judgments.qid.nunique()} queries of {qrels}"
+            + ("" if leaked_by == "any" else "; --leaked-by any counts every kind of overlap"))
     frames, names = [], []
     for spec in runs:
         name, target = source_name(spec)
         if name in names:
             raise ValueError(f"two runs are named {name!r}; name them NAME=PATH")
         names.append(name)
-        frames.append(per_query(read_trec_run(Path(target)), judgments, list(measures), mfr_missing=mfr_missing,
+        frames.append(per_query(read_run(Path(target)), judgments, list(measures), mfr_missing=mfr_missing,
                                 depth=depth).assign(run=name))
     if baseline is not None and baseline not in names:
         raise ValueError(f"--baseline {baseline}: not one of the runs {names}")
@@ -864,5 +960,6 @@ def run_split_eval(
     out = Path(out) if out else Path(audit_dir) / "split-eval"
     write_table(table, out, "split_eval",
                 f"Runs on the {len(leaked)} leaked ({leaked_by}) and the other test queries; p: paired t-test "
-                f"against {baseline or names[0]}, Bonferroni-corrected over the other runs.")
+                f"against {baseline or names[0]}, Bonferroni-corrected over the other runs; empty where a group has "
+                "fewer than two queries (no test).")
     return table

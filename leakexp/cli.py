@@ -60,6 +60,40 @@ PAIR_COMMANDS = {
     "resample": "ReSTrain / ReSTTest qrels for interpolation vs extrapolation (extrapolate-eval)",
     "split-eval": "re-score TREC runs on an audit's leaked vs other test queries, with paired t-tests",
 }
+_DEFAULTS_TEXT = ("Defaults on real data come from the source documents: paraphrase-MiniLM-L6-v2, the exact top-100 "
+                  "neighbours and threshold 0.91 (seed 000, Froebe et al., Sec. 3); the demo's bundled all-MiniLM at "
+                  "0.8 applies only with experiment=demo. detect.*=... overrides and --model/--k/--threshold win.")
+PAIR_DESCRIPTIONS = {
+    "audit": f"""How much of a test set is already in a training set. Prints, each out of the test queries:
+  query_overlap       test queries whose most similar training query (SBERT cosine over every compared field,
+                      exact top-k) is above the threshold
+  exact_duplicates    test queries equal to a training query after NFKC, case folding and punctuation removal
+  ngram13/ngram3_overlap  test queries sharing a word n-gram with a training query (13: lm-evaluation-harness's
+                      rule); n-grams made of stop words only (scikit-learn's English list, 318 words) do not count
+  label_overlap       judged test queries with at least one relevant document that is relevant for a training
+                      query; label_overlap_reference_rule: the same by extrapolate-eval's '> 1 shared' rule
+Writes report.md, summary.*, per_query.*, examples.*, similarity.png, neighbours.parquet, audit.json.
+{_DEFAULTS_TEXT}""",
+    "decontaminate": f"""The training queries and qrels without every training query above the threshold for some
+test query and without every exact duplicate of a test query (NFKC, case, punctuation) whatever its similarity
+(DuReader-retrieval, seed 001, Sec. 2.3); --by-label also removes those sharing a relevant document. Prints
+the removed training queries by reason and the test queries matched: test queries with at least one training
+query above the threshold or an exact duplicate, with how many such training queries each has (matches.csv).
+{_DEFAULTS_TEXT}""",
+    "restrain": f"""ReSTrain (extrapolate-eval, seed 003): nested interpolation training sets (the training queries
+most similar to the test queries, balanced over them) and extrapolation sets (only training queries not above
+the threshold for any test query) of the given sizes. --size-unit queries counts training queries; qrels counts
+qrels lines, the unit of extrapolate-eval's released files (14k, 45k, 200k): a set then is the shortest prefix
+of the selection order with at least that many qrels lines. {_DEFAULTS_TEXT}""",
+    "resttest": """ReSTTest (extrapolate-eval, seed 003): seeded spherical k-means over training and test queries into
+K buckets (the paper's K = 5); per bucket, training qrels of the other K-1 buckets, and the test queries split
+into interpolation (other buckets) and extrapolation (this bucket). Only the embedding model applies here.""",
+    "split-eval": """Re-score runs on the audit's leaked test queries and on the others (DuReader-retrieval, seed 001,
+Table 6): per run and group the number of judged queries, the mean, the difference to the baseline and a paired
+t-test against it, Bonferroni-corrected over the other runs; no test (empty p) with fewer than two queries.
+Runs: TREC (qid Q0 docno rank score tag) or MS MARCO (qid TAB docid TAB rank). An audit without a leaked
+judged query is nothing to compare: said so, exit 1.""",
+}
 
 
 def _add_pair_arguments(sp, name: str) -> None:
@@ -73,38 +107,49 @@ def _add_pair_arguments(sp, name: str) -> None:
     sp.add_argument("--fields", nargs="+", default=["title"], choices=["title", "description", "variant"],
                     help="test fields to compare (a plain query's text is its title)")
     sp.add_argument("--test-variants", nargs="+", default=[], metavar="FILE", help="query variants TSV (qid<TAB>text)")
-    sp.add_argument("--model", help="SBERT model name or path (default: detect.sbert)")
-    sp.add_argument("--k", type=int, help="nearest training queries per test text (default: detect.k)")
-    sp.add_argument("--threshold", type=float, help="similarity threshold (default: detect.threshold)")
-    sp.add_argument("--train-rel", type=int, default=1, help="training label counted as relevant (>=)")
-    sp.add_argument("--test-rel", type=int, default=1, help="test label counted as relevant (>=)")
+    sp.add_argument("--model", help="SBERT model name or path (default: paraphrase-MiniLM-L6-v2, seed 000)")
+    if name != "resttest":  # ReSTTest clusters: no neighbours, threshold or relevance label
+        sp.add_argument("--k", type=int, help="nearest training queries per test text (default: 100, seed 000)")
+        sp.add_argument("--threshold", type=float, help="similarity threshold (default: 0.91, seed 000)")
+        sp.add_argument("--train-rel", type=int, default=1, help="training label counted as relevant (>=)")
+    if name in ("audit", "decontaminate"):
+        sp.add_argument("--test-rel", type=int, default=1, help="test label counted as relevant (>=)")
     sp.add_argument("--out", required=True, help="output directory")
     if name == "audit":
-        sp.add_argument("--ngrams", nargs="+", type=int, default=[13, 3], help="word n-gram sizes (13: lm-eval's rule)")
+        sp.add_argument("--ngrams", nargs="+", type=int, default=[13, 3],
+                        help="word n-gram sizes (13: lm-evaluation-harness's rule; 3 for short queries)")
     if name == "decontaminate":
         sp.add_argument("--by-label", action="store_true", help="also remove training queries sharing a relevant document")
         sp.add_argument("--docs", help="training documents, for the data.yaml written with the result")
     if name == "restrain":
-        sp.add_argument("--sizes", nargs="+", type=int, default=[], help="training set sizes (queries)")
+        sp.add_argument("--sizes", nargs="+", type=int, default=[],
+                        help="training set sizes in --size-unit (extrapolate-eval: 14000 45000 200000 qrels lines)")
+        sp.add_argument("--size-unit", choices=["queries", "qrels"], default="queries",
+                        help="what a size counts: training queries, or qrels lines as extrapolate-eval's files")
         sp.add_argument("--extrapolation-threshold", type=float, help="default: --threshold")
     if name == "resttest":
-        sp.add_argument("--buckets", type=int, default=5, help="K")
+        sp.add_argument("--buckets", type=int, default=5, help="K, at least 2 (the paper: 5)")
         sp.add_argument("--sample", type=int, default=100_000, help="k-means training sample")
     if name in ("restrain", "resttest"):
         sp.add_argument("--seed", type=int, default=0)
 
 
+def _pair_parser(sub, name: str, help_text: str, key: str):
+    return sub.add_parser(name, help=help_text, description=PAIR_DESCRIPTIONS[key],
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def _add_pair_commands(sub) -> None:
     for name in ("audit", "decontaminate"):
-        _add_pair_arguments(sub.add_parser(name, help=PAIR_COMMANDS[name], description=PAIR_COMMANDS[name]), name)
+        _add_pair_arguments(_pair_parser(sub, name, PAIR_COMMANDS[name], name), name)
     rs = sub.add_parser("resample", help=PAIR_COMMANDS["resample"], description=PAIR_COMMANDS["resample"])
     rsub = rs.add_subparsers(dest="method", required=True, metavar="method")
-    _add_pair_arguments(rsub.add_parser("restrain", help="interpolation / extrapolation training sets of given sizes"),
-                        "restrain")
-    _add_pair_arguments(rsub.add_parser("resttest", help="K buckets: train on K-1, test interpolation / extrapolation"),
-                        "resttest")
-    sp = sub.add_parser("split-eval", help=PAIR_COMMANDS["split-eval"], description=PAIR_COMMANDS["split-eval"])
-    sp.add_argument("runs", nargs="+", metavar="RUN", help="TREC run files (NAME=PATH to name one)")
+    _add_pair_arguments(_pair_parser(rsub, "restrain", "interpolation / extrapolation training sets of given sizes",
+                                     "restrain"), "restrain")
+    _add_pair_arguments(_pair_parser(rsub, "resttest", "K buckets: train on K-1, test interpolation / extrapolation",
+                                     "resttest"), "resttest")
+    sp = _pair_parser(sub, "split-eval", PAIR_COMMANDS["split-eval"], "split-eval")
+    sp.add_argument("runs", nargs="+", metavar="RUN", help="TREC or MS MARCO run files (NAME=PATH to name one)")
     sp.add_argument("--qrels", required=True, help="TREC qrels of the test queries")
     sp.add_argument("--audit", required=True, help="an audit's output directory")
     sp.add_argument("--leaked-by", default="semantic", choices=["semantic", "exact", "label", "any"])
@@ -175,9 +220,12 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--train-split", default="train")
     g.add_argument("--antonym-label", action="append", help="label(s) meaning antonym (default: antonym, 1)")
+    g.add_argument("--synonym-label", action="append", help="label(s) meaning synonym (default: synonym, 0); "
+                   "any other label in an edge file is an error")
     g.add_argument("--columns", default="head,tail,label",
                    help="order of the first three fields (WN18: head,label,tail)")
-    g.add_argument("--out", help="report folder (default <LEAKEXP_STORE or store>/graph/<name>)")
+    g.add_argument("--out", help="report folder (default <LEAKEXP_STORE or store>/graph/<name>/<key of inputs and "
+                   "options>)")
     _add_pair_commands(sub)
     args = parser.parse_args(argv)
     _setup_logging(args.verbose)

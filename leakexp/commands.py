@@ -363,10 +363,13 @@ def cmd_graph_audit(args) -> int:
     return audit_command(edges=args.edges, wordnet=args.wordnet, pos=args.pos, split_by=args.split_by,
                          resplit=args.resplit, proportions=args.proportions, seed=args.seed,
                          train_split=args.train_split, antonym_labels=args.antonym_label,
+                         synonym_labels=args.synonym_label,
                          columns=args.columns, out=args.out)
 def _pair_kwargs(args) -> dict:
-    """The shared inputs of audit/decontaminate/resample, with defaults from the config's detect.*"""
-    from leakexp.audit import AuditOptions
+    """The shared inputs of audit/decontaminate/resample. Model, threshold and k: the options, else detect.* when
+    the command line sets it (detect.*=... or experiment=...), else the source documents' values
+    (audit.SEED_DEFAULTS): the default experiment is the demo, whose values fit only the toy world."""
+    from leakexp.audit import SEED_DEFAULTS, AuditOptions
     from leakexp.config import compose
 
     overrides = list(args.overrides)
@@ -378,11 +381,40 @@ def _pair_kwargs(args) -> dict:
         setattr(args, side, specs)
     cfg = compose(overrides)
     d = cfg.detect
-    options = AuditOptions(k=args.k or int(d.k), threshold=float(d.threshold if args.threshold is None else args.threshold),
-                           ngrams=tuple(getattr(args, "ngrams", (13, 3))), train_rel=args.train_rel, test_rel=args.test_rel)
+    given = {o.partition("=")[0].lstrip("+~") for o in overrides}
+
+    def default(key: str):
+        return d[key] if "experiment" in given or f"detect.{key}" in given else SEED_DEFAULTS[key]
+
+    k = getattr(args, "k", None)
+    k = int(default("k")) if k is None else k
+    threshold = getattr(args, "threshold", None)
+    threshold = float(default("threshold")) if threshold is None else threshold
+    if k < 1:
+        raise ValueError(f"--k {k}: give a number of neighbours >= 1 (the study: 100)")
+    if not -1.0 <= threshold <= 1.0:
+        raise ValueError(f"--threshold {threshold:g}: a cosine similarity lies in [-1, 1] (the study: 0.91)")
+    args.seed_defaults = [name for name, given_value in (("sbert", args.model), ("k", getattr(args, "k", None)),
+                                                         ("threshold", getattr(args, "threshold", None)))
+                          if given_value is None and default(name) == SEED_DEFAULTS[name]
+                          and not ("experiment" in given or f"detect.{name}" in given)]
+    options = AuditOptions(k=k, threshold=threshold, ngrams=tuple(getattr(args, "ngrams", (13, 3))),
+                           train_rel=getattr(args, "train_rel", 1), test_rel=getattr(args, "test_rel", 1))
     return dict(train=args.train, test=args.test, train_qrels=args.train_qrels, test_qrels=args.test_qrels,
                 fields=args.fields, test_variants=args.test_variants, out=Path(args.out), store=Path(cfg.store),
-                sbert=args.model or str(d.sbert), batch_size=int(d.batch_size), options=options)
+                sbert=args.model or str(default("sbert")), batch_size=int(d.batch_size), options=options)
+
+
+def _defaults_line(args, kwargs) -> str | None:
+    """Which settings came from the source documents, so that a printed figure says what it was measured with."""
+    from leakexp.audit import SEED_DEFAULTS_SOURCE
+
+    if not getattr(args, "seed_defaults", None):
+        return None
+    o = kwargs["options"]
+    value = {"sbert": kwargs["sbert"], "k": o.k, "threshold": o.threshold}
+    shown = ", ".join(f"{name} {value[name]}" for name in args.seed_defaults)
+    return f"defaults: {shown} ({SEED_DEFAULTS_SOURCE}; the demo's with experiment=demo)"
 
 
 def cmd_pair(args) -> int:
@@ -400,24 +432,35 @@ def cmd_pair(args) -> int:
                                          leaked_by=args.leaked_by, source=args.source,
                                          out=Path(args.out) if args.out else None, mfr_missing=str(e.mfr_missing))
             print(markdown_table(table, floatfmt="{:.4f}"))
+            groups = table.groupby("group").queries.max()
+            print(f"{int(groups.get('leaked', 0))} leaked ({args.leaked_by}) and {int(groups.get('other', 0))} other "
+                  "test queries with judgments; p: paired t-test, empty with fewer than two queries")
             print(f"split-eval: {Path(args.out) if args.out else Path(args.audit) / 'split-eval'}/split_eval.{{md,csv,tex}}")
             return 0
         kwargs = _pair_kwargs(args)
+        line = _defaults_line(args, kwargs)
+        if line and not (args.command == "audit" and not args.train):  # a qrels-only audit embeds nothing
+            print(line)
         if args.command == "audit":
             print(audit.format_summary(audit.run_audit(**kwargs)))
             print(f"report: {kwargs['out'] / 'report.md'}")
         elif args.command == "decontaminate":
             f = resample.run_decontaminate(**kwargs, by_label=args.by_label, docs=args.docs)
             print(f"removed: {f['removed']} of {f['train_queries']} training queries "
-                  f"({f['removed_similarity']} above {f['threshold']:g}, {f['removed_label_only']} by label only)")
+                  f"({f['removed_similarity']} above {f['threshold']:g}, {f['removed_exact_only']} exact duplicates "
+                  f"below it, {f['removed_label_only']} by label only)")
+            print(resample.matches_line(f))
             print(f"decontaminated data: {kwargs['out']} (removed.csv lists each removal)")
         else:
-            extra = (dict(sizes=args.sizes, extrapolation_threshold=args.extrapolation_threshold)
+            extra = (dict(sizes=args.sizes, extrapolation_threshold=args.extrapolation_threshold, unit=args.size_unit)
                      if args.method == "restrain" else dict(buckets=args.buckets, sample=args.sample))
             table = resample.run_resample(args.method, **kwargs, seed=args.seed, **extra)
             print(markdown_table(table, floatfmt="{:.4f}"))
             print(f"{args.method}: {kwargs['out'] / args.method}")
         return 0
+    except audit.NothingToCompare as exc:
+        print(f"leakexp: {exc}", file=sys.stderr)
+        return 1
     except (ValueError, DataUnavailable) as exc:
         print(f"leakexp: {exc}", file=sys.stderr)
         return 2

@@ -31,7 +31,8 @@ from scipy.sparse.csgraph import connected_components
 
 from leakexp.data.files import DataFormatError
 from leakexp.graph_data import (  # the benchmark readers and splits, re-exported as graph.*
-    ANTONYM_LABELS, DEFAULT_WORDNET, PAPER_PROPORTIONS, RESPLITS, SPLITS, check_proportions, component_split,
+    ANTONYM_LABELS, DEFAULT_WORDNET, PAPER_PROPORTIONS, RESPLITS, SPLITS, SYNONYM_LABELS, WORDNET_FILES,
+    check_proportions, component_split,
     edge_file, edge_split, read_edges, read_wordnet, synthetic_graph, vertex_index, vertex_split, wordnet_pairs,
     write_edges)
 from leakexp.report import write_table
@@ -47,7 +48,8 @@ NA = -1  # path length and A of a held-out pair without a path in the training g
 
 class TrainingGraph:
     """The undirected training graph in CSR form with, per vertex pair, which labels its edges carry (bit 1:
-    a non-antonym edge, bit 2: an antonym edge) and whether its first edge (input order) is an antonym."""
+    a non-antonym edge, bit 2: an antonym edge) and whether it counts as an antonym on the first-found path
+    (only when all its edges are)."""
 
     def __init__(self, vertices: pd.Index, head: np.ndarray, tail: np.ndarray, antonym: np.ndarray):
         n = len(vertices)
@@ -55,8 +57,10 @@ class TrainingGraph:
         ok = head != tail  # a self-loop never lies on a shortest path
         a, b, ant = np.minimum(head, tail)[ok], np.maximum(head, tail)[ok], antonym[ok]
         g = pd.DataFrame({"a": a, "b": b, "syn": ~ant, "ant": ant}).groupby(["a", "b"], sort=True)
+        # a pair with edges of both labels counts as a synonym on the first-found path (whatever the input
+        # order; its shortest paths then have both parities, a conflict)
         merged = pd.DataFrame({"bit": g.syn.max().astype(int) | 2 * g.ant.max().astype(int),
-                               "first": g.ant.first()}).reset_index()
+                               "first": g.ant.min()}).reset_index()
         rows = np.concatenate([merged.a, merged.b])
         cols = np.concatenate([merged.b, merged.a])
         order = np.lexsort((cols, rows))  # neighbours in ascending vertex index
@@ -77,7 +81,8 @@ class TrainingGraph:
         One breadth-first search, level by level over the CSR arrays, stopping as soon as every target in
         ``s``'s component is reached. Parity bits are propagated over all shortest paths; the first-found
         path walks back from a target, at each step to its adjacent vertex one step closer to ``s`` with the
-        smallest index (vertex indices follow first appearance in the edge list), so it is deterministic."""
+        smallest index (``held_out_paths`` numbers vertices in sorted order), so it does not depend on the
+        order of the input."""
         dist, parity, count = self.dist, self.parity, self.count
         if not self.degree[s]:  # not a training vertex: no path, not even the empty one
             return np.full(len(targets), NA), np.zeros(len(targets), np.uint8), np.zeros(len(targets), np.int64)
@@ -118,7 +123,11 @@ def held_out_paths(edges: pd.DataFrame, train_split: str = "train",
     A is odd) against the gold label. One BFS per distinct head vertex."""
     from tqdm.auto import tqdm
 
-    vertices, h, t = vertex_index(edges)
+    # canonical order: vertices numbered in sorted order, each held-out pair searched from its smaller vertex,
+    # so the first-found path (and A) does not depend on the order of the input's lines or of a pair's ends
+    vertices = pd.Index(np.sort(pd.unique(np.concatenate([edges["head"].to_numpy(), edges["tail"].to_numpy()]))))
+    h0, t0 = vertices.get_indexer(edges["head"]), vertices.get_indexer(edges["tail"])
+    h, t = np.minimum(h0, t0), np.maximum(h0, t0)
     antonym = edges.label.str.lower().isin([a.lower() for a in antonym_labels]).to_numpy()
     is_train = (edges.split == train_split).to_numpy()
     if not is_train.any():
@@ -138,6 +147,9 @@ def held_out_paths(edges: pd.DataFrame, train_split: str = "train",
         length[at], parity[at], count[at] = g.from_source(int(s), ht[at])
     out = edges.iloc[held][["split", "head", "tail", "label"]].reset_index(drop=True)
     out["antonym"] = antonym[held]
+    order = np.lexsort((out.label.to_numpy(), out["tail"].to_numpy(), out["head"].to_numpy(),
+                        pd.Categorical(out.split, _split_order(edges, train_split)[1:], ordered=True).codes))
+    out, length, parity, count = out.iloc[order].reset_index(drop=True), length[order], parity[order], count[order]
     out["path_length"] = length
     out["A"] = np.where(length == NA, NA, count)
     out["parity_conflict"] = parity == 3
@@ -200,6 +212,43 @@ def a_parity_table(paths: pd.DataFrame) -> pd.DataFrame:
                      "parity conflicts": int(a.parity_conflict.sum()),
                      "conflict share": a.parity_conflict.mean() if len(a) else float("nan")})
     return pd.DataFrame(rows)
+
+
+BALANCE_MARGIN = 0.10  # a split whose antonym share departs from the whole graph's by more is flagged
+
+
+def accuracy_by_length(paths: pd.DataFrame) -> pd.DataFrame:
+    """A-parity accuracy per held-out split and path length (0-3, 4+): one figure over all applicable edges
+    hides that reverse edges (length 1) are nearly always right and longer paths much less so."""
+    p = paths[paths.applicable].assign(length=lambda d: _bin(d.path_length))
+    rows = []
+    for name in pd.unique(paths.split):
+        for b in LENGTH_BINS[:-1]:
+            g = p[(p.split == name) & (p.length == b)]
+            rows.append({"split": name, "path length": b, "edges": len(g),
+                         "accuracy": g.correct.mean() if len(g) else float("nan"),
+                         "antonym share": g.antonym.mean() if len(g) else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def class_balance(edges: pd.DataFrame, antonym_labels: Sequence[str] = ANTONYM_LABELS,
+                  train_split: str = "train") -> tuple[pd.DataFrame, list[str]]:
+    """Edges and antonym share of every split (train, val and test always), and a warning for each split that
+    is empty or whose antonym share departs from the whole graph's by more than ``BALANCE_MARGIN``."""
+    antonym = edges.label.str.lower().isin([a.lower() for a in antonym_labels])
+    overall = float(antonym.mean()) if len(edges) else float("nan")
+    names = list(dict.fromkeys([train_split, *SPLITS, *_split_order(edges, train_split)]))
+    rows, warnings = [], []
+    for name in names:
+        a = antonym[(edges.split == name).to_numpy()]
+        share = float(a.mean()) if len(a) else float("nan")
+        rows.append({"split": name, "edges": len(a), "antonym share": share})
+        if not len(a):
+            warnings.append(f"split {name} is empty")
+        elif abs(share - overall) > BALANCE_MARGIN:
+            warnings.append(f"split {name}: {100 * share:.1f} % antonyms against {100 * overall:.1f} % overall "
+                            f"(more than {100 * BALANCE_MARGIN:.0f} points apart)")
+    return pd.DataFrame(rows), warnings
 
 
 def cross_split_pairs(edges: pd.DataFrame, train_split: str = "train") -> pd.DataFrame:
@@ -273,8 +322,12 @@ def audit(edges: pd.DataFrame, out_dir: Path, *, train_split: str = "train",
     paths = held_out_paths(edges, train_split, antonym_labels)
     bfs_s = time.perf_counter() - start
     sizes, lengths, parity = graph_sizes(edges, train_split), path_length_table(paths), a_parity_table(paths)
+    by_length = accuracy_by_length(paths)
+    balance, warnings = class_balance(edges, antonym_labels, train_split)
     pairs = cross_split_pairs(edges, train_split)
     cross = cross_split_table(edges, pairs, train_split)
+    for w in warnings:
+        log.warning("graph audit of %s: %s", name, w)
     write_table(sizes, out_dir, "table3", f"Table 3 ({name}). Vertices (V), edges (E) and connected components "
                 "(CC) per split; V not in train: held-out vertices absent from the training graph.")
     write_table(lengths, out_dir, "table4", f"Table 4 ({name}). Held-out edges (w_i, w_j) by the length of the "
@@ -283,6 +336,11 @@ def audit(edges: pd.DataFrame, out_dir: Path, *, train_split: str = "train",
                 "antonym edges A on a shortest training path is odd (the first found: BFS from the head, "
                 "smallest-index predecessor). Accuracy over applicable edges (a path exists); majority rate: "
                 "the larger class among them; conflicts: shortest paths of both parities exist.")
+    write_table(by_length, out_dir, "table5_by_length", f"A-parity accuracy by path length ({name}): applicable "
+                "held-out edges per shortest-path length in the training graph (length 1: the pair itself, often "
+                "reversed, is a training edge).")
+    write_table(balance, out_dir, "balance", f"Edges and antonym share per split ({name}); flagged when empty or "
+                f"more than {100 * BALANCE_MARGIN:.0f} points from the whole graph's share.")
     write_table(cross, out_dir, "cross_split", f"Reverse and duplicate edges across splits ({name}): held-out "
                 "edges whose pair is in another split as (head, tail) or as (tail, head).")
     atomic_write_text(out_dir / "cross_split_pairs.csv", pairs.to_csv(index=False))
@@ -291,19 +349,32 @@ def audit(edges: pd.DataFrame, out_dir: Path, *, train_split: str = "train",
     figures = {"name": name, "train_vertices": int(sizes.V.iloc[0]), "train_edges": int(sizes.E.iloc[0]),
                "train_components": int(sizes.CC.iloc[0]), "bfs_seconds": bfs_s,
                "antonym_edges": int(edges.label.str.lower().isin([a.lower() for a in antonym_labels]).sum()),
-               "splits": {}}
+               "balance": {b["split"]: {"edges": int(b["edges"]), "antonym_share": _num(b["antonym share"])}
+                           for b in balance.to_dict("records")},
+               "warnings": warnings, "splits": {}}
     for r in parity.to_dict("records"):
         lens = lengths.set_index("path length")[r["split"]]
-        rate = {k: None if pd.isna(r[k]) else float(r[k]) for k in ("accuracy", "majority rate")}  # JSON: null
+        mine = pairs[pairs.split == r["split"]]
+        dup = mine[mine.kind == "duplicate"]
+        rev = mine[(mine.kind == "reverse") & (mine["head"] != mine["tail"])]  # a self-pair is only a duplicate
+        acc = by_length[by_length.split == r["split"]]
         figures["splits"][r["split"]] = {
-            "edges": int(r["edges"]), "applicable": int(r["applicable"]), "accuracy": rate["accuracy"],
-            "majority_class": r["majority class"], "majority_rate": rate["majority rate"],
+            "edges": int(r["edges"]), "applicable": int(r["applicable"]), "accuracy": _num(r["accuracy"]),
+            "accuracy_min": _num(r["accuracy min"]), "accuracy_max": _num(r["accuracy max"]),
+            "accuracy_by_length": {b: _num(a) for b, a in zip(acc["path length"], acc.accuracy)},
+            "majority_class": r["majority class"], "majority_rate": _num(r["majority rate"]),
             "parity_conflicts": int(r["parity conflicts"]), "path_lengths": {k: int(lens[k]) for k in LENGTH_BINS},
-            "duplicates": int(cross[cross.split == r["split"]].duplicates.sum()),
-            "reverses": int(cross[cross.split == r["split"]].reverses.sum())}
+            # distinct held-out edges whose pair is in another split as is / reversed (not summed per split)
+            "duplicates": len(dup[["head", "tail", "label"]].drop_duplicates()),
+            "reverses": len(rev[["head", "tail", "label"]].drop_duplicates())}
     _write_summary(out_dir, figures)
     log.info("graph audit of %s: %d held-out edges in %.2fs; wrote %s", name, len(paths), bfs_s, out_dir)
     return figures
+
+
+def _num(x) -> float | None:
+    """A rate for JSON: None (null) where there is nothing to count."""
+    return None if pd.isna(x) else float(x)
 
 
 def _write_summary(out_dir: Path, figures: dict) -> None:
@@ -322,10 +393,20 @@ def summary_lines(figures: dict) -> list[str]:
         lines.append("  note: no edge carries an antonym label (--antonym-label), so A is always 0")
     if not figures["splits"]:
         lines.append("  no held-out edges: nothing to audit")
+    if "balance" in figures:
+        lines.append("  class balance: " + ", ".join(
+            f"{s} {b['edges']} edges" + ("" if b["antonym_share"] is None else f" ({100 * b['antonym_share']:.1f} % "
+                                                                                 "antonyms)")
+            for s, b in figures["balance"].items()))
+    lines += [f"  warning: {w}" for w in figures.get("warnings", [])]
     for split, f in figures["splits"].items():
         lens = " ".join(f"{k}={v}" for k, v in f["path_lengths"].items())
+        spread = ("" if f["accuracy"] is None or "accuracy_min" not in f else
+                  f" (range over tie-breaks {f['accuracy_min']:.4f}-{f['accuracy_max']:.4f})")
+        by_length = " ".join(f"{k}={'-' if v is None else f'{v:.3f}'}" for k, v in f.get("accuracy_by_length", {}).items())
         lines += [f"split {split}: {f['edges']} held-out edges; path lengths {lens}",
-                  f"  a_parity_accuracy: {rate(f['accuracy'])}",
+                  f"  a_parity_accuracy: {rate(f['accuracy'])}{spread}",
+                  *([f"  a_parity_accuracy by path length: {by_length}"] if by_length else []),
                   f"  a_parity_applicable: {f['applicable']} of {f['edges']}",
                   f"  majority_class_rate: {rate(f['majority_rate'])}"
                   + (f" ({f['majority_class']}, on the applicable edges)" if f["applicable"] else ""),
@@ -366,12 +447,29 @@ def demo(out_dir: Path, seed: int = 0) -> dict:
                               name="synthetic, edge split")
 
 
+def _output_key(**settings) -> str:
+    """A short hash of what made a report (inputs by content, options), so that the outputs of different
+    options get folders of their own under the default location instead of overwriting one."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _file_digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
 def audit_command(*, edges: Sequence[str] = (), wordnet: str | None = None, pos: str = "adj",
                   split_by: str = "edges", resplit: str | None = None, proportions: str = "0.70,0.05,0.25",
                   seed: int = 0, train_split: str = "train", antonym_labels: Sequence[str] | None = None,
-                  columns: str = "head,tail,label", out: str | None = None) -> int:
+                  synonym_labels: Sequence[str] | None = None, columns: str = "head,tail,label",
+                  out: str | None = None) -> int:
     """``leakexp graph-audit``: read or build a benchmark, audit it (and its re-split), print the figures."""
     antonym_labels = antonym_labels or ANTONYM_LABELS
+    synonym_labels = synonym_labels or SYNONYM_LABELS
     try:
         props = tuple(float(x) for x in proportions.split(","))
     except ValueError:
@@ -379,16 +477,27 @@ def audit_command(*, edges: Sequence[str] = (), wordnet: str | None = None, pos:
     check_proportions(props)
     if edges and wordnet:
         raise DataFormatError("give edge files or --wordnet, not both")
+    cols = tuple(c.strip() for c in columns.split(","))
     if edges:
-        data = read_edges(edges, tuple(c.strip() for c in columns.split(",")))
+        data = read_edges(edges, cols, labels=[*antonym_labels, *synonym_labels])
         name = edge_file(edges[0])[1].name.split(".")[0]
+        inputs = [(str(edge_file(e)[0]), _file_digest(edge_file(e)[1])) for e in edges]
         log.info("read %d edges (%s) from %s", len(data), data.split.value_counts().to_dict(), ", ".join(edges))
     else:
-        pairs = wordnet_pairs(Path(wordnet), pos, seed=seed) if wordnet else synthetic_graph(seed=seed)
+        pairs = wordnet_pairs(Path(wordnet), pos) if wordnet else synthetic_graph(seed=seed)
         name = f"wordnet-{pos}" if wordnet else "synthetic"
-        data = edge_split(pairs, props, seed) if split_by == "edges" else RESPLITS[split_by](pairs, props, seed)
+        inputs = [f"wordnet:{pos}:{_file_digest(Path(wordnet) / WORDNET_FILES[pos])}" if wordnet else "synthetic"]
+        # WordNet: the benchmarks' random edge split; the synthetic graph keeps its per-label split
+        data = (edge_split(pairs, props, seed, stratify=not wordnet) if split_by == "edges"
+                else RESPLITS[split_by](pairs, props, seed))
         name += {"edges": ", edge split", "vertices": ", vertex split", "components": ", component split"}[split_by]
-    out_dir = Path(out) if out else Path(os.environ.get("LEAKEXP_STORE", "store")) / "graph" / name.split(",")[0]
+    if out:
+        out_dir = Path(out)
+    else:
+        key = _output_key(inputs=inputs, split_by=None if edges else split_by, resplit=resplit, proportions=props,
+                          seed=seed, train_split=train_split, antonym_labels=sorted(antonym_labels),
+                          synonym_labels=sorted(synonym_labels), columns=cols)
+        out_dir = Path(os.environ.get("LEAKEXP_STORE", "store")) / "graph" / name.split(",")[0] / key
     if not edges:
         write_edges(data, out_dir / "edges.tsv")
     result = audit_with_resplit(data, out_dir, resplit=resplit, proportions=props, seed=seed,
@@ -399,5 +508,6 @@ def audit_command(*, edges: Sequence[str] = (), wordnet: str | None = None, pos:
         print(f"re-split on {resplit} ({r['dropped_edges']} edges across splits dropped): "
               f"{out_dir / f'resplit-{resplit}' / 'edges.tsv'}")
         print("\n".join(summary_lines(r)))
-    print(f"report: {out_dir} (table3, table4, table5, cross_split .md/.csv/.tex; path_lengths.png)")
+    print(f"report: {out_dir} (table3, table4, table5, table5_by_length, balance, cross_split .md/.csv/.tex; "
+          "path_lengths.png)")
     return 0

@@ -4,6 +4,7 @@ and the splits (the standard random edge split; the vertex and component splits 
 from __future__ import annotations
 
 import gzip
+import os
 import logging
 import re
 from pathlib import Path
@@ -25,7 +26,8 @@ log = logging.getLogger(__name__)
 PAPER_PROPORTIONS = (0.70, 0.05, 0.25)
 SPLITS = ("train", "val", "test")
 ANTONYM_LABELS = ("antonym", "1")  # "1" is the antonym label of the AntSynNET files; 0 is synonym
-DEFAULT_WORDNET = Path("/usr/share/wordnet")
+SYNONYM_LABELS = ("synonym", "0")
+DEFAULT_WORDNET = Path(os.environ.get("LEAKEXP_WORDNET", "/usr/share/wordnet"))  # a WordNet 3.0 dict folder
 WORDNET_FILES = {"adj": "data.adj", "noun": "data.noun", "verb": "data.verb", "adv": "data.adv"}
 WORDNET_HELP = ("install Debian's `wordnet-base` (apt-get install wordnet-base puts WordNet 3.0 in "
                 "/usr/share/wordnet) or give --wordnet DIR, a WordNet 3.0 `dict` folder")
@@ -43,10 +45,14 @@ def edge_file(spec: str | Path) -> tuple[str | None, Path]:
     return (split, Path(path)) if sep and split and "/" not in split else (None, Path(spec))
 
 
-def read_edges(specs: Sequence[str | Path], columns: Sequence[str] = ("head", "tail", "label")) -> pd.DataFrame:
+def read_edges(specs: Sequence[str | Path], columns: Sequence[str] = ("head", "tail", "label"),
+               labels: Sequence[str] | None = None) -> pd.DataFrame:
     """Edges from tab-separated files: ``PATH`` with head, tail, label, split per line, or ``SPLIT=PATH``
     with head, tail, label (one file per split). ``columns`` gives the order of the first three fields
-    (WN18's files are ``head label tail``). Empty lines and lines starting with ``#`` are skipped."""
+    (WN18's files are ``head label tail``). Empty lines and lines starting with ``#`` are skipped.
+    ``labels``: the accepted labels (case-insensitive); any other, a header line included, is an error naming
+    the file and line, since an unknown label would silently count as a synonym."""
+    accepted = {x.lower() for x in labels} if labels is not None else None
     if sorted(columns) != ["head", "label", "tail"]:
         raise DataFormatError(f"--columns must order head, tail and label, got {','.join(columns)}")
     rows = []
@@ -68,6 +74,13 @@ def read_edges(specs: Sequence[str | Path], columns: Sequence[str] = ("head", "t
                         raise DataFormatError(
                             f"{path}:{n}: expected {want} non-empty tab-separated fields {form}"
                             f"{'' if split else ' (or give the file as SPLIT=PATH)'}, got {line[:80]!r}")
+                    label = fields[list(columns).index("label")]
+                    if accepted is not None and label.lower() not in accepted:
+                        header = " (a header line? remove it)" if n == 1 or label.lower() == "label" else ""
+                        raise DataFormatError(
+                            f"{path}:{n}: label {label!r} is not one of the accepted labels "
+                            f"{', '.join(sorted(accepted))}{header}; name other labels with --antonym-label / "
+                            "--synonym-label")
                     rows.append((*fields[:3], split or fields[3]))
             except UnicodeDecodeError:
                 raise DataFormatError(f"{path}:{n + 1}: not UTF-8 text; convert the file to UTF-8") from None
@@ -136,17 +149,21 @@ def _parse_synset(line: str) -> Synset:
     return Synset(int(t[0]), t[2], words, tuple(pointers))
 
 
-def wordnet_pairs(path: Path = DEFAULT_WORDNET, pos: str = "adj", *, similar_to: bool = True,
-                  vocabulary: str = "antonyms", balance: bool = True, seed: int = 0) -> pd.DataFrame:
-    """The paper's kind of synonym/antonym pairs from WordNet: synonyms = two words of one synset (and, with
-    ``similar_to``, a word of a synset and a word of a synset it is ``&`` similar to); antonyms = ``!`` lexical
-    pointers. A pair is kept once (first occurrence, undirected); pairs that are both are dropped.
-    ``vocabulary`` chooses the synonym pairs: "antonyms" (both words have an antonym: the task's words; 54 %
-    of the synonym pairs of the released adjective benchmark, AntSynNET dataset/adjective-pairs.*), "any"
-    (one word has one; 89 % there) or "all". ``balance`` then downsamples the larger class (seeded), as the
-    released benchmarks hold as many antonyms as synonyms in every split."""
+def wordnet_pairs(path: Path = DEFAULT_WORDNET, pos: str = "adj", *, antonyms: str = "synsets",
+                  similar_to: bool = False, vocabulary: str = "antonyms", balance: bool = False,
+                  seed: int = 0) -> pd.DataFrame:
+    """Synonym/antonym edges between WordNet lemmas, following the construction of the benchmarks that seed 002
+    audits: synonyms = two lemmas of one synset; antonyms = a lemma of a synset and a lemma of a synset it has
+    an antonym (``!``) pointer to (``antonyms="synsets"``; ``"lemmas"``: only the pointer's two words, which
+    leaves most antonym pairs without a path and the heuristic below the majority class); one edge per pair
+    (first occurrence, undirected; pairs that are both are dropped). ``similar_to`` adds ``&`` satellite pairs
+    as synonyms. ``vocabulary`` chooses the synonym pairs: "antonyms" (both words have an antonym: the task's
+    words), "any" (one word has one) or "all". ``balance`` downsamples the larger class (seeded). The default
+    split of such a benchmark is a random edge split (``graph-audit --wordnet``)."""
     if vocabulary not in ("antonyms", "any", "all"):
         raise DataFormatError(f"vocabulary must be antonyms, any or all, got {vocabulary!r}")
+    if antonyms not in ("synsets", "lemmas"):
+        raise DataFormatError(f"antonyms must be synsets or lemmas, got {antonyms!r}")
     synsets = read_wordnet(path, pos)
     by_offset = {s.offset: s for s in synsets}
     same_file = {"adj": "as", "noun": "n", "verb": "v", "adv": "r"}[pos]
@@ -170,7 +187,11 @@ def wordnet_pairs(path: Path = DEFAULT_WORDNET, pos: str = "adj", *, similar_to:
             if ppos not in same_file or offset not in by_offset:
                 continue
             target = by_offset[offset].words
-            if symbol == "!" and src and tgt:
+            if symbol == "!" and antonyms == "synsets":
+                for a in s.words:
+                    for b in target:
+                        add(a, b, "antonym")
+            elif symbol == "!" and src and tgt:
                 add(s.words[src - 1], target[tgt - 1], "antonym")
             elif symbol == "&" and similar_to:
                 for a in s.words:

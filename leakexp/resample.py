@@ -31,7 +31,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from leakexp.audit import (AuditOptions, Embedder, QuerySide, SbertEmbedder, label_pairs, load_side, nearest,
-                           train_best_match)
+                           normalize, train_best_match)
 from leakexp.store import Store, atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -71,17 +71,51 @@ def _eligible(train: QuerySide, train_rel: int) -> np.ndarray:
 
 
 # -- decontamination ----------------------------------------------------------------------------------------
+def pairs_above(train_emb: np.ndarray, test_emb: np.ndarray, sims: np.ndarray, ids: np.ndarray, threshold: float,
+                *, chunk_size: int = 65536) -> pd.DataFrame:
+    """Every (test text row, training row) pair above ``threshold``, exactly.
+
+    The top-k holds them all unless a text's k-th neighbour is still above the threshold; such texts are
+    compared with every training query (in chunks), so that match counts are never capped at k.
+    """
+    n = len(train_emb)
+    if n == 0 or len(test_emb) == 0 or sims.size == 0:
+        return pd.DataFrame({"text": np.zeros(0, np.int64), "train": np.zeros(0, np.int64)})
+    saturated = (sims.shape[1] < n) & (sims[:, -1] > threshold)
+    r, c = np.nonzero((sims > threshold) & (ids >= 0) & ~saturated[:, None])
+    parts = [pd.DataFrame({"text": r.astype(np.int64), "train": ids[r, c].astype(np.int64)})]
+    sat_rows = np.flatnonzero(saturated)
+    if len(sat_rows):
+        base = np.ascontiguousarray(test_emb[sat_rows], dtype=np.float32)
+        for s0 in range(0, n, chunk_size):
+            block = base @ np.asarray(train_emb[s0:s0 + chunk_size], dtype=np.float32).T
+            rr, cc = np.nonzero(block > threshold)
+            parts.append(pd.DataFrame({"text": sat_rows[rr].astype(np.int64), "train": (cc + s0).astype(np.int64)}))
+    return pd.concat(parts, ignore_index=True).drop_duplicates().reset_index(drop=True)
+
+
+def exact_pairs(train: QuerySide, test: QuerySide) -> pd.DataFrame:
+    """Every (test text row, training row) pair whose texts are equal after normalisation (NFKC, case folding,
+    punctuation): an exact duplicate is a leak whatever its embedding similarity."""
+    test_norm = pd.DataFrame({"norm": [normalize(t) for t in test.texts.text], "text": np.arange(len(test.texts))})
+    train_norm = pd.DataFrame({"norm": [normalize(t) for t in train.texts.text], "train": np.arange(len(train.texts))})
+    m = test_norm[test_norm.norm != ""].merge(train_norm, on="norm")
+    return m[["text", "train"]].astype(np.int64).sort_values(["train", "text"]).reset_index(drop=True)
+
+
 def decontaminate(
     train: QuerySide, test: QuerySide, embed: Embedder, out_dir: Path, *, threshold: float, k: int = 100,
     by_label: bool = False, train_rel: int = 1, test_rel: int = 1, shard_size: int = 262_144,
     docs: str | None = None,
 ) -> dict:
-    """Write the training side without every query above ``threshold`` for some test text.
+    """Write the training side without every query above ``threshold`` for some test text, and without
+    every exact duplicate of a test text (after normalisation) whatever its similarity.
 
     ``out_dir`` gets ``<source>.queries.tsv`` and ``<source>.qrels.txt`` per training source, ``qrels.txt``
     (all sources, the local data format's single qrels file), ``removed.csv`` (each removed query with
-    its reason, the matching test query and similarity, or the shared document), ``data.yaml`` (a
-    ``data=local`` config for the result) and ``decontaminate.json`` (counts). Same input, same bytes.
+    its reason, the matching test query and similarity, or the shared document), ``matches.csv`` (per test
+    query, how many training queries match it), ``data.yaml`` (a ``data=local`` config for the result)
+    and ``decontaminate.json`` (counts). Same input, same bytes.
     """
     if train.texts.empty or test.texts.empty:
         raise ValueError("decontaminate needs queries on both sides (--train and --test)")
@@ -93,14 +127,30 @@ def decontaminate(
     sims, ids = nearest(train_emb, test_emb, k, shard_size)
     best, row = train_best_match(train_emb, test_emb, sims, ids, threshold)
     similar = best > threshold
+    exact = exact_pairs(train, test)
+    first_exact = exact.drop_duplicates("train")  # the first test text an exact duplicate matches
+    is_exact = np.zeros(len(tq), dtype=bool)
+    train_owner = train.owner
+    is_exact[train_owner[first_exact.train.to_numpy()]] = True
+    exact_only = is_exact & ~similar
+    # an exact duplicate below the threshold is listed with its own test text and actual similarity
+    row = row.copy()
+    best = best.copy()
+    ex_rows = first_exact.text.to_numpy()
+    ex_q = train_owner[first_exact.train.to_numpy()]
+    sel = exact_only[ex_q]
+    row[ex_q[sel]] = ex_rows[sel]
+    best[ex_q[sel]] = np.einsum("ij,ij->i", np.asarray(train_emb[first_exact.train.to_numpy()[sel]]),
+                                np.asarray(test_emb[ex_rows[sel]]))
+    matched = similar | is_exact
     tt = test.texts
     removed = pd.DataFrame({
-        "source": tq.source, "qid": tq.qid, "text": tq.text, "similar": similar,
-        "test_source": np.where(similar, tt.source.to_numpy()[np.maximum(row, 0)], ""),
-        "test_qid": np.where(similar, tt.qid.to_numpy()[np.maximum(row, 0)], ""),
-        "test_field": np.where(similar, tt.field.to_numpy()[np.maximum(row, 0)], ""),
-        "test_text": np.where(similar, tt.text.to_numpy()[np.maximum(row, 0)], ""),
-        "similarity": np.where(similar, best, np.nan),
+        "source": tq.source, "qid": tq.qid, "text": tq.text, "similar": similar, "exact": is_exact,
+        "test_source": np.where(matched, tt.source.to_numpy()[np.maximum(row, 0)], ""),
+        "test_qid": np.where(matched, tt.qid.to_numpy()[np.maximum(row, 0)], ""),
+        "test_field": np.where(matched, tt.field.to_numpy()[np.maximum(row, 0)], ""),
+        "test_text": np.where(matched, tt.text.to_numpy()[np.maximum(row, 0)], ""),
+        "similarity": np.where(matched, best, np.nan),
     })
     removed["label"], removed["docno"] = False, ""
     if by_label:
@@ -112,15 +162,24 @@ def decontaminate(
         idx, first = idx[keep], first[keep]
         removed.loc[idx, "label"] = True
         removed.loc[idx, "docno"] = first.docno.to_numpy()
-        no_sim = ~removed.loc[idx, "similar"].to_numpy()
+        no_sim = ~removed.loc[idx, ["similar", "exact"]].any(axis=1).to_numpy()
         for col, src in (("test_source", "test_source"), ("test_qid", "test_qid")):
             removed.loc[idx[no_sim], col] = first[src].to_numpy()[no_sim]
-    drop = (removed.similar | removed.label).to_numpy()
-    removed["reason"] = np.select([removed.similar & removed.label, removed.similar, removed.label],
-                                  ["similarity+label", "similarity", "label"], "")
+    drop = (removed.similar | removed.exact | removed.label).to_numpy()
+    parts = [np.where(removed[c], name, "") for c, name in (("similar", "similarity"), ("exact", "exact"),
+                                                             ("label", "label"))]
+    removed["reason"] = ["+".join(p for p in ps if p) for ps in zip(*parts)]
     listing = removed[drop][["source", "qid", "text", "reason", "test_source", "test_qid", "test_field", "test_text",
                              "similarity", "docno"]]
     atomic_write_text(out_dir / "removed.csv", listing.to_csv(index=False, float_format="%.6f"))
+    # every test query with at least one training query above the threshold (or an exact duplicate)
+    links = pd.concat([pairs_above(train_emb, test_emb, sims, ids, threshold), exact], ignore_index=True)
+    links = pd.DataFrame({"q": test.owner[links.text.to_numpy()], "t": train_owner[links.train.to_numpy()]})
+    per_test = links.drop_duplicates().groupby("q").size().reindex(range(len(test.queries)), fill_value=0)
+    te = test.queries
+    matches = pd.DataFrame({"source": te.source, "qid": te.qid, "matches": per_test.to_numpy().astype(np.int64)})
+    atomic_write_text(out_dir / "matches.csv", matches[matches.matches > 0].to_csv(index=False))
+    distribution = matches.matches[matches.matches > 0].value_counts().sort_index()
     kept_rows = np.flatnonzero(~drop)
     files: dict[str, dict[str, str]] = {}
     counts = {}
@@ -140,12 +199,25 @@ def decontaminate(
     figures = {
         "threshold": threshold, "k": k, "by_label": by_label, "train_rel": train_rel, "test_rel": test_rel,
         "train_queries": len(tq), "removed": int(drop.sum()), "removed_similarity": int(similar.sum()),
-        "removed_label_only": int((removed.label & ~removed.similar).sum()),
-        "test_queries_matched": int(listing[listing.test_qid != ""][["test_source", "test_qid"]].drop_duplicates().shape[0]),
+        "removed_exact_only": int(exact_only.sum()),
+        "removed_label_only": int((removed.label & ~removed.similar & ~removed.exact).sum()),
+        "test_queries": len(te),
+        "test_queries_matched": int((matches.matches > 0).sum()),
+        "matches_per_test_query": {str(int(n)): int(c) for n, c in distribution.items()},
         "sources": counts, "files": files,
     }
     atomic_write_json(out_dir / "decontaminate.json", figures)
     return figures
+
+
+def matches_line(figures: dict) -> str:
+    """The match count distribution as one line: how many test queries have 1, 2, ... matching training queries."""
+    d = figures["matches_per_test_query"]
+    shown = ", ".join(f"{n}: {c}" for n, c in d.items()) if len(d) <= 8 else \
+        ", ".join(f"{n}: {c}" for n, c in list(d.items())[:6]) + f", ... max {list(d)[-1]}"
+    return (f"test queries matched: {figures['test_queries_matched']} of {figures['test_queries']} have at least one "
+            f"training query above {figures['threshold']:g} or an exact duplicate"
+            + (f" (matches per test query -> test queries: {shown})" if d else ""))
 
 
 def _write_data_yaml(out_dir: Path, files: dict[str, dict[str, str]], docs: str | None) -> None:
@@ -236,15 +308,35 @@ def interpolation_order(
             np.asarray(out_q, dtype=np.int64), ran_out and len(out_t) < size)
 
 
+SIZE_UNITS = ("queries", "qrels")
+
+
+def _qrels_lines(side: QuerySide) -> np.ndarray:
+    """Qrels lines per query of ``side.queries`` (what a written training file holds for it)."""
+    counts = side.qrels.groupby(["source", "qid"], sort=False).size()
+    index = pd.MultiIndex.from_frame(side.queries[["source", "qid"]])
+    return counts.reindex(index, fill_value=0).to_numpy().astype(np.int64)
+
+
+def _prefix(lines: np.ndarray, size: int, unit: str) -> int:
+    """How many queries of a selection order make a set of ``size``: that many queries, or the shortest prefix
+    with at least ``size`` qrels lines (sets stay nested either way)."""
+    if unit == "queries":
+        return size
+    return int(np.searchsorted(np.cumsum(lines), size) + 1)
+
+
 def restrain(
     train: QuerySide, test: QuerySide, embed: Embedder, out_dir: Path, *, sizes: Sequence[int], threshold: float,
-    k: int = 100, seed: int = 0, train_rel: int = 1, shard_size: int = 262_144,
+    k: int = 100, seed: int = 0, train_rel: int = 1, shard_size: int = 262_144, unit: str = "queries",
 ) -> pd.DataFrame:
-    """ReSTrain: nested interpolation and extrapolation training sets of the given sizes (in queries).
+    """ReSTrain: nested interpolation and extrapolation training sets of the given sizes.
 
-    Writes ``restrain/<size>/<kind>.<train source>-qrel.txt`` (extrapolate-eval's
-    ``restrain_files/msmarco-passage/14k/interpolate.train-qrel.txt`` for a source named ``train``), the
-    selection order in ``restrain/selection.csv`` and a summary table ``restrain/summary.{md,csv,tex}``.
+    A size counts training queries (``unit="queries"``) or qrels lines (``"qrels"``: extrapolate-eval's
+    released files are named by their size in qrels lines, e.g. 14k); in lines, a set is the shortest prefix
+    of the selection order with at least that many lines. Writes ``restrain/<size>/<kind>.<train source>-qrel.txt``
+    (extrapolate-eval's ``restrain_files/msmarco-passage/14k/interpolate.train-qrel.txt`` for a source named
+    ``train``), the selection order in ``restrain/selection.csv`` and a summary table ``restrain/summary.{md,csv,tex}``.
     Interpolation: ``interpolation_order``. Extrapolation: a seeded random sample of the training queries
     whose best similarity to every test text is at most ``threshold``, and that the largest interpolation
     set does not hold (so the two kinds are disjoint, as in the released files). Only training queries with
@@ -253,36 +345,45 @@ def restrain(
     from leakexp.detect import exact_topk
     from leakexp.report import write_table
 
+    if unit not in SIZE_UNITS:
+        raise ValueError(f"--size-unit {unit}: use queries (training queries) or qrels (qrels lines)")
+    what = "training queries" if unit == "queries" else "qrels lines"
+    of_what = "training queries" if unit == "queries" else "qrels lines of training queries"
     sizes = sorted({int(s) for s in sizes})
     if not sizes or sizes[0] <= 0:
-        raise ValueError(f"--sizes {list(sizes)}: give one or more positive numbers of training queries")
+        raise ValueError(f"--sizes {list(sizes)}: give one or more positive numbers of {what}")
     out = Path(out_dir) / "restrain"
     out.mkdir(parents=True, exist_ok=True)
     eligible = _eligible(train, train_rel)
+    lines = _qrels_lines(train) if unit == "qrels" else np.ones(len(train.queries), dtype=np.int64)
     max_size = sizes[-1]
-    if eligible.sum() < max_size:
-        raise ValueError(f"--sizes: the largest size {max_size} exceeds the {int(eligible.sum())} training "
-                         "queries with a relevant document")
+    if lines[eligible].sum() < max_size:
+        raise ValueError(f"--sizes: the largest size {max_size} exceeds the {int(lines[eligible].sum())} {of_what} "
+                         "with a relevant document")
+    n_pick = min(max_size, int(eligible.sum()))  # queries enough for the largest size (a query has >= 1 line)
     train_emb = embed(train.texts.text.tolist(), "train")
     test_emb = embed(test.texts.text.tolist(), "test")
     n_train, nq = len(train.queries), len(test.queries)
-    depth = min(n_train, max(k, 2 * math.ceil(max_size / max(nq, 1)) + 8))
+    depth = min(n_train, max(k, 2 * math.ceil(n_pick / max(nq, 1)) + 8))
     while True:
         sims, ids = nearest(train_emb, test_emb, depth, shard_size)
-        rows, sim, by, ran_out = interpolation_order(sims, ids, test.owner, nq, eligible, max_size)
+        rows, sim, by, ran_out = interpolation_order(sims, ids, test.owner, nq, eligible, n_pick)
         if not ran_out or depth >= n_train:
             break
         depth = min(n_train, depth * 2)
         log.info("a test query ran out of neighbours: searching the top-%d", depth)
+    m = _prefix(lines[rows], max_size, unit)
+    rows, sim, by = rows[:m], sim[:m], by[:m]
     best, _ = train_best_match(train_emb, test_emb, sims, ids, threshold)
     pool = eligible & ~(best > threshold)
     pool[rows] = False
     candidates = np.flatnonzero(pool)
-    if len(candidates) < max_size:
-        raise ValueError(f"--sizes: the largest size {max_size} exceeds the {len(candidates)} training queries not "
-                         f"above {threshold:g} for any test query (and not in the interpolation set); choose smaller "
-                         "sizes or a higher --extrapolation-threshold")
-    extra = np.random.default_rng(seed).permutation(candidates)[:max_size]
+    if lines[candidates].sum() < max_size:
+        raise ValueError(f"--sizes: the largest size {max_size} exceeds the {int(lines[candidates].sum())} {of_what} "
+                         f"not above {threshold:g} for any test query (and not in the "
+                         "interpolation set); choose smaller sizes or a higher --extrapolation-threshold")
+    extra = np.random.default_rng(seed).permutation(candidates)
+    extra = extra[:_prefix(lines[extra], max_size, unit)]
     # verify and report: each extrapolation query's actual best similarity to the test texts
     extra_best = np.full(len(extra), np.nan, dtype=np.float32)
     for s0 in range(0, len(extra), 65536):
@@ -301,18 +402,21 @@ def restrain(
     summary = []
     for size in tqdm(sizes, desc="restrain", unit="size", leave=False):
         d = out / str(size)
-        for kind, chosen, s in (("interpolate", rows[:size], sim[:size]), ("extrapolate", extra[:size], extra_best[:size])):
-            lines = 0
+        for kind, order, sims_of in (("interpolate", rows, sim), ("extrapolate", extra, extra_best)):
+            n = _prefix(lines[order], size, unit)
+            chosen, s = order[:n], sims_of[:n]
+            written = 0
             for source in train.sources:
                 qr = _select_qrels(train, chosen, source)
                 atomic_write_text(d / f"{kind}.{source.replace('/', '_')}-qrel.txt", qrels_text(qr))
-                lines += len(qr)
-            summary.append({"kind": kind, "size": size, "queries": len(chosen), "qrels": lines,
+                written += len(qr)
+            summary.append({"kind": kind, "size": size, "queries": len(chosen), "qrels": written,
                             "mean similarity": float(np.mean(s)), "max similarity": float(np.max(s))})
     table = pd.DataFrame(summary)
-    write_table(table, out, "summary", f"ReSTrain training sets (extrapolation: best similarity to every test "
-                                       f"text at most {threshold:g}; seed {seed}).")
-    atomic_write_json(out / "restrain.json", {"sizes": sizes, "threshold": threshold, "seed": seed,
+    write_table(table, out, "summary", f"ReSTrain training sets; a size counts {what} (qrels: the shortest prefix "
+                                       f"with at least that many qrels lines). Extrapolation: best similarity to "
+                                       f"every test text at most {threshold:g}; seed {seed}.")
+    atomic_write_json(out / "restrain.json", {"sizes": sizes, "unit": unit, "threshold": threshold, "seed": seed,
                                               "train_rel": train_rel, "depth": int(depth),
                                               "extrapolation_pool": int(len(candidates))})
     return table
@@ -371,6 +475,9 @@ def resttest(
     """
     from leakexp.report import write_table
 
+    if buckets < 2:
+        raise ValueError(f"--buckets {buckets}: give at least 2 buckets (train on K-1, extrapolate to 1; "
+                         "extrapolate-eval: 5)")
     if train.texts.empty or test.texts.empty:
         raise ValueError("resttest needs queries on both sides (--train and --test)")
     _eligible(train, 1)  # the buckets' training files are qrels
@@ -439,17 +546,18 @@ def run_resample(
     test_qrels: Sequence[str] = (), fields: Sequence[str] = ("title",), test_variants: Sequence[str] = (),
     out: Path, store: Path | None, sbert: str = "bundled", batch_size: int = 256,
     options: AuditOptions = AuditOptions(), sizes: Sequence[int] = (), extrapolation_threshold: float | None = None,
-    buckets: int = 5, seed: int = 0, sample: int = 100_000,
+    buckets: int = 5, seed: int = 0, sample: int = 100_000, unit: str = "queries",
 ) -> pd.DataFrame:
     """``leakexp resample restrain|resttest``: load both sides and write the resampled qrels into ``out``."""
     tr, te = _sides(train, test, train_qrels, test_qrels, fields, test_variants)
     embed = SbertEmbedder(Store(store) if store else None, sbert, batch_size=batch_size)
     if method == "restrain":
         if not sizes:
-            raise ValueError("resample restrain needs --sizes, e.g. --sizes 1000 2000 4000")
+            raise ValueError("resample restrain needs --sizes, e.g. --sizes 1000 2000 4000 (--size-unit: queries "
+                             "or qrels lines; extrapolate-eval's files: 14000 45000 200000 qrels lines)")
         t = options.threshold if extrapolation_threshold is None else extrapolation_threshold
         return restrain(tr, te, embed, Path(out), sizes=sizes, threshold=t, k=options.k, seed=seed,
-                        train_rel=options.train_rel, shard_size=options.shard_size)
+                        train_rel=options.train_rel, shard_size=options.shard_size, unit=unit)
     if method == "resttest":
         return resttest(tr, te, embed, Path(out), buckets=buckets, seed=seed, sample=sample)
     raise ValueError(f"resample {method}: use restrain or resttest")

@@ -118,6 +118,20 @@ def test_lexical_overlap_unions_the_texts_of_a_query():
     assert lex.ngram3_found.tolist() == [1]
 
 
+def test_ngrams_of_stop_words_only_are_no_overlap():
+    # "what is the" and "of the the" are stop words only: sharing them is no overlap; "capital of peru" is
+    test = ["what is the capital of peru", "in the of the the"]
+    train = ["what is the tallest tower", "of the the", "capital of peru today"]
+    lex = A.lexical_overlap(train, test, np.arange(2), 2, ngrams=(3,))
+    # test 0's 3-grams: what is the (stop only), is the capital, the capital of, capital of peru
+    assert lex.ngram3_total.tolist() == [3, 0] and lex.ngram3_found.tolist() == [1, 0]
+    assert lex.ngram3_any.tolist() == [True, False]
+    lex = A.lexical_overlap(train[:2], test, np.arange(2), 2, ngrams=(3,))
+    assert lex.ngram3_any.tolist() == [False, False]
+    assert len(A.NLTK_ENGLISH_STOPWORDS) == 179 and len(A.stopwords()) == 178  # "it's" and "its" meet
+    assert {"what", "is", "the", "dont"} <= A.stopwords()
+
+
 # -- label overlap ------------------------------------------------------------------------------------------------
 def qrels_frame(text: str, source: str) -> pd.DataFrame:
     rows = [line.split() for line in text.strip().splitlines()]

@@ -59,16 +59,16 @@ def test_disconnected_pair_and_unknown_vertices_are_na():
     assert graph.path_length_table(p.reset_index()).set_index("path length").test["NA"] == 4
 
 
-def test_ties_of_different_parity_first_found_path_is_deterministic():
+def test_ties_of_different_parity_first_found_path_does_not_depend_on_input_order():
     # two shortest paths s-a-t (A = 0) and s-b-t (A = 1); the first found walks back from t to the adjacent
-    # vertex with the smallest index (order of first appearance in the edge list)
+    # vertex with the smallest index, vertices numbered in sorted order: via a, in either input order
     via_a = [("s", "a", "synonym", "train"), ("a", "t", "synonym", "train"),
              ("s", "b", "antonym", "train"), ("b", "t", "synonym", "train"), ("s", "t", "antonym", "test")]
     p = _paths(via_a).iloc[0]
     assert (p.path_length, p.A, p.parity_conflict, p.predicted_antonym) == (2, 0, True, False)
-    via_b = [via_a[2], via_a[3], via_a[0], via_a[1], via_a[4]]
+    via_b = [via_a[2], via_a[3], via_a[0], via_a[1], ("t", "s", "antonym", "test")]
     p = _paths(via_b).iloc[0]
-    assert (p.path_length, p.A, p.parity_conflict, p.predicted_antonym) == (2, 1, True, True)
+    assert (p.path_length, p.A, p.parity_conflict, p.predicted_antonym) == (2, 0, True, False)
     t = graph.a_parity_table(_paths(via_a).reset_index()).iloc[0]
     assert (t.accuracy, t["accuracy min"], t["accuracy max"], t["parity conflicts"]) == (0.0, 0.0, 1.0, 1)
     # ties of the same parity are no conflict
@@ -140,15 +140,19 @@ def test_read_wordnet_dict_format(tmp_path):
     synsets = graph.read_wordnet(tmp_path, "adj")
     assert [s.words for s in synsets] == [("able",), ("unable",), ("capable", "adequate")]
     assert synsets[0].pointers[0] == ("!", 2098, "a", 1, 1) and synsets[2].ss_type == "s"
-    pairs = graph.wordnet_pairs(tmp_path, "adj", vocabulary="all", balance=False)
+    pairs = graph.wordnet_pairs(tmp_path, "adj", vocabulary="all", antonyms="lemmas", similar_to=True)
     assert sorted(map(tuple, pairs.to_numpy().tolist())) == [
         ("able", "adequate", "synonym"), ("able", "capable", "synonym"), ("able", "unable", "antonym"),
         ("capable", "adequate", "synonym")]
-    assert len(graph.wordnet_pairs(tmp_path, "adj", vocabulary="antonyms", balance=False)) == 1
-    assert len(graph.wordnet_pairs(tmp_path, "adj", vocabulary="any", balance=True)) == 2  # 1 of each label
-    verb = graph.wordnet_pairs(tmp_path, "verb", vocabulary="all", balance=False)
+    assert len(graph.wordnet_pairs(tmp_path, "adj", vocabulary="antonyms", similar_to=True)) == 1
+    assert len(graph.wordnet_pairs(tmp_path, "adj", vocabulary="any", similar_to=True, balance=True)) == 2
+    verb = graph.wordnet_pairs(tmp_path, "verb", vocabulary="all", antonyms="lemmas")
     assert (verb.label == "synonym").sum() == 55  # 11 words (w_cnt 0b)
     assert verb[verb.label == "antonym"][["head", "tail"]].values.tolist() == [["w9", "stop"]]  # word 0a = w9
+    # the benchmarks' construction (default): antonym edges between every lemma of the two synsets
+    verb = graph.wordnet_pairs(tmp_path, "verb", vocabulary="all")
+    assert (verb.label == "antonym").sum() == 11 and (verb.label == "synonym").sum() == 55
+    assert graph.wordnet_pairs(tmp_path, "adj").values.tolist() == [["able", "unable", "antonym"]]
 
 
 def test_read_wordnet_errors_name_the_file_and_line(tmp_path):
@@ -163,9 +167,19 @@ def test_read_wordnet_errors_name_the_file_and_line(tmp_path):
 def test_read_wordnet_installed_database():
     counts = {pos: len(graph.read_wordnet(graph.DEFAULT_WORDNET, pos)) for pos in ("adj", "noun", "verb", "adv")}
     assert counts == {"adj": 18156, "noun": 82115, "verb": 13767, "adv": 3621}  # WordNet 3.0's synsets per file
-    pairs = graph.wordnet_pairs(graph.DEFAULT_WORDNET, "adj", vocabulary="all", balance=False)
+    pairs = graph.wordnet_pairs(graph.DEFAULT_WORDNET, "adj", vocabulary="all", antonyms="lemmas", similar_to=True)
     assert pairs.label.value_counts().to_dict() == {"synonym": 46609, "antonym": 1829}
     assert pairs[(pairs["head"] == "good") & (pairs["tail"] == "bad")].label.tolist() == ["antonym"]
+    pairs = graph.wordnet_pairs(graph.DEFAULT_WORDNET, "adj")  # the benchmarks' construction
+    assert pairs.label.value_counts().to_dict() == {"antonym": 3331, "synonym": 1975}
+
+
+@pytest.mark.skipif(not (graph.DEFAULT_WORDNET / "data.adj").is_file(), reason="WordNet 3.0 is not installed")
+def test_wordnet_benchmark_shows_the_leak(tmp_path):
+    # the paper's construction, random 70/5/25 edge split: A-parity clearly above the majority class
+    edges = graph.edge_split(graph.wordnet_pairs(graph.DEFAULT_WORDNET, "adj"), seed=0, stratify=False)
+    for split, f in graph.audit(edges, tmp_path)["splits"].items():
+        assert f["applicable"] > 0.5 * f["edges"] and f["accuracy"] > f["majority_rate"] + 0.3, split
 
 
 def test_read_edges_formats_and_errors(tmp_path):
@@ -240,7 +254,8 @@ def test_cli_graph_audit_end_to_end(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert "split test: 3 held-out edges" in out
-    assert "  a_parity_accuracy: 1.0000\n  a_parity_applicable: 2 of 3\n" in out
+    assert "  a_parity_accuracy: 1.0000 (range over tie-breaks 1.0000-1.0000)\n" in out
+    assert "  a_parity_accuracy by path length: 0=- 1=- 2=1.000 3=- 4+=-\n  a_parity_applicable: 2 of 3\n" in out
     assert "  majority_class_rate: 1.0000 (antonym, on the applicable edges)" in out
     assert "  a_parity_applicable: 1 of 1\n" in out  # val: (b, a) reverses a training edge
     # components {a, b, c, x} (6 edges) -> train, {d, e} -> test, val empty
@@ -253,3 +268,68 @@ def test_cli_graph_audit_end_to_end(tmp_path, capsys):
     assert rc == 2 and "bad.tsv:1: expected 4" in capsys.readouterr().err
     rc = main(["graph-audit", "--wordnet", str(tmp_path / "nowhere"), "--out", str(tmp_path / "wn")])
     assert rc == 2 and "wordnet-base" in capsys.readouterr().err
+
+
+# -- figures a user can cite ------------------------------------------------------------------------------------
+def test_audit_figures_do_not_depend_on_the_input_order(tmp_path):
+    edges = graph.edge_split(graph.synthetic_graph(seed=2, concepts=80), seed=2)
+    shuffled = edges.sample(frac=1.0, random_state=5).reset_index(drop=True)
+    flipped = shuffled.rename(columns={"head": "tail", "tail": "head"})[edges.columns]  # every pair reversed
+    runs = [graph.audit(e, tmp_path / str(i)) for i, e in enumerate((edges, shuffled, flipped))]
+    for f in runs[1:]:
+        for split in ("val", "test"):
+            for key in ("accuracy", "accuracy_min", "accuracy_max", "applicable", "accuracy_by_length"):
+                assert f["splits"][split][key] == runs[0]["splits"][split][key], (split, key)
+    assert (tmp_path / "0" / "table5.csv").read_bytes() == (tmp_path / "1" / "table5.csv").read_bytes()
+    t = runs[0]["splits"]["test"]
+    assert t["accuracy_min"] <= t["accuracy"] <= t["accuracy_max"] and t["accuracy_min"] < t["accuracy_max"]
+    lines = graph.summary_lines(runs[0])
+    line = lines[lines.index(next(x for x in lines if x.startswith("split test:"))) + 1]
+    assert f"{t['accuracy']:.4f} (range over tie-breaks {t['accuracy_min']:.4f}-{t['accuracy_max']:.4f})" in line
+
+
+def test_accuracy_per_path_length_and_distinct_cross_split_counts(tmp_path):
+    edges = _edges([("a", "b", "synonym", "train"), ("b", "c", "antonym", "train"), ("x", "y", "synonym", "train"),
+                    ("b", "a", "synonym", "test"), ("a", "c", "synonym", "test"), ("x", "x", "synonym", "test"),
+                    ("b", "a", "synonym", "val"), ("x", "x", "synonym", "val")])
+    f = graph.audit(edges, tmp_path)
+    t = f["splits"]["test"]
+    # (b, a): length 1, right; (a, c): length 2, A = 1, wrong; (x, x): length 0, right
+    assert t["accuracy_by_length"] == {"0": 1.0, "1": 1.0, "2": 0.0, "3": None, "4+": None}
+    # (b, a) reverses a training edge and duplicates a val edge; (x, x) duplicates a val edge and is not also
+    # its reverse: each edge counted once per kind, not once per other split
+    assert (t["reverses"], t["duplicates"]) == (1, 2)
+
+
+def test_every_split_reports_class_balance_and_warns_when_degenerate(tmp_path):
+    edges = _edges([("a", "b", "antonym", "train"), ("b", "c", "synonym", "train"), ("c", "d", "antonym", "train"),
+                    ("d", "e", "synonym", "train"), ("a", "c", "antonym", "test"), ("b", "d", "antonym", "test")])
+    f = graph.audit(edges, tmp_path)
+    assert f["balance"]["train"] == {"edges": 4, "antonym_share": 0.5}
+    assert f["balance"]["test"] == {"edges": 2, "antonym_share": 1.0}
+    lines = "\n".join(graph.summary_lines(f))
+    assert "warning: split test: 100.0 % antonyms against 66.7 % overall" in lines
+    assert "warning: split val is empty" in lines
+
+
+def test_cli_strict_labels_header_lines_and_keyed_outputs(tmp_path, capsys, monkeypatch):
+    from leakexp.cli import main
+
+    (tmp_path / "h.tsv").write_text("head\ttail\tlabel\tsplit\na\tb\tantonym\ttrain\n")
+    rc = main(["graph-audit", str(tmp_path / "h.tsv"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "h.tsv:1: label 'label' is not one of the accepted labels 0, 1, antonym, synonym" in err
+    assert "header line" in err
+    (tmp_path / "u.tsv").write_text("a\tb\tantonym\ttrain\nb\tc\tsynoym\ttest\n")
+    rc = main(["graph-audit", str(tmp_path / "u.tsv"), "--out", str(tmp_path / "o")])
+    assert rc == 2 and "u.tsv:2: label 'synoym'" in capsys.readouterr().err
+    rc = main(["graph-audit", str(tmp_path / "u.tsv"), "--synonym-label", "synoym", "--out", str(tmp_path / "o")])
+    assert rc == 0
+    capsys.readouterr()
+    monkeypatch.setenv("LEAKEXP_STORE", str(tmp_path / "store"))
+    for seed in ("1", "2"):
+        assert main(["graph-audit", "--seed", seed]) == 0
+    reports = sorted(p.parent for p in (tmp_path / "store" / "graph" / "synthetic").glob("*/summary.json"))
+    assert len(reports) == 2  # one folder per configuration, none overwritten
+    printed = capsys.readouterr().out
+    assert all(f"report: {p} " in printed for p in reports)

@@ -108,6 +108,40 @@ def test_decontaminate_by_label_and_determinism(tmp_path):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
 
+def test_decontaminate_removes_exact_duplicates_whatever_the_embedding_says(tmp_path):
+    # 'Oil  SPILLS!' is 'oil spills' after NFKC, case folding and punctuation: a leak even at similarity 0.5
+    train = side([("msmarco", "e1", "Oil  SPILLS!"), ("msmarco", "k1", "jazz music")], [("msmarco", "e1", "D1", 1),
+                                                                                      ("msmarco", "k1", "D2", 1)])
+    test = side([("dev", "t1", "oil spills")])
+    emb = FakeEmbedder({"Oil  SPILLS!": vec(DIM, a0=0.5), "jazz music": vec(DIM, a3=1.0),
+                        "oil spills": vec(DIM, a0=1.0)})
+    f = R.decontaminate(train, test, emb, tmp_path / "d", threshold=0.91, k=2)
+    removed = pd.read_csv(tmp_path / "d" / "removed.csv", dtype=str, keep_default_na=False)
+    assert removed[["qid", "reason", "test_qid"]].values.tolist() == [["e1", "exact", "t1"]]
+    assert float(removed.similarity.iloc[0]) == pytest.approx(0.5)  # the actual similarity, below the threshold
+    assert (f["removed"], f["removed_similarity"], f["removed_exact_only"]) == (1, 0, 1)
+    assert f["test_queries_matched"] == 1 and f["matches_per_test_query"] == {"1": 1}
+    assert read_queries(tmp_path / "d" / "msmarco.queries.tsv").qid.tolist() == ["k1"]
+
+
+def test_decontaminate_counts_every_test_query_with_a_match(tmp_path):
+    # x is above 0.91 for both test queries, but its best match is a: b was not counted before
+    train = side([("tr", "x", "x"), ("tr", "y", "y"), ("tr", "z", "z")],
+                 [("tr", q, f"D{q}", 1) for q in "xyz"])
+    test = side([("dev", "a", "a"), ("dev", "b", "b")])
+    emb = FakeEmbedder({"a": vec(DIM, a0=1.0), "b": vec(DIM, a0=0.96), "x": vec(DIM, a0=1.0),
+                        "y": vec(DIM, a0=0.99), "z": vec(DIM, a5=1.0)})
+    f = R.decontaminate(train, test, emb, tmp_path / "d", threshold=0.91, k=3)
+    assert f["removed"] == 2 and f["test_queries_matched"] == 2
+    # a: x (1.0) and y (0.99); b: x (0.96) and y (0.99, by the remainder on the last axis)
+    assert f["matches_per_test_query"] == {"2": 2}
+    m = pd.read_csv(tmp_path / "d" / "matches.csv", dtype={"qid": str})
+    assert m[["qid", "matches"]].values.tolist() == [["a", 2], ["b", 2]]
+    # k=1 keeps only each text's top neighbour in the first search: the count stays exact
+    g = R.decontaminate(train, test, emb, tmp_path / "e", threshold=0.91, k=1)
+    assert g["matches_per_test_query"] == {"2": 2} and g["test_queries_matched"] == 2
+
+
 # -- ReSTrain -------------------------------------------------------------------------------------------------
 RT_TEST = {"t1": vec(6, a0=1.0), "t2": vec(6, a1=1.0)}
 RT_TRAIN = {  # (cos to t1, cos to t2)
@@ -255,15 +289,17 @@ def test_cli_resample_and_decontaminate_errors(tmp_path, capsys):
 
 
 @pytest.mark.slow  # the bundled MiniLM over the small toy world: ~30 s on 2 cores
-def test_demo_on_the_toy_world(small_cfg, tmp_path):
-    from leakexp.audit import demo
-    from leakexp.pipeline import Pipeline
+def test_demo_on_the_toy_world(small_cfg):
+    from leakexp.stage import Ask
+    from leakexp.stages import runner
 
-    p = Pipeline(small_cfg)
-    out = demo(p, tmp_path / "demo")
+    r = runner(small_cfg)
+    path = r.ensure(Ask.of("audit"))
+    out = {k: path / v for k, v in r.store.marker(path).figures["outputs"].items()}
     figures = pd.read_json(out["audit"] / "audit.json", typ="series")
     assert figures["query_overlap"] > 0 and figures["test_queries"] == 54
     assert figures["label_overlap"] == 0  # the toy world's training and test documents are disjoint
     removed = pd.read_csv(out["decontaminate"] / "removed.csv")
-    assert len(removed) > 0 and (removed.similarity > small_cfg.detect.threshold).all()
+    above = removed.similarity > small_cfg.detect.threshold
+    assert len(removed) > 0 and (above | removed.reason.str.contains("exact")).all()
     assert (out["restrain"] / "summary.csv").exists() and (out["resttest"] / "bucket-5").is_dir()
