@@ -15,6 +15,7 @@ import argparse
 import logging
 import os
 import sys
+import traceback
 
 STAGES = {
     "toy": "generate the toy world into the store and print where it is",
@@ -240,11 +241,16 @@ def main(argv: list[str] | None = None) -> int:
         "train": lambda o: c.cmd_cells("train", o), "rerank": lambda o: c.cmd_cells("rerank", o),
         "evaluate": lambda o: c.cmd_cells("evaluate", o), "cell": lambda o: c.cmd_cells("evaluate", o),
     }
-    from leakexp.data.files import DataFormatError
+    from hydra.errors import HydraException
+
+    from leakexp.data.files import DataFormatError, DataUnavailable
     from leakexp.store import StoreError
     from leakexp.tables import NoResults
 
     try:
+        out = getattr(args, "out", None)
+        if out and os.path.isfile(out):  # before any work: an output folder cannot be an existing file
+            raise FileExistsError(f"--out {out} is an existing file; give a directory (it is created if missing)")
         if args.command in PAIR_COMMANDS:
             return c.cmd_pair(args)
         if args.command == "annotations":
@@ -263,11 +269,20 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"leakexp: config error: {exc}", file=sys.stderr)
         return 2
-    except (DataFormatError, FileNotFoundError, StoreError) as exc:
+    except HydraException as exc:  # an override Hydra cannot parse or compose
+        print(f"leakexp: bad override: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except (DataFormatError, DataUnavailable, FileNotFoundError, FileExistsError, IsADirectoryError,
+            NotADirectoryError, PermissionError, StoreError) as exc:
         print(f"leakexp: {exc}", file=sys.stderr)
         return 2
     except NoResults as exc:
         print(f"leakexp: {exc}", file=sys.stderr)
+        return 1
+    except Exception:  # a bug: the traceback, and what to do with it
+        traceback.print_exc()
+        print(f"leakexp: internal error in `leakexp {args.command}`: this is a bug. Please report it on leakexp's "
+              "issue tracker with the command line and the traceback above.", file=sys.stderr)
         return 1
 
 

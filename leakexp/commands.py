@@ -357,10 +357,32 @@ def cmd_build(overrides: list[str], export: bool = False) -> int:
     return 0
 
 
+def split_overrides(items: list[str], what: str) -> tuple[list[str], list[str]]:
+    """(Hydra overrides, other arguments) of a command whose positional arguments are ``what`` (e.g. edge files
+    as SPLIT=PATH): ``key=value`` with a config key is an override, unless its value is also an existing file,
+    which could be either and is an error saying so."""
+    from leakexp.config import ConfigError, top_level_keys
+
+    keys, overrides, rest = top_level_keys(), [], []
+    for item in items:
+        key, eq, value = item.partition("=")
+        if eq and key.lstrip("+~").split(".")[0] in keys:
+            if Path(value).exists():
+                raise ConfigError(f"{item!r} could be the setting {key}={value} or {what} named {key!r}; leakexp "
+                                  f"takes it for neither: name that {what.split()[-1]} otherwise")
+            overrides.append(item)
+        else:
+            rest.append(item)
+    return overrides, rest
+
+
 def cmd_graph_audit(args) -> int:
+    from leakexp.config import compose
     from leakexp.graph import audit_command
 
-    return audit_command(edges=args.edges, wordnet=args.wordnet, pos=args.pos, split_by=args.split_by,
+    overrides, args.edges = split_overrides(list(args.edges), "an edge file of a split")
+    store = str(compose(overrides).store) if overrides else None
+    return audit_command(store=store, edges=args.edges, wordnet=args.wordnet, pos=args.pos, split_by=args.split_by,
                          resplit=args.resplit, proportions=args.proportions, seed=args.seed,
                          train_split=args.train_split, antonym_labels=args.antonym_label,
                          synonym_labels=args.synonym_label,
@@ -417,11 +439,39 @@ def _defaults_line(args, kwargs) -> str | None:
     return f"defaults: {shown} ({SEED_DEFAULTS_SOURCE}; the demo's with experiment=demo)"
 
 
+def check_pair_args(args) -> None:
+    """The numeric options of audit / decontaminate / resample, before any input is read."""
+    import math
+
+    from leakexp.config import ConfigError
+
+    def bad(option: str, value, must: str) -> None:
+        raise ConfigError(f"{option} {value}: {must}")
+
+    for option, value in (("--threshold", getattr(args, "threshold", None)),
+                          ("--extrapolation-threshold", getattr(args, "extrapolation_threshold", None))):
+        if value is not None and not (math.isfinite(value) and -1.0 <= value <= 1.0):
+            bad(option, value, "a cosine similarity lies in [-1, 1] (the study: 0.91)")
+    if getattr(args, "k", None) is not None and args.k < 1:
+        bad("--k", args.k, "give a number of neighbours >= 1 (the study: 100)")
+    if getattr(args, "buckets", None) is not None and args.buckets < 2:
+        bad("--buckets", args.buckets, "ReSTTest needs K >= 2 buckets (extrapolate-eval: 5)")
+    if getattr(args, "sample", None) is not None and args.sample < 1:
+        bad("--sample", args.sample, "the k-means training sample needs >= 1 query")
+    for size in getattr(args, "sizes", None) or []:
+        if size < 1:
+            bad("--sizes", size, "training-set sizes are >= 1")
+    for n in getattr(args, "ngrams", None) or []:
+        if n < 1:
+            bad("--ngrams", n, "n-gram sizes are >= 1 (lm-eval: 13)")
+
+
 def cmd_pair(args) -> int:
     from leakexp import audit, resample
     from leakexp.data.sources import DataUnavailable
     from leakexp.report import markdown_table
 
+    check_pair_args(args)
     try:
         if args.command == "split-eval":
             from leakexp.config import compose

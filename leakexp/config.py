@@ -35,6 +35,11 @@ def _group_file(group: str, name: str) -> DictConfig:
     return OmegaConf.load(path)
 
 
+def top_level_keys() -> list[str]:
+    """The names a Hydra override can start with: the config groups and the keys of conf/config.yaml."""
+    return list(GROUPS) + sorted(k for k in OmegaConf.load(conf_dir() / "config.yaml").keys() if k != "defaults")
+
+
 def corpus_config(name: str) -> DictConfig:
     return _group_file("corpus", name)
 
@@ -77,7 +82,7 @@ def _suggestion(message: str) -> str:
         return ""
     key = m.group(1)
     head, _, rest = key.partition(".")
-    known = list(GROUPS) + sorted(OmegaConf.load(conf_dir() / "config.yaml").keys())
+    known = top_level_keys()
     close = difflib.get_close_matches(head, known, n=1, cutoff=0.6)
     if not close or close[0] == head:
         return ""

@@ -466,7 +466,7 @@ def audit_command(*, edges: Sequence[str] = (), wordnet: str | None = None, pos:
                   split_by: str = "edges", resplit: str | None = None, proportions: str = "0.70,0.05,0.25",
                   seed: int = 0, train_split: str = "train", antonym_labels: Sequence[str] | None = None,
                   synonym_labels: Sequence[str] | None = None, columns: str = "head,tail,label",
-                  out: str | None = None) -> int:
+                  out: str | None = None, store: str | None = None) -> int:
     """``leakexp graph-audit``: read or build a benchmark, audit it (and its re-split), print the figures."""
     antonym_labels = antonym_labels or ANTONYM_LABELS
     synonym_labels = synonym_labels or SYNONYM_LABELS
@@ -497,7 +497,7 @@ def audit_command(*, edges: Sequence[str] = (), wordnet: str | None = None, pos:
         key = _output_key(inputs=inputs, split_by=None if edges else split_by, resplit=resplit, proportions=props,
                           seed=seed, train_split=train_split, antonym_labels=sorted(antonym_labels),
                           synonym_labels=sorted(synonym_labels), columns=cols)
-        out_dir = Path(os.environ.get("LEAKEXP_STORE", "store")) / "graph" / name.split(",")[0] / key
+        out_dir = Path(store or os.environ.get("LEAKEXP_STORE", "store")) / "graph" / name.split(",")[0] / key
     if not edges:
         write_edges(data, out_dir / "edges.tsv")
     result = audit_with_resplit(data, out_dir, resplit=resplit, proportions=props, seed=seed,

@@ -157,6 +157,9 @@ class Store:
         return os.access(self.root, os.W_OK)
 
     def require_writable(self, what: str) -> None:
+        if not self.root.exists():
+            raise StoreError(f"{what}: there is no store at {self.root} (nothing computed yet); run `leakexp grid` "
+                             "(or `make demo`) first, or point store=/path at an existing store")
         if not self.writable():
             raise StoreError(f"{what} needs to write to the store {self.root}, which is read-only; use a writable "
                              "copy (LEAKEXP_STORE=/path or store=/path)")

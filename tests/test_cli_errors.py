@@ -1,0 +1,67 @@
+"""Every command given bad input ends in one line that names it, exit code 2 (1 when there is nothing to show),
+and no traceback; a bug still shows its traceback and says how to report it."""
+
+from __future__ import annotations
+
+import pytest
+
+from leakexp.cli import main
+
+
+@pytest.fixture
+def files(tmp_path):
+    existing = tmp_path / "exists.txt"
+    existing.write_text("x\n")
+    edges = tmp_path / "train.tsv"
+    edges.write_text("a\tb\tsynonym\n")
+    return tmp_path, existing, edges
+
+
+def _cases(tmp, existing, edges):
+    store = f"store={tmp / 'store'}"
+    return [
+        (["cell", "bogus"], 2, "bad override"),
+        (["status", store, "rerank.depth=0"], 2, "rerank.depth: input should be greater than 0"),
+        (["status", store, "rerank.depth=abc"], 2, "rerank.depth: input should be a valid integer"),
+        (["status", store, "bm25.k1=-1"], 2, "bm25.k1: input should be greater than or equal to 0"),
+        (["status", store, "+colour=blue"], 2, "colour is not a setting of leakexp"),
+        (["plan", store, "experiment=nope"], 2, "experiment=nope is unknown"),
+        (["verify", store, f"verify.annotations=[{tmp / 'missing.jsonl'}]"], 2, "missing.jsonl, which does not exist"),
+        (["decontaminate", "--train", str(existing), "--test", str(existing), "--threshold", "nan", "--out",
+          str(tmp / "d")], 2, "--threshold nan"),
+        (["decontaminate", "--train", str(existing), "--test", str(existing), "--threshold", "2", "--out",
+          str(tmp / "d")], 2, "--threshold 2"),
+        (["audit", "--train", str(existing), "--test", str(existing), "--out", str(existing)], 2,
+         "is an existing file"),
+        (["resample", "resttest", "--train", str(existing), "--test", str(existing), "--buckets", "0", "--out",
+          str(tmp / "r")], 2, "--buckets"),
+        (["graph-audit", f"train={edges}"], 2, "could be the setting train="),
+        (["graph-audit", str(tmp / "none.tsv")], 2, "none.tsv"),
+        (["split-eval", str(existing), "--qrels", str(existing), "--audit", str(tmp / "no-audit")], 2, "no audit"),
+        (["annotations", "kappa", str(tmp / "a.jsonl"), str(tmp / "b.jsonl")], 2, "a.jsonl"),
+        (["tables", store], 2, "there is no store at"),
+    ]
+
+
+def test_bad_input_is_one_line_never_a_traceback(files, capsys):
+    tmp, existing, edges = files
+    for argv, code, text in _cases(tmp, existing, edges):
+        rc = main(argv)
+        err = capsys.readouterr().err
+        assert "Traceback" not in err, (argv, err[-1500:])
+        assert rc == code, (argv, rc, err[-500:])
+        assert text in err, (argv, err[-500:])
+        assert [line for line in err.splitlines() if line.startswith("leakexp:")], (argv, err)
+    assert not (tmp / "store").exists()  # none of them wrote to the store
+
+
+def test_a_bug_shows_its_traceback_and_how_to_report_it(monkeypatch, capsys):
+    from leakexp import commands
+
+    def broken(overrides):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(commands, "cmd_plan", broken)
+    assert main(["plan"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ZeroDivisionError: a bug" in err and "this is a bug" in err
