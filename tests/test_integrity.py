@@ -43,7 +43,7 @@ def _tables(root):
 def test_a_bad_override_fails_before_any_work_and_deletes_nothing(grid_store, capsys):
     before = _snapshot(grid_store)
     assert main(["cell", f"store={grid_store}", *GRID, "model.train.batch_size=0"]) == 2
-    assert "model.train of model knrm: batch_size=0 must be a positive integer" in capsys.readouterr().err
+    assert "model.train.batch_size: input should be greater than 0 (got 0)" in capsys.readouterr().err
     assert main(["cell", f"store={grid_store}", *GRID, "evaluate.measures=[nDGC@10,P@1]"]) == 2
     assert "cannot parse 'nDGC@10'" in capsys.readouterr().err
     assert _snapshot(grid_store) == before

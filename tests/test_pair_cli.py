@@ -79,7 +79,7 @@ def test_resttest_validates_buckets_and_lists_only_its_options(pair, capsys):
     rc = main(["resample", "resttest", "--train", str(pair / "train.tsv"), "--train-qrels", str(pair / "train.qrels"),
                "--test", str(pair / "dev.tsv"), "--out", str(pair / "r"), "--buckets", "0"])
     err = capsys.readouterr().err
-    assert rc == 2 and "--buckets 0: give at least 2 buckets" in err and "Traceback" not in err
+    assert rc == 2 and "--buckets 0: ReSTTest needs K >= 2 buckets" in err and "Traceback" not in err
     with pytest.raises(SystemExit):
         main(["resample", "resttest", "--help"])
     text = capsys.readouterr().out
