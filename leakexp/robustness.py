@@ -61,9 +61,119 @@ def vnap(ap: Sequence[float]) -> float:
     return float(np.mean((nap - nap.mean()) ** 2))
 
 
+def pct_no(precision_at_10: Sequence[float]) -> float:
+    """%no (Wu et al., Section 3.5.1, Eq. 8, after Voorhees [86]): the percentage of queries with no relevant
+    document (label >= 1) in the top 10, 100 * mean_q prod_{n<=10} delta(y_qn = 0). A query has no relevant
+    document in its top 10 exactly when its P@10 is 0 (a ranking shorter than 10 counts its missing ranks as
+    non-relevant, as P@10 does), so the per-query input is P@10. Lower is more robust; NaN without queries."""
+    p = np.asarray(list(precision_at_10), dtype=float)
+    p = p[~np.isnan(p)]
+    return float(100.0 * np.mean(p == 0)) if p.size else float("nan")
+
+
+def gmap(ap: Sequence[float], epsilon: float) -> float:
+    """gMAP (Wu et al., Section 3.5.1, Eq. 9, after Voorhees [86, 87]): exp(mean_q log(AP(q) + eps)) - eps, the
+    geometric mean of AP with a small positive ``epsilon`` (``robustness.gmap_epsilon``) so that a query with AP 0
+    does not send it to 0. Higher is more robust; NaN without queries."""
+    if not epsilon > 0:
+        raise ValueError(f"gMAP needs epsilon > 0, got {epsilon}")
+    a = np.asarray(list(ap), dtype=float)
+    a = a[~np.isnan(a)]
+    if a.size == 0:
+        return float("nan")
+    return float(np.exp(np.mean(np.log(a + epsilon))) - epsilon)
+
+
+def own_worst_mean(values: Sequence[float], fraction: float) -> float:
+    """Mean of a model's ceil(fraction * n) lowest per-topic values, chosen on its *own* values (leakexp's own
+    worst-fraction figure; Wu et al. define %no and gMAP, not this). Selecting on one model's values and
+    measuring another's on those topics would compare a regression to the mean; here every model is measured
+    on its own worst topics, as %no and gMAP are, and a comparison of two models is tested by
+    :func:`paired_randomization` with the selection redone in every permutation."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"worst-query fraction {fraction} must be in (0, 1]")
+    v = np.sort(np.asarray(list(values), dtype=float)[~np.isnan(np.asarray(list(values), dtype=float))])
+    if v.size == 0:
+        return float("nan")
+    return float(v[:math.ceil(fraction * v.size)].mean())
+
+
+def rank_gain(rank_before: Sequence[int], rank_after: Sequence[int]) -> np.ndarray:
+    """Ranks a stuffed document climbs (0-based rank before minus rank after; positive = promoted): the figure
+    that says what query stuffing (Section 5.2's manipulation, simulated) achieves, where Top Change and
+    Kendall-tau distance, with one moved document, say little."""
+    return np.asarray(list(rank_before), dtype=float) - np.asarray(list(rank_after), dtype=float)
+
+
+def normalised_text(text: str) -> str:
+    return " ".join(str(text).lower().split())
+
+
+def shared_topics(source: pd.DataFrame, target: pd.DataFrame) -> set[str]:
+    """Topics (qid) of ``target`` that ``source`` also has: the same id with the same query text, or the same
+    query text under another id (case and spacing ignored). TREC Core 2017 reuses Robust04's topics (and Core
+    2018 some of them), so "OOD" from Robust04 to those topics is out of distribution in documents but not in
+    queries; the topic-disjoint rest is the default OOD evaluation (``robustness.ood_topics``). A reused id with
+    another text is another topic. Both frames have columns qid, query."""
+    src = dict(zip(source.qid.astype(str), source["query"].map(normalised_text)))
+    texts = set(src.values())
+    return {str(q) for q, t in zip(target.qid.astype(str), target["query"].map(normalised_text))
+            if src.get(q) == t or t in texts}
+
+
+def bootstrap_ci(arrays: Sequence[np.ndarray], statistic, B: int, seed: int,
+                 level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval over topics: ``B`` resamples (with replacement, seeded
+    ``numpy.random.default_rng(seed)``) of the topics of each array independently (an array is (seeds, topics,
+    k): its k values of a topic move together, e.g. a topic's original and attacked value), ``statistic`` of the
+    resampled arrays per seed, averaged over seeds. NaN bounds when any array has no topic."""
+    if any(a.shape[1] == 0 for a in arrays):
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    samples = [a[:, rng.integers(0, a.shape[1], size=(B, a.shape[1]))] for a in arrays]  # (S, B, n, k)
+    with np.errstate(all="ignore"):
+        values = np.nanmean(statistic(*samples), axis=0) if samples[0].shape[0] > 1 else statistic(*samples)[0]
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return float("nan"), float("nan")
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail))
+
+
+def paired_randomization(a: np.ndarray, b: np.ndarray, statistic, B: int, seed: int) -> float:
+    """Two-sided paired randomization test (Fisher; Smucker et al., CIKM 2007) of statistic(a) - statistic(b)
+    for two systems' values on the same topics (``a[i]``, ``b[i]`` of topic i): each permutation swaps the two
+    values of every topic with probability 1/2, seeded, ``B`` permutations; p = (1 + #|T*| >= |T|) / (B + 1).
+    ``statistic`` maps an array (..., topics) to (...); it is recomputed on every permutation, so a statistic
+    that selects topics (:func:`own_worst_mean`) selects again and the test carries no selection bias."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    keep = ~(np.isnan(a) | np.isnan(b))
+    a, b = a[keep], b[keep]
+    if a.size < 2:
+        return 1.0
+    observed = float(statistic(a[None])[0] - statistic(b[None])[0])
+    swap = np.random.default_rng(seed).random((B, a.size)) < 0.5
+    pa, pb = np.where(swap, b, a), np.where(swap, a, b)
+    null = statistic(pa) - statistic(pb)
+    return float((1 + np.sum(np.abs(null) >= abs(observed) - 1e-12)) / (B + 1))
+
+
+def own_worst_stat(fraction: float):
+    """:func:`own_worst_mean` vectorised over leading axes: (..., topics) -> (...), NaN topics left out."""
+    def stat(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        s = np.sort(np.where(np.isnan(x), np.inf, x), axis=-1)
+        n = np.sum(~np.isnan(x), axis=-1)
+        k = np.ceil(fraction * n).astype(int)
+        take = np.arange(x.shape[-1]) < k[..., None]
+        with np.errstate(all="ignore"):
+            return np.where(k > 0, np.sum(np.where(take, s, 0.0), axis=-1) / k, np.nan)
+    return stat
+
+
 def worst_queries(values: pd.Series, fraction: float) -> list[str]:
-    """The ceil(fraction * n) topics with the lowest values (ties by qid): the poorly-performing queries of
-    Wu et al., Section 3.5, taken here as the bottom fraction of the no-leakage model's topics."""
+    """The ceil(fraction * n) topics with the lowest values (ties by qid) of one model (its own poorly-performing
+    topics; Wu et al., Section 3.5, measure them by %no and gMAP instead)."""
     if not 0 < fraction <= 1:
         raise ValueError(f"worst-query fraction {fraction} must be in (0, 1]")
     v = values.dropna()

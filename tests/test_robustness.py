@@ -201,3 +201,86 @@ def test_robustness_frame_computes_each_column_from_per_topic_values(demo_cfg):
     wide = rt.wide_table(long, s, ["knrm"])
     assert wide.columns.tolist()[:3] == ["Model", "Leakage", "nDCG@10"]
     assert wide.set_index("Leakage").at["MSM", "DR word-swap"] == "-0.600"
+
+
+# -- Wu et al.'s poorly-performing-query measures, rank gain, topic sharing, CIs and tests (issue 23) ----------
+def test_pct_no_is_the_percentage_of_queries_without_a_relevant_document_in_the_top_10():
+    from leakexp.evaluate import per_query
+
+    # q1: relevant at rank 3; q2: relevant only at rank 11; q3: no relevant retrieved; q4: relevant at rank 1
+    run = pd.DataFrame([(q, f"{q}-d{i}", 20.0 - i) for q in ("q1", "q2", "q3", "q4") for i in range(12)],
+                       columns=["qid", "docno", "score"])
+    qrels = pd.DataFrame([("q1", "q1-d2", 1), ("q2", "q2-d10", 2), ("q3", "q3-x", 1), ("q4", "q4-d0", 1),
+                          ("q3", "q3-d0", 0)], columns=["qid", "docno", "label"])
+    p10 = per_query(run, qrels, ["P@10"]).set_index("qid").value
+    assert p10.to_dict() == pytest.approx({"q1": 0.1, "q2": 0.0, "q3": 0.0, "q4": 0.1})
+    assert rb.pct_no(p10) == pytest.approx(50.0)  # q2 and q3 of 4 queries: Eq. 8 in percent
+    assert rb.pct_no([0.3, 0.1]) == 0.0 and rb.pct_no([0.0]) == 100.0 and math.isnan(rb.pct_no([]))
+
+
+def test_gmap_is_the_geometric_mean_of_ap_with_epsilon():
+    # exp(mean(log(AP + eps))) - eps by hand: AP = 0.5, 0.125, 0 with eps = 0.01
+    by_hand = math.exp((math.log(0.51) + math.log(0.135) + math.log(0.01)) / 3) - 0.01
+    assert rb.gmap([0.5, 0.125, 0.0], 0.01) == pytest.approx(by_hand)
+    assert rb.gmap([0.25, 0.25], 1e-5) == pytest.approx(0.25)
+    assert rb.gmap([0.5, 0.125], 1e-9) == pytest.approx(0.25)  # the plain geometric mean as eps -> 0
+    assert rb.gmap([0.0, 0.9], 1e-5) < 0.01 < np.mean([0.0, 0.9])  # a zero AP dominates, as Eq. 9 intends
+    with pytest.raises(ValueError):
+        rb.gmap([0.1], 0)
+
+
+def test_rank_gain_and_own_worst_mean_by_hand():
+    assert rb.rank_gain([25, 12, 3], [0, 12, 5]).tolist() == [25, 0, -2]
+    assert rb.own_worst_mean([0.8, 0.1, 0.5, 0.2], 0.5) == pytest.approx(0.15)  # its own two lowest
+    assert rb.own_worst_mean([0.8, 0.1, 0.5, np.nan], 0.25) == pytest.approx(0.1)  # ceil(0.25 * 3) = 1
+    stat = rb.own_worst_stat(0.5)
+    assert stat(np.array([[0.8, 0.1, 0.5, 0.2], [0.4, 0.4, 0.0, 1.0]])).tolist() == pytest.approx([0.15, 0.2])
+
+
+def test_shared_topics_are_the_same_id_and_text_or_the_same_text():
+    source = pd.DataFrame({"qid": ["301", "302", "303"], "query": ["International Organized Crime", "poliomyelitis", "x"]})
+    target = pd.DataFrame({"qid": ["301", "302", "900", "901"],
+                           "query": ["international  organized crime", "hubble telescope", "X", "new topic"]})
+    # 301: same id and text (case, spacing ignored); 302: a reused id with another text is another topic;
+    # 900: the same text under another id
+    assert rb.shared_topics(source, target) == {"301", "900"}
+
+
+def test_bootstrap_ci_is_seeded_and_covers_the_mean():
+    x = np.random.default_rng(3).normal(0.5, 0.1, size=(1, 40, 1))
+    mean = lambda a: np.nanmean(a[..., 0], axis=-1)  # noqa: E731
+    lo, hi = rb.bootstrap_ci([x], mean, B=1000, seed=7)
+    assert (lo, hi) == rb.bootstrap_ci([x], mean, B=1000, seed=7)  # seeded
+    assert lo < x.mean() < hi
+    se = x.std(ddof=1) / math.sqrt(40)  # the normal interval, within bootstrap noise
+    assert hi - lo == pytest.approx(2 * 1.96 * se, rel=0.15)
+    assert all(math.isnan(v) for v in rb.bootstrap_ci([np.zeros((1, 0, 1))], mean, B=10, seed=0))
+
+
+def test_worst_topic_comparison_has_no_regression_to_the_mean_bias():
+    """Null simulation: two models with the same per-topic distribution (topic difficulty plus independent
+    noise). Selecting the worst topics on one model's values and comparing the other's on them is significant
+    far more often than alpha; each model on its own worst topics with a paired randomization test is not."""
+    from leakexp.stats import paired_t
+
+    rng = np.random.default_rng(2024)
+    sims, n, frac, alpha = 300, 50, 0.25, 0.05
+    old = new = 0
+    stat = rb.own_worst_stat(frac)
+    for i in range(sims):
+        difficulty = rng.uniform(0.1, 0.7, n)
+        none = np.clip(difficulty + rng.normal(0, 0.15, n), 0, 1)
+        leaked = np.clip(difficulty + rng.normal(0, 0.15, n), 0, 1)
+        worst = np.argsort(none, kind="stable")[:math.ceil(frac * n)]  # the old selection: None's worst topics
+        old += paired_t(pd.Series(leaked[worst]), pd.Series(none[worst]))[0] < alpha
+        new += rb.paired_randomization(leaked, none, stat, B=400, seed=i) < alpha
+    assert old / sims > 0.5  # the biased design: most comparisons come out "significant"
+    assert 0.02 <= new / sims <= 0.09, new / sims  # ~ alpha
+
+
+def test_paired_randomization_detects_a_real_difference():
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0.1, 0.7, 60)
+    p = rb.paired_randomization(base + 0.1, base, lambda x: x.mean(axis=-1), B=999, seed=0)
+    assert p == pytest.approx(1 / 1000)
+    assert rb.paired_randomization(base, base, lambda x: x.mean(axis=-1), B=99, seed=0) == 1.0
