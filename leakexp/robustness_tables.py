@@ -19,8 +19,17 @@ from leakexp import robustness as rb
 from leakexp.robustness import Settings, docs_ask, paired_randomization, queries_ask, settings, stored_values
 from leakexp.stats import bonferroni, paired_t
 from leakexp.store import atomic_write_text
-from leakexp.tables import leaking_topics
 from leakexp.attacks import defined_by_wu as wu
+from leakexp.stage import Ask
+
+
+def leaking_topics(runner) -> dict[str, list[str]]:
+    """Topics with verified leaks per corpus, from the verify artifact (empty if it is not in the store); the
+    same file ``leakexp.tables`` splits Tables 3-5 by."""
+    import json
+
+    state, path, _ = runner.state(Ask.of("verify"))
+    return json.loads((path / "leaking_topics.json").read_text()) if state == "done" else {}
 
 
 SUBSETS = ("all", "leaked", "other")
