@@ -3,18 +3,22 @@ Robust?", TOIS; ``shared/seeds/004``), and whether leakage makes a model more br
 
 Per grid cell (a trained model), each part is its own stage, keyed by what it reads (``STAGES``):
 
-- ``robustness/iid``: per-topic AP and the effectiveness measure (``robustness.measure``, nDCG@10) of the cell's
-  re-ranking (the RERANK artifact) — the performance variance (VNAP, Section 3.2) and the worst-performing
-  topics (Section 3.5);
-- ``robustness/ood``: the same measure on the model's re-ranking of another corpus of the grid (the RERANK
-  artifact ``rerank(..., target=T)``; the model is trained for its own corpus, whose leaked queries it saw) —
-  the out-of-distribution drop DR_OOD (Section 4.2.2, Eq. 11). A No-Leakage model's re-ranking of T is the
-  very run the grid has for T, so nothing is re-ranked twice;
-- ``robustness/query-attack``: the test titles under a seeded query attack (``leakexp.attacks``), BM25 re-run
-  with the attacked query (``robustness.first_stage: bm25``, default: a user's typo reaches the whole system) or
-  the original first-stage pool re-ranked for it (``pool``) — DR_query (Section 5.1.2, Eq. 16);
+- ``robustness/own-corpus``: per-topic effectiveness (``robustness.measure``, nDCG@10), AP and P@10 of the cell's
+  re-ranking of its own corpus (the RERANK artifact; the test corpus its training set was built for, Wu et al.'s
+  P_I.I.D. though not an i.i.d. split) — VNAP (Section 3.2), %no and gMAP (Section 3.5.1, Eqs. 8-9);
+- ``robustness/ood``: the same on the model's re-ranking of another corpus of the grid (the RERANK artifact
+  ``rerank(..., target=T)``), each topic marked ``shared`` when the own corpus has it too (Core 2017 reuses
+  Robust04's topics) — the OOD score per target and DR_OOD (Section 4.2.2, Eq. 11). A No-Leakage model's
+  re-ranking of T is the very run the grid has for T, so nothing is re-ranked twice;
+- ``robustness/query-attack``: the test titles under a seeded query attack (``leakexp.attacks``), the original
+  first-stage candidates re-scored for the attacked query (``robustness.first_stage: pool``, default, as Wu et
+  al. keep the candidate list) or BM25 re-run with it (``bm25``: the first stage's brittleness mixed in) —
+  DR_query (Section 5.1.2, Eq. 16);
 - ``robustness/doc-manipulation``: rankings before and after manipulated documents — Top Change and the
-  normalised Kendall-tau distance (Section 5.2.2, Eqs. 20-22).
+  normalised Kendall-tau distance (Section 5.2.2, Eqs. 20-22), and for stuffing the stuffed document's rank gain
+  and whether it is judged relevant.
+
+Topics without a relevant judgment follow ``evaluate.no_relevant`` as in every other table.
 
 Attacked queries (``robustness/attacked-queries/<corpus>/<attack>/<first stage>/``) and manipulated documents
 (``robustness/manipulated-docs/<corpus>/<kind>/``, TSV for reading) are shared by every model of a corpus, so
