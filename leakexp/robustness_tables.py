@@ -439,7 +439,8 @@ def write_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[Cell]) -> l
                            str(cfg.evaluate.get("no_relevant", "skip")))
         split = (sub.subset != "all").any()
         if split:
-            counts = sub[sub.subset != "all"].groupby("subset").topics.max().to_dict()
+            own = sub[(sub.subset != "all") & (sub.column == s.measure)]  # own-corpus topics, not OOD ones
+            counts = own.groupby("subset").topics.max().to_dict()
             caption += (f" The same figures on the topics with verified leaks ({counts.get('leaked', 0)}) and the others "
                         f"({counts.get('other', 0)}): robustness_{corpus}_leaked_vs_other.md.")
         else:
