@@ -15,10 +15,15 @@ Query attacks follow Wu et al., "Are Neural Ranking Models Robust?" (TOIS; ``sha
   et al. require ``MIN_LEN = 5``, l. 12, because the toy titles are short). Wu et al.'s 2-char attack may hit the
   same word twice; leakexp edits two distinct words, so that "exactly one character in each of two words" holds
   and can be checked.
-- word level: ``word-delete`` (delete one content word), ``word-swap`` (swap two different words),
-  ``word-synonym`` (replace one word by a listed near-synonym; Wu et al. substitute a *random* word, which
-  changes the information need, so leakexp uses the word list ``leakexp/data/synonyms.tsv``) and
-  ``word-misspell`` (replace one word by a listed human misspelling, ``leakexp/data/misspellings.tsv``).
+- word level, as Wu et al. define it (Section 5.3.2, "Implementation of Query Attack"): ``word-add`` (Add:
+  insert a new lower-case word, one the query lacks, drawn from :data:`VOCABULARY`, at a random position),
+  ``word-delete`` (Remove: delete one content word, keeping one), ``word-substitute`` (Substitute: replace one
+  content word by a random word of :data:`VOCABULARY`) and ``word-any`` (Wu et al.'s word-level attack: one of
+  Add / Remove / Substitute drawn at random per query among those that apply).
+- leakexp's own extras (not in Wu et al.): ``word-swap`` (swap two different words), ``word-synonym``
+  (replace one word by a listed near-synonym, ``leakexp/data/synonyms.tsv``: a substitution that keeps the
+  information need) and ``word-misspell`` (replace one word by a listed human misspelling,
+  ``leakexp/data/misspellings.tsv``). :func:`defined_by_wu` says which attack is whose.
 
 A query the attack cannot change (e.g. a one-word title for ``word-swap``) is kept and marked not applied.
 Every draw comes from ``random.Random(f"{seed}:{attack}:{qid}")``: the same seed, attack and query always give
@@ -44,7 +49,26 @@ from pathlib import Path
 import pandas as pd
 
 CHAR_EDITS = ("insert", "delete", "substitute", "swap")
-WORD_ATTACKS = ("word-delete", "word-swap", "word-synonym", "word-misspell")
+WU_WORD_ATTACKS = ("word-add", "word-delete", "word-substitute", "word-any")  # Wu et al., Sec. 5.3.2
+EXTRA_WORD_ATTACKS = ("word-swap", "word-synonym", "word-misspell")  # leakexp's own
+WORD_ATTACKS = WU_WORD_ATTACKS + EXTRA_WORD_ATTACKS
+WORD_EDITS = ("add", "remove", "substitute")  # word-any draws one of these per query
+
+# The random words of word-add / word-substitute: common lower-case English content words, none a stop word.
+# Fixed here (not read from data), so an attack is the same on every machine; a change bumps the stage version.
+VOCABULARY = tuple(sorted(set("""
+account action activity adult advice afternoon agency airport animal answer apple area army article artist
+audience autumn baby bank basket battle beach bicycle bird blanket board boat bottle bread bridge brother
+budget building butter camera candle capital carpet castle chair chapter cheese chicken child church circle
+citizen city classroom climate clock cloud coast coffee colour computer concert cookie cottage country
+courage cousin culture customer dance daughter desert dinner doctor dollar dragon dream driver eagle engine
+evening factory family farmer feather festival finger flower forest fountain friend garden glass guitar
+hammer harbour hospital island jacket journey kitchen ladder language lemon library lizard machine market
+meadow mirror morning mountain museum needle night ocean orange painter pencil pepper piano picture planet
+pocket potato prison pumpkin puzzle rabbit river rocket saddle salad season shadow shoulder silver sister
+soldier spider spring station stomach street summer sunset table teacher thunder ticket tiger tomato tower
+traffic train tunnel umbrella valley village violin volcano wagon window winter wizard yellow
+""".split())))
 DOC_MANIPULATIONS = ("stuff", "noise")
 LETTERS = string.ascii_lowercase
 
@@ -73,6 +97,13 @@ def check_attack(name: str) -> str:
     if name not in query_attacks():
         raise AttackError(f"unknown query attack {name!r}; use one of {', '.join(query_attacks())}")
     return name
+
+
+def defined_by_wu(name: str) -> bool:
+    """Whether query attack ``name`` is one Wu et al. define (Sec. 5.3.2): the character edits (Add, Remove,
+    Substitute, Swap; ``char-any-1`` / ``char-any-2`` are their 1-char / 2-char queries) and the word-level Add,
+    Remove, Substitute with a random word and their mix (``word-any``). The others are leakexp's extras."""
+    return check_attack(name).startswith("char-") or name in WU_WORD_ATTACKS
 
 
 def check_manipulation(name: str) -> str:
@@ -184,6 +215,19 @@ def _match_case(template: str, word: str) -> str:
     return word.capitalize() if template[:1].isupper() else word
 
 
+def _deletable(words: list[str]) -> list[int]:
+    content = [i for i, w in enumerate(words) if _content(w)]
+    return [i for i in content if any(j != i for j in content)]  # a content word must remain
+
+
+def _word_edit_applies(words: list[str], edit: str) -> bool:
+    if edit == "add":
+        return True
+    if edit == "remove":
+        return bool(_deletable(words))
+    return any(_content(w) for w in words)  # substitute
+
+
 def attack_query(text: str, attack: str, rng: random.Random, lists: WordLists | None = None) -> AttackedQuery:
     """One query under one attack (see the module docstring); the query's other words stay as they are."""
     check_attack(attack)
@@ -200,9 +244,24 @@ def attack_query(text: str, attack: str, rng: random.Random, lists: WordLists | 
             out[i], made = edit_word(words[i], edit, rng)
             notes.append(f"{words[i]}->{out[i]} ({made})")
         return AttackedQuery(" ".join(out), True, "; ".join(notes))
+    if attack == "word-any":  # Wu et al.'s word-level attack: one randomly chosen edit among those that apply
+        edits = [e for e in WORD_EDITS if _word_edit_applies(words, e)]
+        if not edits:
+            return unchanged
+        attack = {"add": "word-add", "remove": "word-delete", "substitute": "word-substitute"}[rng.choice(edits)]
+    if attack == "word-add":
+        new_words = [w for w in VOCABULARY if w not in {x.lower() for x in words}]
+        i, w = rng.randint(0, len(words)), rng.choice(new_words)
+        return AttackedQuery(" ".join(words[:i] + [w] + words[i:]), True, f"added {w}")
+    if attack == "word-substitute":
+        eligible = [i for i, w in enumerate(words) if _content(w)]
+        if not eligible:
+            return unchanged
+        i = rng.choice(eligible)
+        w = rng.choice([v for v in VOCABULARY if v not in {x.lower() for x in words}])
+        return AttackedQuery(" ".join(words[:i] + [w] + words[i + 1:]), True, f"{words[i]}->{w} (random word)")
     if attack == "word-delete":
-        content = [i for i, w in enumerate(words) if _content(w)]
-        eligible = [i for i in content if any(j != i for j in content)]  # a content word must remain
+        eligible = _deletable(words)
         if not eligible:
             return unchanged
         i = rng.choice(eligible)

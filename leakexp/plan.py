@@ -88,6 +88,39 @@ def distinct_jobs(cfg: DictConfig, runner) -> dict[str, tuple[int, list]]:
     return out
 
 
+def robustness_jobs(cfg: DictConfig, runner, grid_reranks: list, topics: dict[str, int]) -> dict:
+    """The robustness stage's work when ``robustness.enabled``: distinct artifacts per robustness stage (after
+    sharing), and per model the documents it scores beyond the grid's re-rankings: OOD re-rankings the grid
+    lacks (a No-Leakage model's re-ranking of another grid corpus is the grid's own run: not counted), each query
+    attack's re-ranking of every topic's candidates (an upper bound: topics an attack cannot change are not
+    re-scored), and the manipulated documents re-scored before and after (stuff: one per topic; noise: the pool)."""
+    from leakexp import robustness as rb
+    from leakexp.stage import Ask
+
+    s = rb.settings(cfg)
+    depth = int(cfg.rerank.depth)
+    grid = set(grid_reranks)
+    jobs: dict[str, set] = {}
+    docs: dict[str, int] = {}
+    ood_reranks = set()
+    for cell in rb.robustness_cells(cfg):
+        for name, ask in rb.asks(cfg, cell).items():
+            normal = runner.normal(ask)
+            jobs.setdefault(ask.stage, set()).add(normal)
+            n = topics.get(ask.params.get("target", cell.corpus), 50)
+            if ask.stage == rb.OOD:
+                ood_reranks.add(runner.normal(Ask.of("rerank", **rb._rerank_params(ask.params))))
+            elif ask.stage == rb.QUERY:
+                docs[cell.model] = docs.get(cell.model, 0) + n * depth
+            elif ask.stage == rb.DOC:
+                docs[cell.model] = docs.get(cell.model, 0) + 2 * n * (1 if ask.params["kind"] == "stuff" else depth)
+    for r in ood_reranks - grid:
+        docs[r.params["model"]] = docs.get(r.params["model"], 0) + topics.get(r.params["target"], 50) * depth
+    counts = {k: len(v) for k, v in jobs.items()}
+    counts["extra OOD re-rankings"] = len(ood_reranks - grid)
+    return {"jobs": counts, "docs": docs, "shared_ood_reranks": len(ood_reranks & grid)}
+
+
 def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
     """Job counts (after sharing) and hours. ``bench`` (default ``<store>/bench/gpu.json``): measured throughput,
     when present."""
@@ -112,14 +145,22 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
         docs = sum(topics.get(a.params["target"], 50) for a in jobs["rerank"][1] if a.params["model"] == m) * \
             int(cfg.rerank.depth)
         rerank_hours[m] = docs / rerank_rate / 3600
+    robust = None
+    if cfg.get("robustness", {}).get("enabled", False):
+        robust = robustness_jobs(cfg, runner, jobs["rerank"][1], topics)
+        rates = {m: (measured["rerank_docs_per_s"][m] if measured is not None and m in measured["rerank_docs_per_s"]
+                     else float(p.rerank_docs_per_s[m])) for m in robust["docs"]}
+        robust["gpu_hours"] = {m: d / rates[m] / 3600 for m, d in robust["docs"].items()}
     return {
+        "robustness": robust,
         "queries": counts, "queries_total": n, "embedding_dim": dim,
         "embedding_bytes": embed_bytes, "embed_hours": n / float(p.embed_queries_per_s) / 3600,
         "jobs": {k: len(v[1]) for k, v in jobs.items()}, "jobs_before_sharing": {k: v[0] for k, v in jobs.items()},
         "training_instances": sum(instances.values()), "training_instances_per_model": instances,
         "train_gpu_hours": train_hours, "rerank_gpu_hours": rerank_hours, "throughput_source": source,
         "bench_file": measured["path"] if measured else None,
-        "gpu_hours_total": sum(train_hours.values()) + sum(rerank_hours.values()),
+        "gpu_hours_total": sum(train_hours.values()) + sum(rerank_hours.values())
+        + (sum(robust["gpu_hours"].values()) if robust else 0.0),
     }
 
 
@@ -141,5 +182,12 @@ def render(info: dict) -> str:
     for m in info["train_gpu_hours"]:
         lines.append(f"  {m:<9} train ~{info['train_gpu_hours'][m]:8.1f} GPU-h   re-rank ~{info['rerank_gpu_hours'][m]:7.1f} "
                      f"GPU-h   ({info['throughput_source'][m]})")
+    r = info.get("robustness")
+    if r:
+        lines.append("  robustness (robustness.enabled): " + ", ".join(f"{k.removeprefix('robustness/')} {v:,}"
+                                                                       for k, v in r["jobs"].items())
+                     + f" ({r['shared_ood_reranks']:,} OOD re-rankings shared with the grid)")
+        for m, h in r["gpu_hours"].items():
+            lines.append(f"  {m:<9} robustness re-scoring ~{h:7.1f} GPU-h ({r['docs'][m]:,} documents)")
     lines.append(f"  total ~{info['gpu_hours_total']:.0f} GPU-hours")
     return "\n".join(lines)

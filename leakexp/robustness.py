@@ -3,18 +3,22 @@ Robust?", TOIS; ``shared/seeds/004``), and whether leakage makes a model more br
 
 Per grid cell (a trained model), each part is its own stage, keyed by what it reads (``STAGES``):
 
-- ``robustness/iid``: per-topic AP and the effectiveness measure (``robustness.measure``, nDCG@10) of the cell's
-  re-ranking (the RERANK artifact) — the performance variance (VNAP, Section 3.2) and the worst-performing
-  topics (Section 3.5);
-- ``robustness/ood``: the same measure on the model's re-ranking of another corpus of the grid (the RERANK
-  artifact ``rerank(..., target=T)``; the model is trained for its own corpus, whose leaked queries it saw) —
-  the out-of-distribution drop DR_OOD (Section 4.2.2, Eq. 11). A No-Leakage model's re-ranking of T is the
-  very run the grid has for T, so nothing is re-ranked twice;
-- ``robustness/query-attack``: the test titles under a seeded query attack (``leakexp.attacks``), BM25 re-run
-  with the attacked query (``robustness.first_stage: bm25``, default: a user's typo reaches the whole system) or
-  the original first-stage pool re-ranked for it (``pool``) — DR_query (Section 5.1.2, Eq. 16);
+- ``robustness/own-corpus``: per-topic effectiveness (``robustness.measure``, nDCG@10), AP and P@10 of the cell's
+  re-ranking of its own corpus (the RERANK artifact; the test corpus its training set was built for, Wu et al.'s
+  P_I.I.D. though not an i.i.d. split) — VNAP (Section 3.2), %no and gMAP (Section 3.5.1, Eqs. 8-9);
+- ``robustness/ood``: the same on the model's re-ranking of another corpus of the grid (the RERANK artifact
+  ``rerank(..., target=T)``), each topic marked ``shared`` when the own corpus has it too (Core 2017 reuses
+  Robust04's topics) — the OOD score per target and DR_OOD (Section 4.2.2, Eq. 11). A No-Leakage model's
+  re-ranking of T is the very run the grid has for T, so nothing is re-ranked twice;
+- ``robustness/query-attack``: the test titles under a seeded query attack (``leakexp.attacks``), the original
+  first-stage candidates re-scored for the attacked query (``robustness.first_stage: pool``, default, as Wu et
+  al. keep the candidate list) or BM25 re-run with it (``bm25``: the first stage's brittleness mixed in) —
+  DR_query (Section 5.1.2, Eq. 16);
 - ``robustness/doc-manipulation``: rankings before and after manipulated documents — Top Change and the
-  normalised Kendall-tau distance (Section 5.2.2, Eqs. 20-22).
+  normalised Kendall-tau distance (Section 5.2.2, Eqs. 20-22), and for stuffing the stuffed document's rank gain
+  and whether it is judged relevant.
+
+Topics without a relevant judgment follow ``evaluate.no_relevant`` as in every other table.
 
 Attacked queries (``robustness/attacked-queries/<corpus>/<attack>/<first stage>/``) and manipulated documents
 (``robustness/manipulated-docs/<corpus>/<kind>/``, TSV for reading) are shared by every model of a corpus, so
@@ -46,7 +50,8 @@ from leakexp.stage import Ask, Config, ConfigError, Context, Stage
 
 log = logging.getLogger(__name__)
 
-FIRST_STAGES = ("bm25", "pool")
+FIRST_STAGES = ("pool", "bm25")
+OOD_TOPICS = ("disjoint", "all")
 
 
 # =========================================================================================================
@@ -63,9 +68,119 @@ def vnap(ap: Sequence[float]) -> float:
     return float(np.mean((nap - nap.mean()) ** 2))
 
 
+def pct_no(precision_at_10: Sequence[float]) -> float:
+    """%no (Wu et al., Section 3.5.1, Eq. 8, after Voorhees [86]): the percentage of queries with no relevant
+    document (label >= 1) in the top 10, 100 * mean_q prod_{n<=10} delta(y_qn = 0). A query has no relevant
+    document in its top 10 exactly when its P@10 is 0 (a ranking shorter than 10 counts its missing ranks as
+    non-relevant, as P@10 does), so the per-query input is P@10. Lower is more robust; NaN without queries."""
+    p = np.asarray(list(precision_at_10), dtype=float)
+    p = p[~np.isnan(p)]
+    return float(100.0 * np.mean(p == 0)) if p.size else float("nan")
+
+
+def gmap(ap: Sequence[float], epsilon: float) -> float:
+    """gMAP (Wu et al., Section 3.5.1, Eq. 9, after Voorhees [86, 87]): exp(mean_q log(AP(q) + eps)) - eps, the
+    geometric mean of AP with a small positive ``epsilon`` (``robustness.gmap_epsilon``) so that a query with AP 0
+    does not send it to 0. Higher is more robust; NaN without queries."""
+    if not epsilon > 0:
+        raise ValueError(f"gMAP needs epsilon > 0, got {epsilon}")
+    a = np.asarray(list(ap), dtype=float)
+    a = a[~np.isnan(a)]
+    if a.size == 0:
+        return float("nan")
+    return float(np.exp(np.mean(np.log(a + epsilon))) - epsilon)
+
+
+def own_worst_mean(values: Sequence[float], fraction: float) -> float:
+    """Mean of a model's ceil(fraction * n) lowest per-topic values, chosen on its *own* values (leakexp's own
+    worst-fraction figure; Wu et al. define %no and gMAP, not this). Selecting on one model's values and
+    measuring another's on those topics would compare a regression to the mean; here every model is measured
+    on its own worst topics, as %no and gMAP are, and a comparison of two models is tested by
+    :func:`paired_randomization` with the selection redone in every permutation."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"worst-query fraction {fraction} must be in (0, 1]")
+    v = np.sort(np.asarray(list(values), dtype=float)[~np.isnan(np.asarray(list(values), dtype=float))])
+    if v.size == 0:
+        return float("nan")
+    return float(v[:math.ceil(fraction * v.size)].mean())
+
+
+def rank_gain(rank_before: Sequence[int], rank_after: Sequence[int]) -> np.ndarray:
+    """Ranks a stuffed document climbs (0-based rank before minus rank after; positive = promoted): the figure
+    that says what query stuffing (Section 5.2's manipulation, simulated) achieves, where Top Change and
+    Kendall-tau distance, with one moved document, say little."""
+    return np.asarray(list(rank_before), dtype=float) - np.asarray(list(rank_after), dtype=float)
+
+
+def normalised_text(text: str) -> str:
+    return " ".join(str(text).lower().split())
+
+
+def shared_topics(source: pd.DataFrame, target: pd.DataFrame) -> set[str]:
+    """Topics (qid) of ``target`` that ``source`` also has: the same id with the same query text, or the same
+    query text under another id (case and spacing ignored). TREC Core 2017 reuses Robust04's topics (and Core
+    2018 some of them), so "OOD" from Robust04 to those topics is out of distribution in documents but not in
+    queries; the topic-disjoint rest is the default OOD evaluation (``robustness.ood_topics``). A reused id with
+    another text is another topic. Both frames have columns qid, query."""
+    src = dict(zip(source.qid.astype(str), source["query"].map(normalised_text)))
+    texts = set(src.values())
+    return {str(q) for q, t in zip(target.qid.astype(str), target["query"].map(normalised_text))
+            if src.get(q) == t or t in texts}
+
+
+def bootstrap_ci(arrays: Sequence[np.ndarray], statistic, B: int, seed: int,
+                 level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval over topics: ``B`` resamples (with replacement, seeded
+    ``numpy.random.default_rng(seed)``) of the topics of each array independently (an array is (seeds, topics,
+    k): its k values of a topic move together, e.g. a topic's original and attacked value), ``statistic`` of the
+    resampled arrays per seed, averaged over seeds. NaN bounds when any array has no topic."""
+    if any(a.shape[1] == 0 for a in arrays):
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    samples = [a[:, rng.integers(0, a.shape[1], size=(B, a.shape[1]))] for a in arrays]  # (S, B, n, k)
+    with np.errstate(all="ignore"):
+        values = np.nanmean(statistic(*samples), axis=0) if samples[0].shape[0] > 1 else statistic(*samples)[0]
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return float("nan"), float("nan")
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail))
+
+
+def paired_randomization(a: np.ndarray, b: np.ndarray, statistic, B: int, seed: int) -> float:
+    """Two-sided paired randomization test (Fisher; Smucker et al., CIKM 2007) of statistic(a) - statistic(b)
+    for two systems' values on the same topics (``a[i]``, ``b[i]`` of topic i): each permutation swaps the two
+    values of every topic with probability 1/2, seeded, ``B`` permutations; p = (1 + #|T*| >= |T|) / (B + 1).
+    ``statistic`` maps an array (..., topics) to (...); it is recomputed on every permutation, so a statistic
+    that selects topics (:func:`own_worst_mean`) selects again and the test carries no selection bias."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    keep = ~(np.isnan(a) | np.isnan(b))
+    a, b = a[keep], b[keep]
+    if a.size < 2:
+        return 1.0
+    observed = float(statistic(a[None])[0] - statistic(b[None])[0])
+    swap = np.random.default_rng(seed).random((B, a.size)) < 0.5
+    pa, pb = np.where(swap, b, a), np.where(swap, a, b)
+    null = statistic(pa) - statistic(pb)
+    return float((1 + np.sum(np.abs(null) >= abs(observed) - 1e-12)) / (B + 1))
+
+
+def own_worst_stat(fraction: float):
+    """:func:`own_worst_mean` vectorised over leading axes: (..., topics) -> (...), NaN topics left out."""
+    def stat(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        s = np.sort(np.where(np.isnan(x), np.inf, x), axis=-1)
+        n = np.sum(~np.isnan(x), axis=-1)
+        k = np.ceil(fraction * n).astype(int)
+        take = np.arange(x.shape[-1]) < k[..., None]
+        with np.errstate(all="ignore"):
+            return np.where(k > 0, np.sum(np.where(take, s, 0.0), axis=-1) / k, np.nan)
+    return stat
+
+
 def worst_queries(values: pd.Series, fraction: float) -> list[str]:
-    """The ceil(fraction * n) topics with the lowest values (ties by qid): the poorly-performing queries of
-    Wu et al., Section 3.5, taken here as the bottom fraction of the no-leakage model's topics."""
+    """The ceil(fraction * n) topics with the lowest values (ties by qid) of one model (its own poorly-performing
+    topics; Wu et al., Section 3.5, measure them by %no and gMAP instead)."""
     if not 0 < fraction <= 1:
         raise ValueError(f"worst-query fraction {fraction} must be in (0, 1]")
     v = values.dropna()
@@ -165,6 +280,9 @@ class Settings:
     seed: int
     synonyms: str
     misspellings: str
+    gmap_epsilon: float = 1e-5
+    bootstrap: int = 1000
+    ood_topics: str = "disjoint"
 
 
 def _list(v) -> list | None:
@@ -183,10 +301,20 @@ def settings(cfg: DictConfig) -> Settings:
         dm = tuple(attacks.check_manipulation(d) for d in (_list(r.get("doc_manipulations")) or []))
     except attacks.AttackError as exc:
         raise ConfigError(f"robustness: {exc}") from None
-    mode = r.get("first_stage", "bm25")
+    mode = r.get("first_stage", "pool")
     if mode not in FIRST_STAGES:
-        raise ConfigError(f"robustness.first_stage={mode} is unknown; use bm25 (re-run BM25 with the attacked query) "
-                          "or pool (re-rank the original BM25 pool)")
+        raise ConfigError(f"robustness.first_stage={mode} is unknown; use pool (the re-ranker re-scores the original "
+                          "candidates for the attacked query, as Wu et al.) or bm25 (BM25 re-run with the attacked "
+                          "query: first stage and re-ranker together)")
+    eps, boot, ood_topics = r.get("gmap_epsilon", 1e-5), r.get("bootstrap", 1000), r.get("ood_topics", "disjoint")
+    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 < eps < 1):
+        raise ConfigError(f"robustness.gmap_epsilon={eps!r} must be a small positive number (gMAP, Eq. 9), e.g. 1e-5")
+    if not (isinstance(boot, int) and not isinstance(boot, bool) and boot >= 100):
+        raise ConfigError(f"robustness.bootstrap={boot!r} must be an integer >= 100 (bootstrap resamples of the "
+                          "topics), e.g. 1000")
+    if ood_topics not in OOD_TOPICS:
+        raise ConfigError(f"robustness.ood_topics={ood_topics} is unknown; use disjoint (the target's topics that the "
+                          "source corpus does not have) or all")
     measure = str(r.get("measure", "nDCG@10"))
     if measure in LOWER_IS_BETTER:
         raise ConfigError(f"robustness.measure={measure}: drop rates need a higher-is-better measure, e.g. nDCG@10")
@@ -236,7 +364,8 @@ def settings(cfg: DictConfig) -> Settings:
         query_attacks=qa, first_stage=mode, doc_manipulations=dm, stuff_repeats=int(repeats),
         stuff_from_rank=int(from_rank), noise_rate=float(rate), ood=None if ood is None else tuple(ood),
         measure=measure, worst=worst, seed=int(r.get("seed", 0)), synonyms=str(r.get("synonyms", "bundled")),
-        misspellings=str(r.get("misspellings", "bundled")),
+        misspellings=str(r.get("misspellings", "bundled")), gmap_epsilon=float(eps), bootstrap=int(boot),
+        ood_topics=str(ood_topics),
     )
 
 
@@ -253,7 +382,7 @@ def robustness_cells(cfg: DictConfig) -> list[Cell]:
 # The stages
 # =========================================================================================================
 QUERIES, DOCS = "robustness/attacked-queries", "robustness/manipulated-docs"
-IID, OOD, QUERY, DOC = ("robustness/iid", "robustness/ood", "robustness/query-attack",
+OWN, OOD, QUERY, DOC = ("robustness/own-corpus", "robustness/ood", "robustness/query-attack",
                         "robustness/doc-manipulation")
 WORDLIST_KEY = {"word-synonym": "synonyms", "word-misspell": "misspellings"}  # the one list each word attack reads
 
@@ -385,28 +514,47 @@ def _part_path(p: dict, *extra: str) -> list[str]:
 
 
 def _values(ctx: Context, run: pd.DataFrame, measures: list[str]) -> pd.DataFrame:
-    """Per-query values of ``run`` against the qrels of the ranked corpus (its judged topics; the measure is
-    higher-is-better, never MFR, so depth and the MFR options play no part)."""
-    return per_query(run, ctx.inputs["collection"].qrels, measures)
+    """Per-query values of ``run`` against the qrels of the ranked corpus, its topics handled as every other
+    table handles them (``evaluate.no_relevant``: topics without a relevant judgment left out, or kept as 0);
+    the measure is higher-is-better, never MFR, so depth and the MFR options play no part."""
+    coll = ctx.inputs["collection"]
+    return per_query(run, coll.qrels, measures, no_relevant=str(ctx.config.at("evaluate.no_relevant", "skip")),
+                     topics=list(coll.topics))
+
+
+def _own_measures(ctx: Context) -> list[str]:
+    """The measure P, AP (VNAP, gMAP: Eqs. 5-7, 9) and P@10 (%no, Eq. 8), once each."""
+    return list(dict.fromkeys([str(ctx.config.at("robustness.measure")), "AP", "P@10"]))
 
 
 def _eval_inputs(p: dict, c: Config) -> dict:
     return {"run": Ask.of("rerank", **_rerank_params(p)), "collection": Ask.of("collection", corpus=p["target"])}
 
 
-def _iid(ctx: Context, tmp: Path) -> dict:
+def _own(ctx: Context, tmp: Path) -> dict:
+    """The model on its own corpus's test topics (the corpus whose leaked queries a leaked model saw; Wu et al.'s
+    P_I.I.D., though nothing here is an i.i.d. test split: the models are trained on MS MARCO / ORCAS)."""
     m = str(ctx.config.at("robustness.measure"))
-    pq = _values(ctx, pd.read_parquet(ctx.inputs["run"] / "run.parquet"), [m, "AP"])
+    pq = _values(ctx, pd.read_parquet(ctx.inputs["run"] / "run.parquet"), _own_measures(ctx))
     pq.to_parquet(tmp / "perquery.parquet", index=False)
     ap = pq[pq.measure == "AP"].value
-    return {"mean": float(pq[pq.measure == m].value.mean()), "MAP": float(ap.mean()), "VNAP": vnap(ap)}
+    return {"mean": float(pq[pq.measure == m].value.mean()), "MAP": float(ap.mean()), "VNAP": vnap(ap),
+            "%no": pct_no(pq[pq.measure == "P@10"].value)}
 
 
 def _ood(ctx: Context, tmp: Path) -> dict:
+    """The model on another corpus (P_OOD, Eq. 13), per topic, with ``shared``: whether the topic is also one of
+    the source corpus's topics (:func:`shared_topics`; Core 2017 reuses Robust04's)."""
     res = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
-    pq = _values(ctx, res, [str(ctx.config.at("robustness.measure"))])
+    pq = _values(ctx, res, _own_measures(ctx))
+    field = str(ctx.config.at("rerank.query_field"))
+    shared = shared_topics(ctx.inputs["source"].topics_frame(field), ctx.inputs["collection"].topics_frame(field))
+    pq["shared"] = pq.qid.astype(str).isin(shared)
     pq.to_parquet(tmp / "perquery.parquet", index=False)
-    return {"corpus": ctx.params["target"], "mean": float(pq.value.mean()), "pairs": len(res)}
+    m = pq[pq.measure == str(ctx.config.at("robustness.measure"))]
+    return {"corpus": ctx.params["target"], "mean": float(m.value.mean()), "pairs": len(res),
+            "shared_topics": int(m.shared.sum()), "disjoint_topics": int((~m.shared).sum()),
+            "disjoint_mean": float(m[~m.shared].value.mean()) if (~m.shared).any() else None}
 
 
 def _scoring_reads(p: dict, cuda: bool) -> list[str]:
@@ -426,7 +574,7 @@ def _model_inputs(p: dict, c: Config) -> dict:
 
 def _query_inputs(p: dict, c: Config) -> dict:
     queries = Ask.of(QUERIES, corpus=p["target"], attack=p["attack"],
-                     first_stage=str(c.at("robustness.first_stage", "bm25")))
+                     first_stage=str(c.at("robustness.first_stage", "pool")))
     return {**_model_inputs(p, c), "queries": queries}
 
 
@@ -462,6 +610,8 @@ def _doc(ctx: Context, tmp: Path) -> dict:
     run = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
     docs = ctx.inputs["collection"].docs
     manip = pd.read_parquet(ctx.inputs["docs"] / "documents.parquet")
+    qrels = ctx.inputs["collection"].qrels
+    relevant = set(zip(qrels.qid.astype(str)[qrels.label >= 1], qrels.docno.astype(str)[qrels.label >= 1]))
     # the (qid, docno) pairs to re-score: the stuffed document of each topic, or every noisy document
     if kind == "stuff":
         pairs = manip[["qid", "docno", "text"]].merge(run[["qid", "query", "docno"]], on=["qid", "docno"])
@@ -483,37 +633,47 @@ def _doc(ctx: Context, tmp: Path) -> dict:
                "TC": top_change(rb, ra), "KT": kendall_tau_distance(rb, ra), "before_is_stored": rb == strict_ranking(g)}
         if kind == "stuff":
             d = str(changed.docno.iloc[0])
-            row.update(docno=d, rank_before=rb.index(d), rank_after=ra.index(d))
+            row.update(docno=d, rank_before=rb.index(d), rank_after=ra.index(d), relevant=(str(qid), d) in relevant)
+            row["gain"] = row["rank_before"] - row["rank_after"]
         rows.append(row)
     pq = pd.DataFrame(rows)
     pq.to_parquet(tmp / "perquery.parquet", index=False)
-    return {"topics": len(pq), "scored_pairs": 2 * len(pairs), "TC": float(pq.TC.mean()) if len(pq) else None,
-            "KT": float(pq.KT.mean()) if len(pq) else None}
+    out = {"topics": len(pq), "scored_pairs": 2 * len(pairs), "TC": float(pq.TC.mean()) if len(pq) else None,
+           "KT": float(pq.KT.mean()) if len(pq) else None}
+    if kind == "stuff" and len(pq):
+        other = pq[~pq.relevant]
+        out.update(relevant_targets=int(pq.relevant.sum()),
+                   mean_gain=float(other.gain.mean()) if len(other) else None)
+    return out
 
 
-IID_STAGE = Stage(
-    IID, version=1, reads=("robustness.measure",), inputs=_eval_inputs, compute=_iid, normalise=_rerank_params,
-    path=lambda p, c: _part_path(p), describe="per-topic AP and effectiveness of a cell's re-ranking (VNAP, worst topics)",
+OWN_STAGE = Stage(
+    OWN, version=2, reads=("robustness.measure", "evaluate.no_relevant"), inputs=_eval_inputs, compute=_own,
+    normalise=_rerank_params, path=lambda p, c: _part_path(p),
+    describe="per-topic effectiveness, AP and P@10 of a cell's re-ranking of its own corpus (VNAP, %no, gMAP)",
 )
 OOD_STAGE = Stage(
-    OOD, version=1, reads=("robustness.measure",), inputs=_eval_inputs, compute=_ood, normalise=_rerank_params,
+    OOD, version=2, reads=("robustness.measure", "evaluate.no_relevant", "rerank.query_field"),
+    inputs=lambda p, c: {**_eval_inputs(p, c), "source": Ask.of("collection", corpus=p["corpus"])},
+    compute=_ood, normalise=lambda p: {**_rerank_params(p), "corpus": p["corpus"]},
     path=lambda p, c: _part_path(p),
-    describe="per-topic effectiveness of a model's re-ranking of another corpus (DR_OOD)",
+    describe="per-topic effectiveness of a model's re-ranking of another corpus, topics shared or not (OOD, DR_OOD)",
 )
 QUERY_STAGE = Stage(
-    QUERY, version=1, reads=lambda p, cuda: ["robustness.measure", "robustness.first_stage", *_scoring_reads(p, cuda)],
+    QUERY, version=2, reads=lambda p, cuda: ["robustness.measure", "robustness.first_stage", "evaluate.no_relevant",
+                                             *_scoring_reads(p, cuda)],
     inputs=_query_inputs, compute=_query, normalise=_part_params("attack"),
     path=lambda p, c: _part_path(p, p["attack"]), device=True,
     describe="a cell's model re-ranking its corpus's attacked queries (DR_query)",
 )
 DOC_STAGE = Stage(
-    DOC, version=1, reads=_scoring_reads, compute=_doc, normalise=_part_params("kind"),
+    DOC, version=2, reads=_scoring_reads, compute=_doc, normalise=_part_params("kind"),
     inputs=lambda p, c: {**_model_inputs(p, c), "docs": Ask.of(DOCS, corpus=p["target"], kind=p["kind"])},
     path=lambda p, c: _part_path(p, p["kind"]), device=True,
     describe="a cell's rankings before and after manipulated documents (Top Change, Kendall-tau distance)",
 )
 
-STAGES = (ATTACKED_QUERIES, MANIPULATED_DOCS, IID_STAGE, OOD_STAGE, QUERY_STAGE, DOC_STAGE)
+STAGES = (ATTACKED_QUERIES, MANIPULATED_DOCS, OWN_STAGE, OOD_STAGE, QUERY_STAGE, DOC_STAGE)
 
 
 # =========================================================================================================
@@ -525,9 +685,9 @@ def ood_targets(s: Settings, cfg: DictConfig, cell: Cell) -> list[str]:
 
 
 def asks(cfg: DictConfig, cell: Cell) -> dict[str, Ask]:
-    """Every part of ``cell``'s robustness: part name (iid, ood-<corpus>, <attack>, doc-<kind>) -> request."""
+    """Every part of ``cell``'s robustness: part name (own, ood-<corpus>, <attack>, doc-<kind>) -> request."""
     s = settings(cfg)
-    out = {"iid": cell.ask(IID)}
+    out = {"own": cell.ask(OWN)}
     out.update({f"ood-{t}": cell.ask(OOD, target=t) for t in ood_targets(s, cfg, cell)})
     out.update({a: cell.ask(QUERY, attack=a) for a in s.query_attacks})
     out.update({f"doc-{k}": cell.ask(DOC, kind=k) for k in s.doc_manipulations})
@@ -575,8 +735,11 @@ def cell_state(cfg: DictConfig, runner, cell: Cell) -> str:
 
 def stored_values(cfg: DictConfig, runner, cells: list[Cell]) -> tuple[pd.DataFrame, dict[Cell, str]]:
     """Per-topic values of every finished robustness part: columns corpus, leakage, size, model, seed, part,
-    kind (iid, ood, query, doc), target (OOD corpus), qid, measure, value, original (query attacks), applied.
-    Also the state of every cell lacking a part. Reads finished artifacts only."""
+    kind (own, ood, query, doc), target (the ranked corpus), qid, measure, value, original (query attacks),
+    applied (query attacks: the attack changed the topic), shared (OOD: the topic is also a topic of the model's
+    own corpus), relevant_target (stuffing: the stuffed document is judged relevant). Document parts give TC and
+    KT per topic, stuffing also ``gain`` (ranks climbed) and ``top10`` (1 if the stuffed document reaches the top
+    10). Also the state of every cell lacking a part. Reads finished artifacts only."""
     measure = settings(cfg).measure
     frames, states = [], {}
     for cell in cells:
@@ -589,26 +752,32 @@ def stored_values(cfg: DictConfig, runner, cells: list[Cell]) -> tuple[pd.DataFr
             if state != "done":
                 continue
             pq = pd.read_parquet(path / "perquery.parquet")
-            if name == "iid":
-                f = pq.assign(kind="iid", target=cell.corpus, original=np.nan, applied=True)
+            if name == "own":
+                f = pq.assign(kind="own", target=cell.corpus, applied=True)
             elif name.startswith("ood-"):
-                f = pq.assign(kind="ood", target=name[4:], original=np.nan, applied=True)
+                f = pq.assign(kind="ood", target=name[4:], applied=True)
             elif name.startswith("doc-"):
                 if pq.empty:
                     continue
-                f = pd.concat([pq[["qid"]].assign(measure=m, value=pq[m].astype(float)) for m in ("TC", "KT")])
-                f = f.assign(kind="doc", target=cell.corpus, original=np.nan, applied=True)
+                if "gain" in pq:
+                    pq = pq.assign(top10=(pq.rank_after < 10).astype(float), relevant_target=pq.relevant)
+                ms = [m for m in ("TC", "KT", "gain", "top10") if m in pq]
+                keep = ["qid"] + (["relevant_target"] if "relevant_target" in pq else [])
+                f = pd.concat([pq[keep].assign(measure=m, value=pq[m].astype(float)) for m in ms])
+                f = f.assign(kind="doc", target=cell.corpus, applied=True)
             else:
                 f = pq.rename(columns={"attacked": "value"}).assign(kind="query", target=cell.corpus, measure=measure)
             frames.append(f.assign(part=name, corpus=cell.corpus, leakage=cell.leakage, size=cell.size,
                                    model=cell.model, seed=cell.seed))
-    cols = ["corpus", "leakage", "size", "model", "seed", "part", "kind", "target", "qid", "measure", "value",
-            "original", "applied"]
     if not frames:
-        return pd.DataFrame(columns=cols), states
-    out = pd.concat(frames, ignore_index=True)[cols]
+        return pd.DataFrame(columns=VALUE_COLUMNS), states
+    out = pd.concat(frames, ignore_index=True).reindex(columns=VALUE_COLUMNS)
     out["qid"] = out.qid.astype(str)
     return out, states
+
+
+VALUE_COLUMNS = ["corpus", "leakage", "size", "model", "seed", "part", "kind", "target", "qid", "measure", "value",
+                 "original", "applied", "shared", "relevant_target"]
 
 
 class _Stuff(Section):
@@ -627,8 +796,11 @@ class RobustnessSettings(Section):
     corpora: list[Name] | None
     sizes: Annotated[list[PositiveInt], Field(min_length=1)] | Literal["largest"] | None
     ood: list[Name] | None
+    ood_topics: Literal["disjoint", "all"]
     measure: Name
+    gmap_epsilon: Annotated[float, Field(gt=0, lt=1)]
     worst: list[Annotated[float, Field(gt=0, le=1)]]
+    bootstrap: PositiveInt
     seed: Annotated[int, Field(ge=0)]
     first_stage: Literal["bm25", "pool"]
     query_attacks: list[Name] | None

@@ -174,3 +174,53 @@ def test_stuffing_targets_come_from_the_lower_ranks():
     assert t.set_index("qid").first_stage_rank["1"] in (3, 4)
     assert t.set_index("qid").docno["2"] == "d6"  # shorter than from_rank: its last document
     assert query_rng(0, "stuff", "1").random() == query_rng(0, "stuff", "1").random()
+
+
+# -- Wu et al.'s word-level attack (Sec. 5.3.2): Add, Remove, Substitute with a random word, and their mix --------
+def test_word_add_inserts_one_new_lower_case_word():
+    for seed, text in itertools.product(range(30), ["lyme disease", "Black bear attacks", "hydroponics"]):
+        a = attack_query(text, "word-add", _rng(seed))
+        old, new = text.split(), a.text.split()
+        assert a.applied and len(new) == len(old) + 1
+        added = [w for w in new if w not in old]
+        assert len(added) == 1 and added[0].islower() and added[0] in attacks.VOCABULARY
+        i = new.index(added[0])
+        assert new[:i] + new[i + 1:] == old and a.edits == f"added {added[0]}"
+    positions = {attack_query("black bear attacks", "word-add", _rng(s)).text.split().index(
+        attack_query("black bear attacks", "word-add", _rng(s)).edits[6:]) for s in range(60)}
+    assert positions == {0, 1, 2, 3}  # anywhere, the ends included
+
+
+def test_word_substitute_replaces_one_content_word_by_a_random_word():
+    for seed in range(30):
+        a = attack_query("deforestation in brazil", "word-substitute", _rng(seed))
+        old, new = "deforestation in brazil".split(), a.text.split()
+        changed = [(o, w) for o, w in zip(old, new) if o != w]
+        assert a.applied and len(new) == 3 and len(changed) == 1
+        o, w = changed[0]
+        assert o in ("deforestation", "brazil") and w in attacks.VOCABULARY and w not in old
+    assert len({attack_query("deforestation in brazil", "word-substitute", _rng(s)).text for s in range(30)}) > 10
+    assert not attack_query("the of", "word-substitute", _rng(0)).applied  # stop words only
+
+
+def test_word_any_draws_add_remove_and_substitute():
+    made = set()
+    for seed in range(200):
+        a = attack_query("alzheimer drug treatment", "word-any", _rng(seed))
+        assert a.applied
+        made.add("add" if a.edits.startswith("added") else "remove" if a.edits.startswith("deleted")
+                 else "substitute" if a.edits.endswith("(random word)") else a.edits)
+    assert made == {"add", "remove", "substitute"}
+    # a one-word query cannot lose its word: Add or Substitute
+    assert all(not attack_query("hydroponics", "word-any", _rng(s)).edits.startswith("deleted") for s in range(50))
+    a = attack_queries(pd.DataFrame({"qid": ["1", "2"], "query": ["lyme disease", "el nino weather"]}), "word-any", 5)
+    assert a.equals(attack_queries(pd.DataFrame({"qid": ["1", "2"], "query": ["lyme disease", "el nino weather"]}),
+                                   "word-any", 5))  # seeded
+
+
+def test_which_attacks_wu_et_al_define():
+    assert {a for a in attacks.query_attacks() if attacks.defined_by_wu(a)} == {
+        *(f"char-{e}-{n}" for e in ("insert", "delete", "substitute", "swap", "any") for n in (1, 2)),
+        "word-add", "word-delete", "word-substitute", "word-any"}
+    assert not any(attacks.defined_by_wu(a) for a in ("word-swap", "word-synonym", "word-misspell"))
+    assert not set(attacks.VOCABULARY) & attacks.STOPWORDS and all(w.isalpha() and w.islower() for w in attacks.VOCABULARY)

@@ -70,3 +70,23 @@ def test_a_broken_bench_file_is_named(tmp_path):
     with pytest.raises(ValueError, match="gpu.json: not a leakexp GPU benchmark file"):
         load_measured(bad)
     assert load_measured(tmp_path / "missing.json") is None
+
+
+def test_plan_counts_robustness_jobs_and_time_when_enabled(tmp_path):
+    # the demo's robustness: toy_core17 at its largest size, OOD toy_core18, two query attacks, stuffing
+    base = [f"store={tmp_path}", "grid.models=[knrm]", "grid.sizes=[128,384]"]
+    off = plan(compose([*base, "robustness.enabled=false"]), fake_runner(compose([*base, "robustness.enabled=false"])))
+    assert off["robustness"] is None
+    cfg = compose(base)
+    info = plan(cfg, fake_runner(cfg))
+    r = info["robustness"]
+    cells = 3  # toy_core17 x {none, msm, test} x knrm x one seed at size 384
+    assert r["jobs"]["robustness/own-corpus"] == cells and r["jobs"]["robustness/query-attack"] == 2 * cells
+    assert r["jobs"]["robustness/doc-manipulation"] == cells
+    # the None model's re-ranking of toy_core18 is the grid's own run; the two leaked models' are extra
+    assert r["shared_ood_reranks"] == 1 and r["jobs"]["extra OOD re-rankings"] == 2
+    depth, topics = 30, 12
+    assert r["docs"]["knrm"] == 2 * topics * depth + 2 * cells * topics * depth + cells * 2 * topics
+    assert r["gpu_hours"]["knrm"] == pytest.approx(r["docs"]["knrm"] / 20000 / 3600)
+    assert info["gpu_hours_total"] == pytest.approx(off["gpu_hours_total"] + r["gpu_hours"]["knrm"])
+    assert "robustness (robustness.enabled): own-corpus 3" in render(info)

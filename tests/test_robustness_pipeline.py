@@ -15,7 +15,7 @@ from leakexp.stage import Ask
 
 GRID = ["data.queries_per_source=600", "grid.corpora=[toy_core17,toy_core18]", "grid.leakages=[none,msm]",
         "grid.sizes=[64]", "grid.models=[knrm]", "grid.seeds=[1]", "robustness.corpora=[toy_core17]",
-        "robustness.sizes=null",
+        "robustness.sizes=null", "robustness.first_stage=bm25",
         "robustness.query_attacks=[char-any-1,word-synonym]", "robustness.doc_manipulations=[stuff,noise]"]
 
 
@@ -35,7 +35,7 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
         assert rb.robust(cfg, p, cell) == {n: p.path(a) for n, a in rb.asks(cfg, cell).items()}
     asks = rb.asks(cfg, cells[0])
     parts = {n: p.path(a) for n, a in asks.items()}
-    assert set(parts) == {"iid", "ood-toy_core18", "char-any-1", "word-synonym", "doc-stuff", "doc-noise"}
+    assert set(parts) == {"own", "ood-toy_core18", "char-any-1", "word-synonym", "doc-stuff", "doc-noise"}
     assert all(p.store.valid_marker(path) for path in parts.values())
     assert rb.cell_state(cfg, p, cells[1]) == "done"
 
@@ -61,11 +61,21 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
         orig = per_query(run, qrels, ["nDCG@10"]).set_index("qid").value
         assert pq.original.to_dict() == pytest.approx(orig.to_dict())
     stuffed = pd.read_parquet(parts["doc-stuff"] / "perquery.parquet")
+    relevant = set(zip(qrels.qid[qrels.label >= 1].astype(str), qrels.docno[qrels.label >= 1].astype(str)))
+    assert stuffed.relevant.tolist() == [(str(q), d) in relevant for q, d in zip(stuffed.qid, stuffed.docno)]
+    assert (stuffed.gain == stuffed.rank_before - stuffed.rank_after).all()
     assert stuffed.before_is_stored.all()  # re-scoring the original document alone reproduces the stored run
     assert set(stuffed.TC) <= {0, 1} and stuffed.KT.between(0, 1).all()
     assert ((stuffed.rank_after != stuffed.rank_before) == (stuffed.KT > 0)).all()
     noisy = pd.read_parquet(parts["doc-noise"] / "perquery.parquet")
     assert len(noisy) == 12 and noisy.manipulated.gt(0).all() and noisy.before_is_stored.all()
+    # OOD topics are marked shared when toy_core17 has them too (same id and title)
+    ood_pq = pd.read_parquet(parts["ood-toy_core18"] / "perquery.parquet")
+    field = cfg.rerank.query_field
+    shared = rb.shared_topics(p.get(Ask.of("collection", corpus="toy_core17")).topics_frame(field),
+                              p.get(Ask.of("collection", corpus="toy_core18")).topics_frame(field))
+    assert set(ood_pq.qid[ood_pq.shared].astype(str)) == shared
+    assert {"nDCG@10", "AP", "P@10"} == set(ood_pq.measure)
     ood = pd.read_parquet(p.path(p.inputs(asks["ood-toy_core18"])["run"]) / "run.parquet")  # the re-ranking it read
     first = p.get(Ask.of("firststage", corpus="toy_core18"))
     assert set(zip(ood.qid, ood.docno)) == set(zip(first.qid, first.docno))
@@ -104,9 +114,11 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
     assert "first stage: BM25 re-run with the attacked query" in md and re.search(r"\| KNRM +\| MSM +\|", md)
     assert "Does leakage make a model more brittle?" in md
     long = pd.read_csv(tmp_path / "out" / "robustness_toy_core17.csv")
-    assert {"nDCG@10", "VNAP", "worst 10%", "worst 25%", "DR_OOD", "DR char-any-1", "DR word-synonym",
-            "TC stuff", "KT stuff", "TC noise", "KT noise"} == set(long.column)
-    dr = long[(long.leakage == "msm") & (long.column == "DR word-synonym")].iloc[0]
+    assert {"nDCG@10", "VNAP", "%no", "gMAP", "worst 10% (leakexp)", "worst 25% (leakexp)", "OOD toy_core18",
+            "DR_OOD toy_core18", "DR char-any-1", "DR word-synonym", "gain stuff", "median gain stuff", "top-10 stuff",
+            "TC stuff", "KT stuff", "TC noise", "KT noise"} <= set(long.column)
+    assert set(long.column) - {"gain stuff (relevant)"} <= set(rt.column_order(rb.settings(cfg), ["toy_core18"]))
+    dr = long[(long.leakage == "msm") & (long.column == "DR word-synonym") & (long.subset == "all")].iloc[0]
     pq = pd.read_parquet(p.path(rb.asks(cfg, cells[1])["word-synonym"]) / "perquery.parquet")
     assert dr["mean"] == pytest.approx(rb.drop_rate(pq.attacked.mean(), pq.original.mean()))
     pool_md = rt.write_tables(pool_cfg, p_pool, tmp_path / "pool", cells)
