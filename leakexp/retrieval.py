@@ -30,7 +30,7 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import pandas as pd
 
@@ -658,15 +658,29 @@ INDEX = Stage(
 )
 
 
-def first_stage_file(spec: str | None, corpus: str) -> Path | None:
+BUNDLED_RUNS = Path(__file__).parent / "data" / "runs"  # runs shipped with leakexp (see its README.md)
+BUNDLED = "bundled:"
+
+
+def _run_path(value: str) -> Path:
+    """A run's path: ``bundled:<file>`` is a file of ``leakexp/data/runs/``, anything else a path."""
+    value = str(value)
+    return BUNDLED_RUNS / value.removeprefix(BUNDLED) if value.startswith(BUNDLED) else Path(value)
+
+
+def first_stage_file(spec: str | Mapping | None, corpus: str) -> Path | None:
     """The external first-stage run that ``rerank.first_stage`` names for ``corpus`` (None: leakexp's BM25).
 
-    A value with ``{corpus}`` names one run per corpus; a plain path is one run, of the one corpus the grid
-    re-ranks (``check_first_stage`` refuses it for a grid of several corpora).
+    A mapping names one run per corpus (``{core17: bundled:core17…gz}``); a corpus it lacks, or maps to null,
+    gets leakexp's BM25. A value with ``{corpus}`` names one run per corpus; a plain path is one run, of the one
+    corpus the grid re-ranks (``check_first_stage`` refuses it for a grid of several corpora).
     """
+    if isinstance(spec, Mapping):
+        spec = spec.get(corpus)
+        return None if not spec else _run_path(spec)
     if not spec:
         return None
-    return Path(str(spec).format(corpus=corpus)) if "{corpus}" in str(spec) else Path(str(spec))
+    return _run_path(str(spec).format(corpus=corpus)) if "{corpus}" in str(spec) else _run_path(spec)
 
 
 def check_first_stage(cfg) -> None:
@@ -675,13 +689,23 @@ def check_first_stage(cfg) -> None:
     from leakexp.stage import ConfigError
 
     spec = cfg.rerank.get("first_stage")
+    if isinstance(spec, Mapping):  # a corpus it does not know would silently re-rank BM25: name it
+        from leakexp.config import corpus_names, options
+
+        known = list(dict.fromkeys([*options("corpus"), *corpus_names(cfg)]))
+        unknown = [str(k) for k in spec if str(k) not in known]
+        if unknown:
+            raise ConfigError(f"rerank.first_stage.{unknown[0]} names no corpus; the mapping's keys are corpora "
+                              f"({', '.join(known)})")
+        return
     if not spec or "{corpus}" in str(spec):
         return
     corpora = list(dict.fromkeys([*cfg.grid.corpora, cfg.corpus.name]))
     if corpora != [cfg.corpus.name]:
         raise ConfigError(f"rerank.first_stage={spec} is one run, for corpus={cfg.corpus.name}, but the grid also "
                           f"re-ranks {', '.join(c for c in corpora if c != cfg.corpus.name)}; name one run per "
-                          f"corpus with a template such as 'runs/{{corpus}}.bm25.gz', or re-rank this corpus alone "
+                          f"corpus with a template such as 'runs/{{corpus}}.bm25.gz' or a mapping such as "
+                          f"{{{cfg.corpus.name}: {spec}}}, or re-rank this corpus alone "
                           f"with grid.corpora=[{cfg.corpus.name}]")
 
 
@@ -821,7 +845,7 @@ class RerankSettings(Section):
 
     query_field: Literal["title", "description", "narrative"]
     depth: PositiveInt
-    first_stage: str | None
+    first_stage: dict[str, str | None] | str | None  # corpus -> run (null: BM25), one run, or a '{corpus}' template
 
     def files_for(self, corpora: list[str]) -> list[tuple[str, Path]]:
         return [("rerank.first_stage", f) for f in dict.fromkeys(first_stage_file(self.first_stage, c) for c in corpora)
