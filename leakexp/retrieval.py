@@ -683,6 +683,21 @@ def first_stage_file(spec: str | Mapping | None, corpus: str) -> Path | None:
     return _run_path(str(spec).format(corpus=corpus)) if "{corpus}" in str(spec) else _run_path(spec)
 
 
+def first_stage_caption(cfg, corpus: str) -> str:
+    """What the models of ``corpus`` re-ranked, for a table's caption."""
+    depth = int(cfg.rerank.depth)
+    spec = cfg.rerank.get("first_stage")
+    external = first_stage_file(dict(spec) if isinstance(spec, Mapping) else spec, corpus)
+    if external is not None:
+        who = ("the SPIRE-22 authors' Anserini BM25 run" if external.parent == BUNDLED_RUNS
+               else "the external run")
+        return f"First stage: the top-{depth} of {who} {external.name}"
+    b = cfg.bm25
+    tool = (f"Anserini {ANSERINI_VERSION}" if str(b.get("backend", "pisa")) == "anserini" else "PISA")
+    return (f"First stage: the BM25 top-{depth} of {tool} (k1 {b.k1}, b {b.b}, stemmer {b.stemmer}, "
+            f"stop words {b.stopwords})")
+
+
 def check_first_stage(cfg) -> None:
     """A plain ``rerank.first_stage`` path is one corpus's run: the grid and the cell must re-rank that corpus
     alone (Core 2017's topics are a subset of Robust04's, so a wrong run would not be noticed by its topics)."""
