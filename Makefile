@@ -21,13 +21,19 @@ ARGS ?=
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-setup: $(STAMP) ## create .venv: torch 2.13.0 (CPU build) first, then leakexp with dev extras
+setup: $(STAMP) ## create .venv: torch 2.13.0 (CPU build) first, then leakexp with dev extras, then Anserini's jar
+
+# Anserini 0.22.1's fat jar (bm25.backend=anserini, experiment=paper) ships inside the pyserini 0.22.1 wheel from
+# PyPI (a 140 MB download); --no-deps: leakexp drives the jar with java and needs none of pyserini's dependencies.
+ANSERINI_WHEEL := pyserini==0.22.1
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=compat  # compat: Hydra finds hydra_plugins/
+	$(BIN)/python -m pip install -q --no-deps $(ANSERINI_WHEEL)
+	$(BIN)/python -c "from leakexp.retrieval import anserini_jar; print('Anserini jar:', anserini_jar())"
 	touch $(STAMP)
 
 test: setup ## the default test suite (CPU, toy data; slow tests excluded)

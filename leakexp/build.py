@@ -394,7 +394,8 @@ def _negatives(ctx: Context, tmp: Path) -> dict:
 
 NEGATIVES = Stage(
     "negatives", version=1,
-    reads=("build.negatives_depth", "bm25.k1", "bm25.b", "bm25.stemmer", "bm25.stopwords", "data.corpora"),
+    reads=("build.negatives_depth", "bm25.k1", "bm25.b", "bm25.stemmer", "bm25.stopwords", "bm25.backend",
+           "data.corpora"),
     inputs=_negatives_inputs, compute=_negatives, opener=lambda path: pd.read_parquet(path / "run.parquet"),
     describe="BM25 top-k of training queries (a chunk of the fillers, or every verified leak) for negatives",
 )

@@ -38,12 +38,19 @@ NO_RELEVANT = ("skip", "zero")
 SELECTIONS = ("best", "max_effect")  # how the cross-validation chooses a size (leakexp.stats)
 
 
+MFR_DEFINITIONS = ("rank1", "rank0")  # the first relevant rank counted from 1 (Fuhr's MFR) or from 0
+
+
 @lru_cache(maxsize=None)
-def mfr_measure(missing: str = "skip", depth: int = 100):
-    """The MFR measure; misses are NaN (skip) or ``depth + 1`` (depth)."""
+def mfr_measure(missing: str = "skip", depth: int = 100, base: str = "rank1"):
+    """The MFR measure; misses are NaN (skip) or the rank after the last (depth); ``base`` rank1 counts the
+    first rank as 1 (a miss: depth + 1), rank0 as 0 (a miss: depth)."""
     if missing not in ("skip", "depth"):
         raise ValueError(f"evaluate.mfr_missing={missing!r} is unknown; use skip or depth")
-    miss = math.nan if missing == "skip" else float(depth + 1)
+    if base not in MFR_DEFINITIONS:
+        raise ValueError(f"evaluate.mfr={base!r} is unknown; use {' or '.join(MFR_DEFINITIONS)}")
+    first = 1 if base == "rank1" else 0
+    miss = math.nan if missing == "skip" else float(depth + first)
 
     def _mfr(qrels: pd.DataFrame, run: pd.DataFrame):
         rel = set(qrels.loc[qrels.relevance >= 1, "doc_id"])
@@ -52,7 +59,7 @@ def mfr_measure(missing: str = "skip", depth: int = 100):
         run = run.sort_values(["score", "doc_id"], ascending=[False, True], kind="mergesort")
         for i, d in enumerate(run.doc_id.tolist()):
             if d in rel:
-                return float(i + 1)
+                return float(i + first)
         return miss
 
     m = ir_measures.define_byquery(_mfr, name="MFR", support_cutoff=False)
@@ -60,11 +67,11 @@ def mfr_measure(missing: str = "skip", depth: int = 100):
     return m
 
 
-def parse_measures(names: list[str], *, mfr_missing: str = "skip", depth: int = 100) -> list:
+def parse_measures(names: list[str], *, mfr_missing: str = "skip", depth: int = 100, mfr: str = "rank1") -> list:
     out = []
     for name in names:
         if name == "MFR":
-            out.append(mfr_measure(mfr_missing, depth))
+            out.append(mfr_measure(mfr_missing, depth, mfr))
         else:
             try:
                 out.append(ir_measures.parse_measure(name))
@@ -73,9 +80,14 @@ def parse_measures(names: list[str], *, mfr_missing: str = "skip", depth: int = 
     return out
 
 
-def mfr_caption(missing: str, depth: int = 100) -> str:
-    return ("MFR leaves out queries without a relevant document in the top-%d" % depth if missing == "skip"
-            else "MFR counts queries without a relevant document in the top-%d as rank %d" % (depth, depth + 1))
+def mfr_caption(missing: str, depth: int = 100, mfr: str = "rank1") -> str:
+    """The caption's sentence on MFR: its definition (``evaluate.mfr``) and its misses (``evaluate.mfr_missing``)."""
+    first = 1 if mfr == "rank1" else 0
+    what = (f"MFR is the mean rank of the first relevant document, counted from {first}"
+            + (" (Fuhr)" if first == 1 else " (the 1-based MFR minus 1)"))
+    return what + ("; it leaves out queries without a relevant document in the top-%d" % depth if missing == "skip"
+                   else "; it counts queries without a relevant document in the top-%d as rank %d"
+                   % (depth, depth + first))
 
 
 def stored_order(run: pd.DataFrame) -> pd.DataFrame:
@@ -110,7 +122,8 @@ def no_relevant_note(qids: list[str], mode: str = "skip", shown: int = 10) -> st
 
 
 def per_query(run: pd.DataFrame, qrels: pd.DataFrame, names: list[str], *, mfr_missing: str = "skip",
-              depth: int = 100, no_relevant: str = "skip", topics: list[str] | None = None) -> pd.DataFrame:
+              depth: int = 100, no_relevant: str = "skip", topics: list[str] | None = None,
+              mfr: str = "rank1") -> pd.DataFrame:
     """Per-query values (qid, measure, value) of a run (qid, docno, score[, rank]) against qrels (qid, docno,
     label), evaluating the run in its stored order (:func:`stored_order`).
 
@@ -120,7 +133,7 @@ def per_query(run: pd.DataFrame, qrels: pd.DataFrame, names: list[str], *, mfr_m
     """
     if no_relevant not in NO_RELEVANT:
         raise ValueError(f"evaluate.no_relevant={no_relevant!r} is unknown; use skip or zero")
-    measures = parse_measures(names, mfr_missing=mfr_missing, depth=depth)
+    measures = parse_measures(names, mfr_missing=mfr_missing, depth=depth, mfr=mfr)
     q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})[["query_id", "doc_id", "relevance"]]
     q = q.assign(query_id=q.query_id.astype(str))
     empty = without_relevant(qrels, topics)
@@ -139,7 +152,7 @@ def per_query(run: pd.DataFrame, qrels: pd.DataFrame, names: list[str], *, mfr_m
         if str(m) != "MFR":
             out.loc[(out.measure == str(m)) & out.value.isna(), "value"] = 0.0
     if mfr_missing == "depth":
-        out.loc[(out.measure == "MFR") & out.value.isna(), "value"] = float(depth + 1)
+        out.loc[(out.measure == "MFR") & out.value.isna(), "value"] = float(depth + (1 if mfr == "rank1" else 0))
     return out
 
 
@@ -172,7 +185,8 @@ def _evaluate(ctx: Context, tmp: Path) -> dict:
     coll = ctx.inputs["collection"]
     topics = list(coll.topics)
     pq = per_query(run, coll.qrels, list(e["measures"]), mfr_missing=e["mfr_missing"],
-                   depth=int(ctx.config.at("rerank.depth")), no_relevant=e["no_relevant"], topics=topics)
+                   depth=int(ctx.config.at("rerank.depth")), no_relevant=e["no_relevant"], topics=topics,
+                   mfr=str(e.get("mfr") or "rank1"))
     pq.to_parquet(tmp / "perquery.parquet", index=False)
     figures = {m: round(float(v), 6) for m, v in pq.groupby("measure").value.mean().items()}
     return {**figures, "without_relevant": without_relevant(coll.qrels, topics)}
@@ -197,7 +211,8 @@ def _eval_path(p: dict) -> list[str]:
 
 
 EVAL = Stage(
-    "eval", version=1, reads=("evaluate.measures", "evaluate.mfr_missing", "evaluate.no_relevant", "rerank.depth"),
+    "eval", version=1,
+    reads=("evaluate.measures", "evaluate.mfr", "evaluate.mfr_missing", "evaluate.no_relevant", "rerank.depth"),
     inputs=_eval_inputs, compute=_evaluate, normalise=_eval_params, path=lambda p, c: _eval_path(p),
     opener=lambda path: pd.read_parquet(path / "perquery.parquet"), check=check,
     describe="per-query nDCG@10, P@1 and MFR of a re-ranking",
@@ -208,6 +223,7 @@ class EvaluateSettings(Section):
     """``evaluate``: measures, their handling of misses and empty topics, and the cross-validation and test."""
 
     measures: Annotated[list[Name], Field(min_length=1)]
+    mfr: Literal["rank1", "rank0"]
     mfr_missing: Literal["skip", "depth"]
     no_relevant: Literal["skip", "zero"]
     folds: Annotated[int, Field(ge=2)]

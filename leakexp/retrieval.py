@@ -30,7 +30,7 @@ import re
 import sys
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 import pandas as pd
 
@@ -92,19 +92,179 @@ def _stop_set(stopwords: str) -> frozenset[str]:
 def _stemmer(name: str):
     import snowballstemmer
 
-    return snowballstemmer.stemmer({"porter": "porter", "porter2": "english"}[name])
+    return snowballstemmer.stemmer({"porter2": "english"}[name])
 
 
 @lru_cache(maxsize=1 << 20)
 def _stem(word: str, stemmer: str) -> str:
     # Lucene's PorterStemmer leaves words of one or two characters alone (stem(): "if (k > k0 + 1)")
-    return word if len(word) <= 2 else _stemmer(stemmer).stemWord(word)
+    if len(word) <= 2:
+        return word
+    return lucene_porter(word) if stemmer == "porter" else _stemmer(stemmer).stemWord(word)
+
+
+def lucene_porter(word: str) -> str:
+    """The original Porter stemmer as Lucene's ``PorterStemmer`` has it: Martin Porter's reference C code
+    (tartarus.org/martin/PorterStemmer), whose two departures from the published algorithm Lucene keeps:
+    step 2 maps ``bli``->``ble`` (not ``abli``->``able``) and ``logi``->``log`` (apache/lucene,
+    lucene/analysis/common/src/java/org/apache/lucene/analysis/en/PorterStemmer.java). Snowball's ``porter``
+    is the published algorithm and differs on these words (``possibly``: Lucene ``possibl``, Snowball
+    ``possibli``; ``ecology``: ``ecolog`` / ``ecologi``). Checked against Lucene on 21,358 English words."""
+    b = list(word)
+    k = len(b) - 1
+    if k <= 1:
+        return word
+    j = 0
+
+    def cons(i: int) -> bool:
+        c = b[i]
+        if c in "aeiou":
+            return False
+        if c == "y":
+            return i == 0 or not cons(i - 1)
+        return True
+
+    def m() -> int:  # consonant sequences between vowel sequences in b[0..j]
+        n, i = 0, 0
+        while True:
+            if i > j:
+                return n
+            if not cons(i):
+                break
+            i += 1
+        i += 1
+        while True:
+            while True:
+                if i > j:
+                    return n
+                if cons(i):
+                    break
+                i += 1
+            i += 1
+            n += 1
+            while True:
+                if i > j:
+                    return n
+                if not cons(i):
+                    break
+                i += 1
+            i += 1
+
+    def vowel_in_stem() -> bool:
+        return any(not cons(i) for i in range(j + 1))
+
+    def doublec(i: int) -> bool:
+        return i >= 1 and b[i] == b[i - 1] and cons(i)
+
+    def cvc(i: int) -> bool:
+        return i >= 2 and cons(i) and not cons(i - 1) and cons(i - 2) and b[i] not in "wxy"
+
+    def ends(s: str) -> bool:
+        nonlocal j
+        if len(s) > k + 1 or "".join(b[k - len(s) + 1:k + 1]) != s:
+            return False
+        j = k - len(s)
+        return True
+
+    def setto(s: str) -> None:
+        nonlocal k
+        b[j + 1:] = list(s)
+        k = j + len(s)
+
+    def r(s: str) -> None:
+        if m() > 0:
+            setto(s)
+
+    # step 1ab: plurals, -ed, -ing
+    if b[k] == "s":
+        if ends("sses"):
+            k -= 2
+        elif ends("ies"):
+            setto("i")
+        elif b[k - 1] != "s":
+            k -= 1
+    if ends("eed"):
+        if m() > 0:
+            k -= 1
+    elif (ends("ed") or ends("ing")) and vowel_in_stem():
+        k = j
+        if ends("at"):
+            setto("ate")
+        elif ends("bl"):
+            setto("ble")
+        elif ends("iz"):
+            setto("ize")
+        elif doublec(k):
+            k -= 1
+            if b[k] in "lsz":
+                k += 1
+        else:
+            j = k
+            if m() == 1 and cvc(k):
+                j = k
+                setto("e")
+    # step 1c: y -> i when there is another vowel in the stem
+    if ends("y") and vowel_in_stem():
+        b[k] = "i"
+    # step 2: double suffixes; the first suffix that matches decides (C: break after ends())
+    if k >= 1:
+        for suffix, repl in _PORTER_STEP2.get(b[k - 1], ()):
+            if ends(suffix):
+                r(repl)
+                break
+    # step 3
+    for suffix, repl in _PORTER_STEP3.get(b[k], ()):
+        if ends(suffix):
+            r(repl)
+            break
+    # step 4: drop a suffix when m() > 1
+    if k >= 1:
+        for suffix in _PORTER_STEP4.get(b[k - 1], ()):
+            if ends(suffix):
+                if suffix == "ion" and not (j >= 0 and b[j] in "st"):
+                    continue
+                if m() > 1:
+                    k = j
+                break
+    # step 5: final -e and -ll
+    j = k
+    if b[k] == "e":
+        a = m()
+        if a > 1 or (a == 1 and not cvc(k - 1)):
+            k -= 1
+    if b[k] == "l" and doublec(k):
+        if m() > 1:  # measured up to the k before step 5, as in the C code
+            k -= 1
+    return "".join(b[:k + 1])
+
+
+_PORTER_STEP2 = {
+    "a": (("ational", "ate"), ("tional", "tion")),
+    "c": (("enci", "ence"), ("anci", "ance")),
+    "e": (("izer", "ize"),),
+    "l": (("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous")),  # bli: departure
+    "o": (("ization", "ize"), ("ation", "ate"), ("ator", "ate")),
+    "s": (("alism", "al"), ("iveness", "ive"), ("fulness", "ful"), ("ousness", "ous")),
+    "t": (("aliti", "al"), ("iviti", "ive"), ("biliti", "ble")),
+    "g": (("logi", "log"),),  # departure
+}
+_PORTER_STEP3 = {
+    "e": (("icate", "ic"), ("ative", ""), ("alize", "al")),
+    "i": (("iciti", "ic"),),
+    "l": (("ical", "ic"), ("ful", "")),
+    "s": (("ness", ""),),
+}
+_PORTER_STEP4 = {
+    "a": ("al",), "c": ("ance", "ence"), "e": ("er",), "i": ("ic",), "l": ("able", "ible"),
+    "n": ("ant", "ement", "ment", "ent"), "o": ("ion", "ou"), "s": ("ism",), "t": ("ate", "iti"), "u": ("ous",),
+    "v": ("ive",), "z": ("ize",),
+}
 
 
 def analyze(text: str, stemmer: str = "porter", stopwords: str = "lucene") -> list[str]:
     """Terms of ``text`` under Anserini's analysis chain: tokenise (StandardTokenizer, approximated), drop
     a trailing possessive 's, lower-case, drop stop words, stem (``porter``: the original Porter stemmer,
-    snowballstemmer's 'porter' algorithm; ``porter2``: Snowball English; ``none``)."""
+    Lucene's PorterStemmer, :func:`lucene_porter`; ``porter2``: Snowball English; ``none``)."""
     check_analysis(stemmer, stopwords)
     if stemmer == "krovetz":
         raise ValueError("bm25.stemmer=krovetz is PISA's own; leakexp analyses text itself only for porter")
@@ -177,10 +337,14 @@ def _pisa():
 
 def write_index(out: Path, docs: Iterable[tuple[str, str]], *, k1: float = 0.9, b: float = 0.4, threads: int = 2,
                 verbose: bool = False, stemmer: str = DEFAULT_ANALYSIS["stemmer"],
-                stopwords: str = DEFAULT_ANALYSIS["stopwords"]) -> dict:
-    """PISA index of ``docs`` (docno, text) in ``out``; the analysis is recorded in ``analysis.json`` for
-    :func:`bm25_search`. Returns the index's key figures."""
+                stopwords: str = DEFAULT_ANALYSIS["stopwords"], backend: str = "pisa") -> dict:
+    """PISA (or, ``backend="anserini"``, Anserini) index of ``docs`` (docno, text) in ``out``; the analysis is
+    recorded in ``analysis.json`` for :func:`bm25_search`. Returns the index's key figures."""
     check_analysis(stemmer, stopwords)
+    if backend == "anserini":
+        return write_anserini_index(out, docs, threads=threads, verbose=verbose, stemmer=stemmer, stopwords=stopwords)
+    if backend != "pisa":
+        raise ValueError(f"bm25.backend={backend!r} is unknown; use one of {', '.join(BACKENDS)}")
     PisaIndex = _pisa()
     count = 0
 
@@ -202,10 +366,14 @@ def write_index(out: Path, docs: Iterable[tuple[str, str]], *, k1: float = 0.9, 
     return {"documents": count}
 
 
-def _check_index_analysis(index_path: Path, stemmer: str | None, stopwords: str | None) -> dict:
+def _check_index_analysis(index_path: Path, stemmer: str | None, stopwords: str | None,
+                          backend: str | None = None) -> dict:
     built = index_analysis(index_path)
+    built.setdefault("backend", "pisa")
+    if backend is not None and backend != built["backend"]:
+        raise ValueError(f"{index_path}: a {built['backend']} index, but bm25.backend={backend} was asked for")
     wanted = {"stemmer": stemmer or built["stemmer"], "stopwords": stopwords or built["stopwords"]}
-    if wanted != built:
+    if wanted != {k: built[k] for k in wanted}:
         raise ValueError(f"{index_path}: index built with stemmer={built['stemmer']} stopwords={built['stopwords']}, "
                          f"but bm25.stemmer={wanted['stemmer']} bm25.stopwords={wanted['stopwords']} was asked for; "
                          f"build the index with the same analysis")
@@ -223,11 +391,20 @@ def bm25_search(
     verbose: bool = False,
     stemmer: str | None = None,
     stopwords: str | None = None,
+    backend: str | None = None,
 ) -> pd.DataFrame:
     """Top-``depth`` BM25 results (qid, query, docno, score, rank[0-based]) for a (qid, query) frame.
 
-    Queries get the index's analysis (``stemmer`` / ``stopwords``, when given, must match it)."""
-    analysis = _check_index_analysis(index_path, stemmer, stopwords)
+    Queries get the index's analysis and backend (``stemmer`` / ``stopwords`` / ``backend``, when given, must
+    match it): PISA's, or Anserini's ``SearchCollection`` (:func:`anserini_search`, in Anserini's order)."""
+    analysis = _check_index_analysis(index_path, stemmer, stopwords, backend)
+    if analysis["backend"] == "anserini":
+        res = anserini_search(index_path, queries, depth=depth, k1=k1, b=b, threads=threads, verbose=verbose,
+                              stemmer=analysis["stemmer"], stopwords=analysis["stopwords"])
+        res = res.merge(queries[["qid", "query"]].assign(qid=queries.qid.astype(str)), on="qid")
+        position = {str(qid): i for i, qid in enumerate(queries.qid)}
+        res = res.assign(_pos=res.qid.map(position)).sort_values(["_pos", "rank"], kind="mergesort")
+        return res[["qid", "query", "docno", "score", "rank"]].reset_index(drop=True)
     PisaIndex = _pisa()
     q = queries[["qid", "query"]].copy()
     if _self_analysed(analysis["stemmer"]):
@@ -246,15 +423,209 @@ def bm25_search(
     return res[["qid", "query", "docno", "score", "rank"]].reset_index(drop=True)
 
 
+# -- Anserini (Lucene) backend -----------------------------------------------------------------------------
+# Anserini itself, driven through its command-line tools in a subprocess: IndexCollection (multi-threaded over
+# the input files) and SearchCollection (-bm25, multi-threaded, one JVM per batch of queries). Anserini 0.22.1 is
+# the last line built for Java 11/17; its fat jar ships inside the pyserini 0.22.1 wheel (`make setup` installs
+# the wheel with --no-deps; pyserini's Python dependencies are not needed).
+BACKENDS = ("pisa", "anserini")
+ANSERINI_VERSION = "0.22.1"
+ANSERINI_STEMMERS = ("porter", "krovetz", "none")  # IndexCollection / SearchCollection -stemmer
+JAVA_FIX = "apt-get install openjdk-17-jre-headless"
+SEARCH_BATCH = 20_000  # queries per SearchCollection call (one JVM each; progress is logged per batch)
+
+
+class JavaMissing(RuntimeError):
+    """No usable Java for Anserini; the message names the fix."""
+
+
+def java_version(java: str | None = None) -> int | None:
+    """The major version of ``java`` (default: the one on PATH), or None when there is none that runs."""
+    import shutil
+    import subprocess
+
+    java = java or shutil.which("java")
+    if not java:
+        return None
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if out.returncode != 0 or not found:
+        return None
+    major = int(found.group(1))
+    return int(found.group(2) or 0) if major == 1 else major  # "1.8.0" is Java 8
+
+
+def check_java() -> str:
+    """The path of a Java (11 or newer) that runs Anserini 0.22.1, or :class:`JavaMissing` naming the fix."""
+    import shutil
+
+    java = shutil.which("java")
+    version = java_version(java) if java else None
+    if version is None:
+        raise JavaMissing(f"bm25.backend=anserini runs Anserini {ANSERINI_VERSION}, which needs Java 11 or 17, and "
+                          f"there is no java on PATH; install it with `{JAVA_FIX}` (Debian/Ubuntu), or use "
+                          "bm25.backend=pisa (no Java)")
+    if version < 11:
+        raise JavaMissing(f"bm25.backend=anserini runs Anserini {ANSERINI_VERSION}, which needs Java 11 or 17, but "
+                          f"{java} is Java {version}; install a newer one with `{JAVA_FIX}`")
+    return java
+
+
+def anserini_jar() -> Path:
+    """Anserini's fat jar: ``$LEAKEXP_ANSERINI_JAR``, else the one inside the installed pyserini package
+    (``pip install --no-deps pyserini==0.22.1``, which `make setup` runs); found without importing pyserini."""
+    import importlib.util
+
+    env = os.environ.get("LEAKEXP_ANSERINI_JAR")
+    if env:
+        if not Path(env).is_file():
+            raise FileNotFoundError(f"LEAKEXP_ANSERINI_JAR={env} is not a file; point it at "
+                                    f"anserini-{ANSERINI_VERSION}-fatjar.jar or unset it")
+        return Path(env)
+    spec = importlib.util.find_spec("pyserini")
+    jars = sorted(Path(spec.origin).parent.glob("resources/jars/anserini-*-fatjar.jar")) if spec and spec.origin else []
+    if not jars:
+        raise FileNotFoundError(f"bm25.backend=anserini needs Anserini {ANSERINI_VERSION}'s jar, which is not "
+                                f"installed; run `make setup` (or `pip install --no-deps pyserini=={ANSERINI_VERSION}`"
+                                ", a 140 MB wheel), or set LEAKEXP_ANSERINI_JAR to the jar")
+    jar = jars[-1]
+    if f"anserini-{ANSERINI_VERSION}-" not in jar.name:
+        raise FileNotFoundError(f"{jar}: leakexp drives Anserini {ANSERINI_VERSION} (the last release for Java 11/17), "
+                                f"not this one; `pip install --no-deps pyserini=={ANSERINI_VERSION}`")
+    return jar
+
+
+def check_anserini(stemmer: str, stopwords: str) -> None:
+    """The analysis Anserini offers (``bm25.stemmer`` porter | krovetz | none; any ``bm25.stopwords``)."""
+    if stemmer not in ANSERINI_STEMMERS:
+        raise ValueError(f"bm25.stemmer={stemmer} is not one of Anserini's stemmers ({', '.join(ANSERINI_STEMMERS)}); "
+                         "use bm25.stemmer=porter (Anserini's default) or bm25.backend=pisa")
+
+
+def _anserini_analysis_args(stemmer: str, stopwords: str, folder: Path, *, search: bool) -> list[str]:
+    """-stemmer and the stop list: lucene is Anserini's default, none keeps every word, terrier is a file."""
+    args = ["-stemmer", stemmer]
+    if stopwords == "none":
+        args.append("-keepstopwords" if search else "-keepStopwords")
+    elif stopwords == "terrier":
+        f = Path(folder) / "stopwords.txt"
+        if not f.exists():
+            f.write_text("\n".join(sorted(_stop_set("terrier"))) + "\n")
+        args += ["-stopwords", str(f)]
+    return args
+
+
+def _java(main: str, args: list[str], *, verbose: bool, what: str) -> None:
+    """Run one of Anserini's tools; its log goes to the terminal when ``verbose``, else into the error."""
+    import subprocess
+
+    java = check_java()
+    cmd = [java, "-cp", str(anserini_jar()), main, *args]
+    log.debug("running %s", " ".join(cmd))
+    out = subprocess.run(cmd, stdout=None if verbose else subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if out.returncode != 0:
+        tail = "\n".join((out.stdout or "").splitlines()[-15:])
+        raise RuntimeError(f"Anserini's {main.rsplit('.', 1)[-1]} failed ({what}), exit code {out.returncode}:\n{tail}")
+
+
+def write_anserini_index(out: Path, docs: Iterable[tuple[str, str]], *, threads: int = 2, verbose: bool = False,
+                         stemmer: str = "porter", stopwords: str = "lucene", **_: object) -> dict:
+    """Anserini (Lucene) index of ``docs`` (docno, text) in ``out/lucene``: JsonCollection files, one per thread,
+    indexed by ``IndexCollection`` with the DefaultEnglishAnalyzer's stemmer and stop list."""
+    check_analysis(stemmer, stopwords)
+    check_anserini(stemmer, stopwords)
+    check_java()
+    out = Path(out)
+    folder = out / "input"
+    folder.mkdir(parents=True, exist_ok=True)
+    parts = max(1, int(threads))
+    files = [open(folder / f"part-{i:03d}.jsonl", "w", encoding="utf-8") for i in range(parts)]
+    count = 0
+    try:
+        for docno, text in docs:
+            files[count % parts].write(json.dumps({"id": str(docno), "contents": text}, ensure_ascii=False) + "\n")
+            count += 1
+    finally:
+        for f in files:
+            f.close()
+    log.info("indexing %d documents with Anserini %s (%d threads)", count, ANSERINI_VERSION, parts)
+    _java("io.anserini.index.IndexCollection",
+          ["-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator", "-input", str(folder),
+           "-index", str(out / "lucene"), "-threads", str(parts),
+           *_anserini_analysis_args(stemmer, stopwords, out, search=False)],
+          verbose=verbose, what=f"indexing {count} documents")
+    for f in folder.iterdir():
+        f.unlink()
+    folder.rmdir()
+    (out / "analysis.json").write_text(json.dumps({"stemmer": stemmer, "stopwords": stopwords, "backend": "anserini",
+                                                   "anserini": ANSERINI_VERSION}))
+    return {"documents": count}
+
+
+def _topic_text(text: str) -> str:
+    return " ".join(str(text).split())  # one TSV line: no tab or newline
+
+
+def anserini_search(index_path: Path, queries: pd.DataFrame, *, depth: int = 100, k1: float = 0.9, b: float = 0.4,
+                    threads: int = 2, verbose: bool = False, stemmer: str = "porter", stopwords: str = "lucene",
+                    batch: int = SEARCH_BATCH) -> pd.DataFrame:
+    """Top-``depth`` BM25 of Anserini's ``SearchCollection`` (qid, docno, score, rank[0-based]) in Anserini's
+    order (its own tie-breaking), topics in batches of ``batch`` queries, ``threads`` in parallel."""
+    import tempfile
+
+    index_path = Path(index_path)
+    q = queries[["qid", "query"]].assign(qid=queries.qid.astype(str), query=queries["query"].map(_topic_text))
+    bad = [x for x in q.qid if not x or any(c.isspace() for c in x)]
+    if bad:
+        raise ValueError(f"query id {bad[0]!r} is empty or holds white space; Anserini's topic files cannot carry it")
+    q = q[q["query"] != ""].drop_duplicates("qid")
+    frames = []
+    with tempfile.TemporaryDirectory(prefix="leakexp-anserini-") as tmp:
+        tmp = Path(tmp)
+        for start in range(0, len(q), batch):
+            part = q.iloc[start:start + batch]
+            topics, run = tmp / f"topics-{start}.tsv", tmp / f"run-{start}.txt"
+            topics.write_text("".join(f"{a}\t{t}\n" for a, t in zip(part.qid, part["query"])), encoding="utf-8")
+            _java("io.anserini.search.SearchCollection",
+                  ["-index", str(index_path / "lucene"), "-topics", str(topics), "-topicreader", "TsvString",
+                   "-output", str(run), "-bm25", "-bm25.k1", repr(float(k1)), "-bm25.b", repr(float(b)),
+                   "-hits", str(int(depth)), "-parallelism", str(max(1, int(threads))), "-runtag", "leakexp",
+                   *_anserini_analysis_args(stemmer, stopwords, tmp, search=True)],
+                  verbose=verbose, what=f"searching {len(part)} queries")
+            frames.append(read_anserini_run(run))
+            if len(q) > batch:
+                log.info("Anserini BM25: %d of %d queries", min(start + batch, len(q)), len(q))
+    return (pd.concat(frames, ignore_index=True) if frames
+            else pd.DataFrame({"qid": [], "docno": [], "score": [], "rank": []}).astype({"rank": "int64"}))
+
+
+def read_anserini_run(path: Path) -> pd.DataFrame:
+    """A run as SearchCollection writes it (``qid Q0 docno rank score tag``), in its order, rank 0-based."""
+    rows = [line.split() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    run = pd.DataFrame([(r[0], r[2], float(r[4]), int(r[3]) - 1) for r in rows],
+                       columns=["qid", "docno", "score", "rank"])
+    return run.astype({"rank": "int64"})
+
+
 # -- stages ----------------------------------------------------------------------------------------------
-BM25 = ("bm25.k1", "bm25.b", "bm25.stemmer", "bm25.stopwords")
+BM25 = ("bm25.k1", "bm25.b", "bm25.stemmer", "bm25.stopwords", "bm25.backend")
 
 
 def bm25_options(ctx: Context) -> dict:
-    """BM25's parameters and analysis (from the stage's config) and the runtime's threads and verbosity."""
+    """BM25's parameters, analysis and backend (from the stage's config) and the runtime's threads and verbosity."""
     b = ctx.config["bm25"]
     return dict(k1=float(b["k1"]), b=float(b["b"]), stemmer=str(b["stemmer"]), stopwords=str(b["stopwords"]),
+                backend=str(b.get("backend") or "pisa"),
                 threads=int(ctx.runtime.get("threads", 2)), verbose=bool(ctx.runtime.get("verbose", False)))
+
+
+def backend_identity(p: dict, c: Config):
+    """What a stage's key records of the tool beside its settings: Anserini's release (None for PISA, whose
+    version the environment pins)."""
+    return {"anserini": ANSERINI_VERSION} if c.at("bm25.backend") == "anserini" else None
 
 
 def _docs_input(name: str) -> Ask:
@@ -272,26 +643,59 @@ def check(cfg) -> None:
 
     try:
         check_analysis(str(cfg.bm25.stemmer), str(cfg.bm25.stopwords))
+        if str(cfg.bm25.get("backend", "pisa")) == "anserini":
+            check_anserini(str(cfg.bm25.stemmer), str(cfg.bm25.stopwords))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 
 
 INDEX = Stage(
-    "index", version=2,  # 2: leakexp's own analysis (analyze(), for stemmer=porter) as of leakexp-anserini-1
+    # 2: leakexp's own analysis (analyze(), for stemmer=porter); 3: Lucene's Porter (bli->ble, logi->log), backend
+    "index", version=3,
     reads=BM25, inputs=lambda p, c: {"docs": _docs_input(p["name"])}, compute=_index, check=check,
-    describe="PISA BM25 index of a test collection or of the training pool (name=train)",
+    external=backend_identity,
+    describe="BM25 index (PISA or Anserini, bm25.backend) of a test collection or of the training pool (name=train)",
 )
 
 
-def first_stage_file(spec: str | None, corpus: str) -> Path | None:
+BUNDLED_RUNS = Path(__file__).parent / "data" / "runs"  # runs shipped with leakexp (see its README.md)
+BUNDLED = "bundled:"
+
+
+def _run_path(value: str) -> Path:
+    """A run's path: ``bundled:<file>`` is a file of ``leakexp/data/runs/``, anything else a path."""
+    value = str(value)
+    return BUNDLED_RUNS / value.removeprefix(BUNDLED) if value.startswith(BUNDLED) else Path(value)
+
+
+def first_stage_file(spec: str | Mapping | None, corpus: str) -> Path | None:
     """The external first-stage run that ``rerank.first_stage`` names for ``corpus`` (None: leakexp's BM25).
 
-    A value with ``{corpus}`` names one run per corpus; a plain path is one run, of the one corpus the grid
-    re-ranks (``check_first_stage`` refuses it for a grid of several corpora).
+    A mapping names one run per corpus (``{core17: bundled:core17…gz}``); a corpus it lacks, or maps to null,
+    gets leakexp's BM25. A value with ``{corpus}`` names one run per corpus; a plain path is one run, of the one
+    corpus the grid re-ranks (``check_first_stage`` refuses it for a grid of several corpora).
     """
+    if isinstance(spec, Mapping):
+        spec = spec.get(corpus)
+        return None if not spec else _run_path(spec)
     if not spec:
         return None
-    return Path(str(spec).format(corpus=corpus)) if "{corpus}" in str(spec) else Path(str(spec))
+    return _run_path(str(spec).format(corpus=corpus)) if "{corpus}" in str(spec) else _run_path(spec)
+
+
+def first_stage_caption(cfg, corpus: str) -> str:
+    """What the models of ``corpus`` re-ranked, for a table's caption."""
+    depth = int(cfg.rerank.depth)
+    spec = cfg.rerank.get("first_stage")
+    external = first_stage_file(dict(spec) if isinstance(spec, Mapping) else spec, corpus)
+    if external is not None:
+        who = ("the SPIRE-22 authors' Anserini BM25 run" if external.parent == BUNDLED_RUNS
+               else "the external run")
+        return f"First stage: the top-{depth} of {who} {external.name}"
+    b = cfg.bm25
+    tool = (f"Anserini {ANSERINI_VERSION}" if str(b.get("backend", "pisa")) == "anserini" else "PISA")
+    return (f"First stage: the BM25 top-{depth} of {tool} (k1 {b.k1}, b {b.b}, stemmer {b.stemmer}, "
+            f"stop words {b.stopwords})")
 
 
 def check_first_stage(cfg) -> None:
@@ -300,13 +704,23 @@ def check_first_stage(cfg) -> None:
     from leakexp.stage import ConfigError
 
     spec = cfg.rerank.get("first_stage")
+    if isinstance(spec, Mapping):  # a corpus it does not know would silently re-rank BM25: name it
+        from leakexp.config import corpus_names, options
+
+        known = list(dict.fromkeys([*options("corpus"), *corpus_names(cfg)]))
+        unknown = [str(k) for k in spec if str(k) not in known]
+        if unknown:
+            raise ConfigError(f"rerank.first_stage.{unknown[0]} names no corpus; the mapping's keys are corpora "
+                              f"({', '.join(known)})")
+        return
     if not spec or "{corpus}" in str(spec):
         return
     corpora = list(dict.fromkeys([*cfg.grid.corpora, cfg.corpus.name]))
     if corpora != [cfg.corpus.name]:
         raise ConfigError(f"rerank.first_stage={spec} is one run, for corpus={cfg.corpus.name}, but the grid also "
                           f"re-ranks {', '.join(c for c in corpora if c != cfg.corpus.name)}; name one run per "
-                          f"corpus with a template such as 'runs/{{corpus}}.bm25.gz', or re-rank this corpus alone "
+                          f"corpus with a template such as 'runs/{{corpus}}.bm25.gz' or a mapping such as "
+                          f"{{{cfg.corpus.name}: {spec}}}, or re-rank this corpus alone "
                           f"with grid.corpora=[{cfg.corpus.name}]")
 
 
@@ -426,6 +840,19 @@ class BM25Settings(Section):
     stopwords: Literal["terrier", "lucene", "none"]
     depth: PositiveInt
     threads: PositiveInt
+    backend: Literal["pisa", "anserini"]
+
+    def files(self) -> list[tuple[str, Path]]:
+        """Anserini's jar, and a Java that runs it, before a run that computes (one error naming the fix)."""
+        if self.backend != "anserini":
+            return []
+        from leakexp.stage import ConfigError
+
+        try:
+            check_java()
+            return [("bm25.backend=anserini (Anserini's jar)", anserini_jar())]
+        except (JavaMissing, FileNotFoundError) as exc:
+            raise ConfigError(str(exc)) from None
 
 
 class RerankSettings(Section):
@@ -433,7 +860,7 @@ class RerankSettings(Section):
 
     query_field: Literal["title", "description", "narrative"]
     depth: PositiveInt
-    first_stage: str | None
+    first_stage: dict[str, str | None] | str | None  # corpus -> run (null: BM25), one run, or a '{corpus}' template
 
     def files_for(self, corpora: list[str]) -> list[tuple[str, Path]]:
         return [("rerank.first_stage", f) for f in dict.fromkeys(first_stage_file(self.first_stage, c) for c in corpora)

@@ -17,6 +17,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from leakexp.evaluate import LOWER_IS_BETTER, mfr_caption, no_relevant_note
+from leakexp.retrieval import first_stage_caption
 from leakexp.cell import grid_cells
 from leakexp.stage import Ask
 from leakexp.report import (CORPUS_LABEL, LEAKAGE_LABEL, MODEL_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
@@ -249,7 +250,7 @@ def write_tables(cfg: DictConfig, runner=None) -> Path:
         columns=["corpus", "leakage", "size", "model", "seed", "state"]).to_csv(index=False))
     e = cfg.evaluate
     selection = e.get("cv_selection", "best")
-    mfr = mfr_caption(e.mfr_missing, int(cfg.rerank.depth))
+    mfr = mfr_caption(e.mfr_missing, int(cfg.rerank.depth), str(e.get("mfr", "rank1")))
     seeds = sorted(results.seed.unique())
     write_table(summary(results), out, "summary",
                 f"Mean effectiveness per corpus, model and training-set size (data={cfg.data.name}); columns are "
@@ -289,7 +290,8 @@ def write_tables(cfg: DictConfig, runner=None) -> Path:
             f"in five-fold cross-validation over training-set sizes (size chosen per fold: {chosen}). "
             f"Models trained with no leakage (None), MS MARCO / ORCAS leakage (MSM) or test leakage (Test). Highest "
             f"scores in bold; † marks Bonferroni-corrected significant differences {tested} (paired Student's "
-            f"t-test, p < {e.get('alpha', 0.05)}); model order swaps induced by MSM leakage in red. {mfr}."
+            f"t-test, p < {e.get('alpha', 0.05)}); model order swaps induced by MSM leakage in red. {mfr}. "
+            f"{first_stage_caption(cfg, corpus)}."
         )
         left_out = sorted({q for c in cells if c.corpus == corpus and c not in states
                            for q in runner.store.marker(runner.path(c.ask("eval"))).figures.get("without_relevant", [])})

@@ -115,3 +115,24 @@ def test_reranker_as_a_pyterrier_transformer_breaks_ties_by_docno_and_handles_em
     assert out.docno.tolist() == ["d1", "d2", "d3"] and out["rank"].tolist() == [0, 1, 2]
     empty = Constant().transformer()(bm25.head(0).assign(text=[]))
     assert len(empty) == 0 and {"score", "rank"} <= set(empty.columns)
+
+
+def test_mfr_definitions_rank1_and_rank0_and_their_captions():
+    import pandas as pd
+
+    from leakexp.evaluate import mfr_caption, per_query
+
+    run = pd.DataFrame({"qid": ["1"] * 3 + ["2"] * 3 + ["3"] * 2, "docno": ["a", "b", "c", "d", "e", "f", "g", "h"],
+                        "score": [3.0, 2, 1, 3, 2, 1, 2, 1]})
+    qrels = pd.DataFrame({"qid": ["1", "2", "3"], "docno": ["a", "f", "x"], "label": [1, 1, 1]})
+    means = {}
+    for mfr in ("rank1", "rank0"):
+        for missing in ("skip", "depth"):
+            pq = per_query(run, qrels, ["MFR", "P@1"], mfr_missing=missing, depth=3, mfr=mfr)
+            v = pq[pq.measure == "MFR"].set_index("qid").value
+            means[mfr, missing] = v.mean()
+            assert pq[pq.measure == "P@1"].value.tolist() == [1.0, 0.0, 0.0]  # P@1 does not depend on it
+    assert means["rank1", "skip"] == 2.0 and means["rank0", "skip"] == 1.0  # (1 + 3) / 2, (0 + 2) / 2
+    assert means["rank1", "depth"] == (1 + 3 + 4) / 3 and means["rank0", "depth"] == (0 + 2 + 3) / 3
+    assert "counted from 1 (Fuhr); it leaves out queries" in mfr_caption("skip", 100, "rank1")
+    assert "counted from 0" in mfr_caption("depth", 100, "rank0") and "as rank 100" in mfr_caption("depth", 100, "rank0")

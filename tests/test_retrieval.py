@@ -187,3 +187,57 @@ def test_experiment_paper_uses_anserinis_analysis_and_the_demo_keeps_pisas():
     paper, demo = compose(["experiment=paper"]), compose([])
     assert (paper.bm25.stemmer, paper.bm25.stopwords) == ("porter", "lucene")
     assert (demo.bm25.stemmer, demo.bm25.stopwords) == ("porter2", "terrier")
+
+
+def test_the_authors_core_runs_are_shipped_50_topics_by_100():
+    import gzip
+    import hashlib
+
+    from leakexp.retrieval import BUNDLED_RUNS, read_trec_run
+
+    core18_new = {str(q) for q in range(801, 826)}  # Core 2018's 25 new topics; the other 25 are older ones
+    for corpus, first, tag_topics in (("core17", "307", {"307", "690"}), ("core18", "321", core18_new)):
+        path = BUNDLED_RUNS / f"{corpus}.bm25-anserini.top100.run.gz"
+        lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+        assert len(lines) == 50 * 100 and lines[0].split()[0] == first
+        rows = [line.split() for line in lines]
+        assert {len(r) for r in rows} == {6} and {r[5] for r in rows} == {"Anserini"}
+        per_topic: dict[str, list[int]] = {}
+        for r in rows:
+            per_topic.setdefault(r[0], []).append(int(r[3]))
+        assert len(per_topic) == 50 and all(ranks == list(range(1, 101)) for ranks in per_topic.values())
+        assert tag_topics <= set(per_topic)
+        run = read_trec_run(path, sorted(per_topic), depth=100)
+        assert len(run) == 5000 and run.groupby("qid").size().eq(100).all()
+    digest = {c: hashlib.sha256(gzip.decompress((BUNDLED_RUNS / f"{c}.bm25-anserini.top100.run.gz").read_bytes()))
+              .hexdigest()[:12] for c in ("core17", "core18")}
+    assert digest == {"core17": "3949a1ff0867", "core18": "82dd8ce8394d"}  # the source's top-100 lines
+
+
+def test_experiment_paper_re_ranks_the_authors_core_runs_and_anserini_for_robust04():
+    from leakexp.config import compose
+    from leakexp.retrieval import BUNDLED_RUNS, RerankSettings, first_stage_file
+
+    paper = compose(["experiment=paper"])
+    spec = paper.rerank.first_stage
+    assert first_stage_file(spec, "core17") == BUNDLED_RUNS / "core17.bm25-anserini.top100.run.gz"
+    assert first_stage_file(spec, "core18") == BUNDLED_RUNS / "core18.bm25-anserini.top100.run.gz"
+    assert first_stage_file(spec, "robust04") is None and paper.bm25.backend == "anserini"
+    files = RerankSettings(query_field="title", depth=100, first_stage=dict(spec)).files_for(
+        ["robust04", "core17", "core18"])
+    assert [f.name for _, f in files] == ["core17.bm25-anserini.top100.run.gz", "core18.bm25-anserini.top100.run.gz"]
+    assert all(f.is_file() for _, f in files)
+    assert compose([]).rerank.first_stage is None  # the demo re-ranks leakexp's BM25
+
+
+def test_a_per_corpus_mapping_of_first_stages(tmp_path):
+    corpora = {"tiny": _corpus(tmp_path, "tiny", DOCS, {"1": "lyme disease?", "2": "telescope"}),
+               "other": _corpus(tmp_path, "other", DOCS, {"7": "deer"})}
+    run = _run_file(tmp_path, "1 Q0 d4 1 3.0 x\n1 Q0 d2 2 1.0 x\n2 Q0 d3 1 2.0 x\n")
+    r = _runner(tmp_path, corpora)
+    r.settings["rerank"]["first_stage"] = {"tiny": str(run), "other": None}
+    tiny = r.get(Ask.of("firststage", corpus="tiny"))
+    assert tiny.docno.tolist() == ["d4", "d2", "d3"]  # the external run, not BM25
+    other = r.get(Ask.of("firststage", corpus="other"))
+    assert other.docno.tolist() == ["d4"]  # leakexp's BM25 ('deer')
+    assert Ask.of("index", name="tiny") not in r.upstream(Ask.of("firststage", corpus="tiny"))
