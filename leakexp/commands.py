@@ -204,8 +204,15 @@ def cmd_plan(overrides: list[str]) -> int:
     from leakexp.plan import plan, render
     from leakexp.store import atomic_write_text
 
-    cfg, r = _runner(overrides)
+    from leakexp.config import compose
+    from leakexp.stages import runner
+
+    cfg = compose(overrides)
+    r = runner(cfg, files=False)  # a plan reads no input file: it may be made before the data is in place
     print(render(plan(cfg, r)))
+    if cfg.bm25.get("backend") == "anserini":
+        print("  first stage: Anserini 0.22.1 (bm25.backend=anserini) needs Java 11 or 17 "
+              "(Debian 12: apt-get install openjdk-17-jre-headless) and its jar, installed by `make setup`")
     jobs = pd.DataFrame([vars(c) for c in grid_cells(cfg)])
     path = r.store.path("plan", f"{cfg.data.name}-jobs.tsv")
     atomic_write_text(path, jobs.to_csv(sep="\t", index=False))

@@ -92,13 +92,13 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     return cfg
 
 
-def runner(cfg: DictConfig, *, readonly: bool = False) -> Runner:
+def runner(cfg: DictConfig, *, readonly: bool = False, files: bool | None = None) -> Runner:
     """The runner of ``cfg`` (checked first): its store, its resolved settings, and the device it computes on."""
     from leakexp.config import runtime, settings
     from leakexp.store import Store
     from leakexp.train import configure_precision, resolve_device
 
-    check(cfg, files=not readonly)  # a run that computes needs its files; status and plan only read the store
+    check(cfg, files=not readonly if files is None else files)  # a run that computes needs its input files
     device = resolve_device(str(cfg.get("device", "auto")))
     configure_precision(cfg.precision)  # process-wide, from config, before any model runs
     return Runner(settings(cfg), STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device),
