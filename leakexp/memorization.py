@@ -49,6 +49,7 @@ ORIGIN = {"msm": "msm-leak", "test": "test-leak"}
 VARIANTS = ("with", "without")
 FILE = "memorization.parquet"
 SIZE_SELECTORS = ("each", "cv", "pooled")
+MSM_QUERIES = ("topic", "training")  # what an MSM-leaked document is scored with (memorization.msm_query)
 ROW_COLUMNS = ["corpus", "leakage", "size", "model", "seed", "variant", "topic", "query", "pair", "train_qid",
                "train_query", "source", "docno", "label", "score", "rank", "in_run", "depth"]
 LEAKAGE_LABEL = {"msm": "MSM", "test": "Test"}
@@ -134,39 +135,43 @@ def leaked_documents(pairs: pd.DataFrame, topics: pd.DataFrame) -> pd.DataFrame:
 
 def rank_leaked(
     docs: pd.DataFrame, run: pd.DataFrame, queries: dict[str, str], score: Callable[[list[str], list[str]], list[float]],
-    *, always_score: bool,
+    *, always_score: bool, query_source: str = "topic",
 ) -> pd.DataFrame:
     """Score and rank of every leaked document (``leaked_documents``) in one model's re-ranked run.
 
     ``run``: the stored re-ranking (qid, docno, score, rank 0-based). ``queries``: topic -> the query text
     re-ranking used. ``score(queries, texts)``: the model's scores, called once with every document that is
     not in the run (``always_score``: every document, for MS MARCO / ORCAS documents). Adds query, score,
-    rank (1-based), in_run and depth (the topic's run length).
+    rank (1-based), in_run and depth (the topic's run length). ``query_source``: ``topic`` scores each document
+    with the topic's query (the re-ranking's), ``training`` with the leaking training query it was leaked with
+    (``memorization.msm_query``; the paper does not say which).
     """
+    if query_source not in MSM_QUERIES:
+        raise ValueError(f"memorization.msm_query={query_source!r} is unknown; use {' or '.join(MSM_QUERIES)}")
     run = run.assign(qid=run.qid.astype(str), docno=run.docno.astype(str))
     stored = {(q, d): (float(s), int(r)) for q, d, s, r in zip(run.qid, run.docno, run.score, run["rank"])}
     by_topic = {q: (g.score.to_numpy(np.float64), g.docno.to_numpy(str)) for q, g in run.groupby("qid", sort=False)}
     out = docs.copy()
     out["docno"] = out.docno.astype(str)
-    out["query"] = [queries[t] for t in out.topic]
+    out["query"] = [queries[t] for t in out.topic] if query_source == "topic" else out.train_query.astype(str)
     keys = list(zip(out.topic, out.docno))
     in_run = np.array([not always_score and k in stored for k in keys], dtype=bool)
-    need = out.loc[~in_run, ["topic", "query", "docno", "text"]].drop_duplicates(["topic", "docno"])
+    need = out.loc[~in_run, ["topic", "query", "docno", "text"]].drop_duplicates(["topic", "query", "docno"])
     scored = {}
     if len(need):
         values = score(need["query"].tolist(), need.text.tolist())
         if len(values) != len(need):
             raise ValueError(f"the scorer returned {len(values)} scores for {len(need)} documents")
-        scored = dict(zip(zip(need.topic, need.docno), map(float, values)))
+        scored = dict(zip(zip(need.topic, need["query"], need.docno), map(float, values)))
     empty = (np.empty(0, np.float64), np.empty(0, str))
     scores, ranks = [], []
-    for k, inside in zip(keys, in_run):
+    for k, q, inside in zip(keys, out["query"], in_run):
         if inside:
             s, r = stored[k]
             scores.append(s)
             ranks.append(r + 1)
         else:
-            s = scored[k]
+            s = scored[(k[0], q, k[1])]
             scores.append(s)
             ranks.append(hypothetical_rank(s, k[1], *by_topic.get(k[0], empty)))
     out["score"], out["rank"], out["in_run"] = scores, ranks, in_run
@@ -242,7 +247,8 @@ def settings(cfg: DictConfig) -> dict:
     m = OmegaConf.to_container(cfg.get("memorization") or OmegaConf.create({}), resolve=True)
     sizes = m.get("sizes", ["each", "cv"])
     sizes = [sizes] if isinstance(sizes, (str, int)) else list(sizes)
-    return {"enabled": m.get("enabled", True), "sizes": sizes, "cv_measure": m.get("cv_measure", "nDCG@10")}
+    return {"enabled": m.get("enabled", True), "sizes": sizes, "cv_measure": m.get("cv_measure", "nDCG@10"),
+            "msm_query": m.get("msm_query", "topic")}
 
 
 def validate(cfg: DictConfig) -> None:
@@ -282,7 +288,7 @@ def _params(p: dict) -> dict:
 def _reads(p: dict, cuda: bool) -> list[str]:
     # the model's settings say whether it reads idf (then the corpus's df table is an input)
     return ["rerank.query_field", "models.{model}", "!models.{model}.train.score_batch_size"] + (
-        ["precision.rerank_bf16"] if cuda else [])
+        ["memorization.msm_query"] if p["leakage"] == "msm" else []) + (["precision.rerank_bf16"] if cuda else [])
 
 
 def _inputs(p: dict, c) -> dict:
@@ -339,7 +345,9 @@ def _memorize(ctx: Context, tmp: Path) -> dict:
             scored[variant] = len(texts)
             return load_model(ctx, f"model-{variant}").score(qs, texts, **how)
 
-        ranked = rank_leaked(docs, runs[variant], queries, score, always_score=p["leakage"] == "msm")
+        source = str(ctx.config.at("memorization.msm_query")) if p["leakage"] == "msm" else "topic"
+        ranked = rank_leaked(docs, runs[variant], queries, score, always_score=p["leakage"] == "msm",
+                             query_source=source)
         frames.append(ranked.assign(variant=variant))
     rows = pd.concat(frames, ignore_index=True).assign(
         corpus=p["corpus"], leakage=p["leakage"], size=int(p["size"]), model=p["model"], seed=int(p["seed"]))
@@ -401,3 +409,4 @@ class MemorizationSettings(Section):
     sizes: Annotated[list[Literal["each", "cv", "pooled"] | PositiveInt], Field(min_length=1)] | \
         Literal["each", "cv", "pooled"] | PositiveInt
     cv_measure: Name
+    msm_query: Literal["topic", "training"] = "topic"

@@ -209,7 +209,9 @@ def write_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[Cell],
                   f"Ranks are 1-based in each model's re-ranking of the BM25 top-{depth} for the topic's "
                   f"{cfg.rerank.query_field} query; a leaked document outside it (every MS MARCO / ORCAS document) "
                   f"gets the hypothetical rank its score earns among the re-ranked {depth} (ties by docno), so the "
-                  f"maximal rank is {depth + 1}. Macro-averaged over topics (each topic's leaked queries and seeds "
+                  f"maximal rank is {depth + 1}. MSM-leaked documents are scored with "
+                  + ("the topic's query" if s["msm_query"] == "topic" else "the training query they leaked with")
+                  + f" (memorization.msm_query={s['msm_query']}). Macro-averaged over topics (each topic's leaked queries and seeds "
                   f"averaged first; ± = standard deviation over topics): MSM over the topics with leaking queries in "
                   f"the training set, Test over all topics with test leakage. Topics / leaked queries: "
                   f"{_counts(long['table6'], corpora)}.")

@@ -381,3 +381,24 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
 
     off = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "memorization.enabled=false"])
     assert MT.write_tables(off, r, tmp_path / "off", cells, cv_sizes) == [] and not (tmp_path / "off").exists()
+
+
+def test_msm_documents_can_be_scored_with_the_leaking_training_query():
+    """memorization.msm_query: the topic's query (default, as the re-ranking) or the training query of the leak."""
+    docs = pd.DataFrame({"topic": ["301", "301"], "pair": [0, 1], "train_qid": ["a", "b"],
+                         "train_query": ["leak one", "leak two"], "source": ["msmarco", "orcas"],
+                         "docno": ["D1", "D2"], "text": ["t1", "t2"], "label": [1, 1]})
+    run = pd.DataFrame({"qid": ["301"] * 3, "docno": ["X", "Y", "Z"], "score": [3.0, 2.0, 1.0], "rank": [0, 1, 2]})
+    seen = []
+
+    def score(queries, texts):
+        seen.append(list(queries))
+        return [2.5 if q == "leak two" else 0.5 for q in queries]
+
+    topic = M.rank_leaked(docs, run, {"301": "the title"}, score, always_score=True)
+    assert seen[-1] == ["the title", "the title"] and list(topic["rank"]) == [4, 4]
+    training = M.rank_leaked(docs, run, {"301": "the title"}, score, always_score=True, query_source="training")
+    assert seen[-1] == ["leak one", "leak two"] and list(training["rank"]) == [4, 2]
+    assert list(training["query"]) == ["leak one", "leak two"]
+    with pytest.raises(ValueError, match="memorization.msm_query='bogus'"):
+        M.rank_leaked(docs, run, {"301": "the title"}, score, always_score=True, query_source="bogus")
