@@ -37,6 +37,8 @@ STAGES = {
     "tables": "write the tables from the store alone (no training)",
     "status": "done / running / failed / missing artifacts of the configured grid per stage (exit 1 while incomplete)",
     "plan": "job counts, training instances, embedding size and estimated GPU-hours of the configured grid",
+    "compare-runs": "top-k overlap of the configured first stage of --corpus (or of a first --run) with a --run "
+                    "(e.g. the SPIRE-22 authors' Anserini runs: bundled:core17.bm25-anserini.top100.run.gz)",
 }
 CELL_KEYS = ("corpus", "leakage", "size", "model", "seed")
 
@@ -176,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
         if name == "build":
             sp.add_argument("--export-monot5", action="store_true",
                             help="also write each set in the monoT5 text format under <store>/exports/monot5/")
+        if name == "compare-runs":
+            sp.add_argument("--corpus", help="the corpus whose configured first stage is compared (needs its data)")
+            sp.add_argument("--run", action="append", default=[], metavar="RUN",
+                            help="a TREC run file (bundled:<file> for a run shipped with leakexp); once or twice")
+            sp.add_argument("--depth", type=int, default=100, help="the top-k compared (default 100)")
         if name == "status":
             sp.add_argument("--verify", action="store_true",
                             help="also re-read every finished artifact's files against their recorded checksums")
@@ -259,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
             return c.cmd_graph_audit(args)
         if args.command == "build":
             return c.cmd_build(args.overrides, export=args.export_monot5)
+        if args.command == "compare-runs":
+            return c.cmd_compare_runs(args.overrides, corpus=args.corpus, runs=args.run, depth=args.depth)
         if args.command == "status":
             return c.cmd_status(args.overrides, verify=args.verify, why=args.why)
         return handlers[args.command](args.overrides)

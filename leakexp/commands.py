@@ -197,6 +197,44 @@ def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None
     return 0 if complete(status) else 1
 
 
+def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str], depth: int) -> int:
+    """How far two first-stage runs agree: leakexp's first stage of ``corpus`` (under the overrides) or a first
+    run file, against a second run file; per-topic figures to CSV, means printed."""
+    from leakexp.config import ConfigError, compose
+    from leakexp.retrieval import _run_path, read_trec_run, run_overlap
+    from leakexp.stage import Ask
+    from leakexp.stages import runner
+
+    if depth < 1:
+        raise ConfigError(f"--depth {depth}: compare at least the top 1")
+    if len(runs) + (corpus is not None) != 2:
+        raise ConfigError("compare-runs compares two runs: give --corpus NAME --run RUN, or --run A --run B")
+    paths = [_run_path(r) for r in runs]
+    for p in paths:
+        if not p.is_file():
+            raise FileNotFoundError(f"--run {p}: no such run file")
+    frames = [read_trec_run(p, depth=depth) for p in paths]
+    names = [str(p.name) for p in paths]
+    out_dir = Path(".")
+    if corpus is not None:
+        cfg = compose(overrides)
+        r = runner(cfg)
+        frames.insert(0, r.get(Ask.of("firststage", corpus=corpus)))
+        names.insert(0, f"leakexp's first stage of {corpus} (bm25.backend={cfg.bm25.get('backend', 'pisa')})")
+        out_dir = r.store.path("compare-runs")
+    table = run_overlap(frames[0], frames[1], depth)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from leakexp.store import atomic_write_text
+
+    path = atomic_write_text(out_dir / "overlap.csv", table.to_csv(index=False))
+    print(f"A: {names[0]}\nB: {names[1]}")
+    print(f"{len(table)} topics; top-{depth} documents shared: {table.shared.mean():.3f}; top-10 shared: "
+          f"{table.top10_shared.mean():.3f}; same document at the same rank: {table.same_rank.mean():.3f}; "
+          f"topics only in A: {int((table.b == 0).sum())}, only in B: {int((table.a == 0).sum())}")
+    print(f"per topic: {path}")
+    return 0
+
+
 def cmd_plan(overrides: list[str]) -> int:
     import pandas as pd
 

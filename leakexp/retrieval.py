@@ -865,3 +865,19 @@ class RerankSettings(Section):
     def files_for(self, corpora: list[str]) -> list[tuple[str, Path]]:
         return [("rerank.first_stage", f) for f in dict.fromkeys(first_stage_file(self.first_stage, c) for c in corpora)
                 if f is not None]
+
+
+def run_overlap(a: pd.DataFrame, b: pd.DataFrame, depth: int = 100) -> pd.DataFrame:
+    """Per topic of either run, how far two first-stage runs (qid, docno, rank 0-based) agree in their top
+    ``depth``: the share of shared documents (|A ∩ B| / depth-or-fewer), the top-10 overlap, and the share of
+    ranks holding the same document. What a re-ranker sees differs exactly where these fall below 1."""
+    rows = []
+    for qid in sorted(set(a.qid.astype(str)) | set(b.qid.astype(str))):
+        x = a[a.qid.astype(str) == qid].sort_values("rank").docno.astype(str).tolist()[:depth]
+        y = b[b.qid.astype(str) == qid].sort_values("rank").docno.astype(str).tolist()[:depth]
+        n = max(len(x), len(y), 1)
+        top = max(min(10, n), 1)
+        rows.append({"qid": qid, "a": len(x), "b": len(y), "shared": len(set(x) & set(y)) / n,
+                     "top10_shared": len(set(x[:10]) & set(y[:10])) / top,
+                     "same_rank": sum(1 for i, d in enumerate(x) if i < len(y) and y[i] == d) / n})
+    return pd.DataFrame(rows, columns=["qid", "a", "b", "shared", "top10_shared", "same_rank"])

@@ -241,3 +241,38 @@ def test_a_per_corpus_mapping_of_first_stages(tmp_path):
     other = r.get(Ask.of("firststage", corpus="other"))
     assert other.docno.tolist() == ["d4"]  # leakexp's BM25 ('deer')
     assert Ask.of("index", name="tiny") not in r.upstream(Ask.of("firststage", corpus="tiny"))
+
+
+def test_compare_runs_reports_the_overlap_of_two_first_stages(tmp_path, capsys):
+    import gzip
+
+    from leakexp.cli import main
+    from leakexp.retrieval import read_trec_run, run_overlap
+
+    lines = [f"{q} Q0 D{q}-{i} {i + 1} {100 - i} a\n" for q in (1, 2) for i in range(20)]
+    a = tmp_path / "a.run"
+    a.write_text("".join(lines))
+    # b: topic 1 the same, topic 2 its top-10 reversed and its last 10 documents replaced
+    b_lines = lines[:20] + [f"2 Q0 D2-{9 - i} {i + 1} {100 - i} b\n" for i in range(10)] + \
+        [f"2 Q0 X{i} {11 + i} {50 - i} b\n" for i in range(10)]
+    b = tmp_path / "b.run.gz"
+    with gzip.open(b, "wt") as f:
+        f.write("".join(b_lines))
+    t = run_overlap(read_trec_run(a), read_trec_run(b), depth=20).set_index("qid")
+    assert t.loc["1", "shared"] == 1.0 and t.loc["1", "same_rank"] == 1.0
+    assert t.loc["2", "shared"] == 0.5 and t.loc["2", "top10_shared"] == 1.0 and t.loc["2", "same_rank"] == 0.0
+    out = tmp_path / "out"
+    out.mkdir()
+    import os
+    cwd = os.getcwd()
+    os.chdir(out)
+    try:
+        assert main(["compare-runs", "--run", str(a), "--run", str(b), "--depth", "20"]) == 0
+    finally:
+        os.chdir(cwd)
+    printed = capsys.readouterr().out
+    assert "2 topics; top-20 documents shared: 0.750; top-10 shared: 1.000; same document at the same rank: 0.500" \
+        in printed
+    assert (out / "overlap.csv").exists()
+    assert main(["compare-runs", "--run", str(a)]) == 2
+    assert "compare-runs compares two runs" in capsys.readouterr().err
