@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from leakexp.models.base import fp32
 from leakexp.models.capreolus import CapreolusReranker
 
 
@@ -86,7 +87,8 @@ class DUET(CapreolusReranker):
         if self.hparams["idfweight"]:
             em = em * idf.unsqueeze(2)
         h = F.relu(self.local_conv(em.unsqueeze(1)))  # (B, F, Q, 1)
-        return self.local_mlp(h.reshape(h.shape[0], -1)).squeeze(-1)  # filter-major flatten
+        h = self.local_mlp[:-1](h.reshape(h.shape[0], -1))  # filter-major flatten
+        return fp32(self.local_mlp[-1], h).squeeze(-1)  # the score layer in fp32
 
     def distributed(self, q_emb: torch.Tensor, d_emb: torch.Tensor) -> torch.Tensor:
         B = q_emb.shape[0]
@@ -96,10 +98,10 @@ class DUET(CapreolusReranker):
         dh = dh.reshape(B, 1, dh.shape[1], dh.shape[2])  # (B, 1, F, nhidden)
         dv = self.dropout(F.relu(self.d_conv2(dh))).reshape(B, -1, dh.shape[-1])  # (B, F, nhidden)
         comb = F.relu(self.comb_fc(qv.unsqueeze(2) * dv)).squeeze(-1)  # (B, F)
-        return self.out_fc(self.dropout(comb)).squeeze(-1)
+        return fp32(self.out_fc, self.dropout(comb)).squeeze(-1)  # the score layer in fp32
 
     def forward(self, q: torch.Tensor, d: torch.Tensor, oov: torch.Tensor, idf: torch.Tensor) -> torch.Tensor:
-        return self.local(q, d, idf) + self.distributed(self.embed(q, oov), self.embed(d, oov))
+        return self.local(q, d, idf) + self.distributed(self.embed(q, oov), self.embed(d, oov))  # fp32 + fp32
 
     def config(self) -> dict:
         return dict(self.hparams)

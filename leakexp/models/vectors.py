@@ -173,8 +173,19 @@ class TextIds:
 
 def similarity_matrix(embedding: torch.nn.Embedding, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     """Capreolus' SimilarityMatrix, (B, Q, D): cosine of in-vocabulary ids (+1e-9 on each norm), plus 1.0
-    for equal out-of-vocabulary ids, and 0 wherever the query or the document id is padding."""
+    for equal out-of-vocabulary ids, and 0 wherever the query or the document id is padding.
+
+    Always fp32, autocast off: KNRM's kernels (sigma 0.001 at mu 1.0) and PACRR's n-grams read cosines that bf16
+    would round to 3 significant digits (a 4 x 800 matrix per document: cheap in fp32)."""
+    from leakexp.models.base import autocast_off
+
+    with autocast_off(q.device.type):
+        return _similarity_matrix(embedding, q, d)
+
+
+def _similarity_matrix(embedding: torch.nn.Embedding, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     qe, de = embedding(q.clamp(min=0)), embedding(d.clamp(min=0))  # OOV -> pad (zero) vector
+    qe, de = qe.float(), de.float()
     qn = qe / (qe.norm(dim=-1, keepdim=True) + 1e-9)
     dn = de / (de.norm(dim=-1, keepdim=True) + 1e-9)
     cos = torch.bmm(qn, dn.transpose(1, 2))
