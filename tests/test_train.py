@@ -82,6 +82,20 @@ def test_train_config_from_the_config_files():
 
 
 # -- schedule -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["knrm", "pacrr", "duet"])
+def test_capreolus_models_default_to_a_constant_lr_without_warmup(name):
+    """Capreolus v0.2.6 (capreolus-ir/capreolus@afa5b7e): trainer/pytorch.py declares warmupiters=0,
+    decaytype=None; trainer/__init__.py lr_multiplier then returns 1 at every step."""
+    cfg = TrainConfig.from_config(OmegaConf.to_container(model_config(name).train), {"epochs": 1})
+    assert (cfg.warmup, cfg.decay, cfg.lr, cfg.optimizer) == (0.0, "constant", 1e-3, "adam")
+    result = train(knrm(), pairs(20), seed=0, cfg=TrainConfig(**dict(vars(cfg), batch_size=4)), progress=False)
+    assert result["warmup_updates"] == 0 and result.history.lr.tolist() == [1e-3] * 5
+    # warmup + linear decay stays an option
+    ramp = TrainConfig(**dict(vars(cfg), batch_size=4, warmup=0.2, decay="linear"))
+    assert train(knrm(), pairs(20), seed=0, cfg=ramp, progress=False).history.lr.tolist() == pytest.approx(
+        [1e-3 * lr_factor(s, 5, 1, "linear") for s in range(5)])
+
+
 def test_warmup_then_linear_decay_factors():
     # 10 updates, 2 of warmup: 1/3, 2/3, then peak, then down by 1/8 per update
     got = [lr_factor(s, 10, 2, "linear") for s in range(10)]
