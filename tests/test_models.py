@@ -112,7 +112,7 @@ def _reference_train_config(name: str) -> TrainConfig:
 
 
 @pytest.mark.parametrize("name", ["knrm", "pacrr", "duet", "monobert",
-                                  pytest.param("monot5", marks=pytest.mark.slow)])  # 33 micro-batches: ~20 s
+                                  pytest.param("monot5", marks=pytest.mark.slow)])  # 9 micro-batches of 32: ~20 s
 def test_one_epoch_at_default_shapes_with_the_model_files_settings(name, tiny_bert, tiny_t5):
     """Default input shapes (800 document tokens; 512-token transformer inputs) and each model file's batch size,
     optimiser and schedule: one epoch sees every pair once, in ceil(pairs / (batch * accumulation)) updates."""
