@@ -332,9 +332,15 @@ def pairs_of(instances: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pos, neg
 
 
+SYNC_EVERY = 50  # updates between two reads of the losses from the device
+
+
 def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConfig, device: str = "cpu",
-          progress: bool | None = True) -> TrainResult:
+          progress: bool | None = True, sync_every: int = SYNC_EVERY) -> TrainResult:
     """Train ``model`` in place within ``cfg``'s budget; returns the manifest's figures and the history.
+
+    The losses stay on the device and are read together every ``sync_every`` updates and at the end, so an update
+    never waits for the host; a non-finite loss stops training at that read, naming the update it appeared in.
 
     It changes no process-wide switch (precision is set once by :func:`configure_precision`). A model that
     reads idf needs ``model.use_idf(table)`` of the training collection before this call.
@@ -349,8 +355,21 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warmup, cfg.decay))
     params = [p for p in model.parameters() if p.requires_grad]
     amp = cfg.bf16 and device.startswith("cuda")
-    history, pairs_seen, start = [], 0, time.time()
+    history, pending, pairs_seen, start = [], [], 0, time.time()
     bar = tqdm(total=total, desc=f"train {model.name}", unit="update", disable=not progress)
+
+    def read_losses() -> None:  # one device sync for the pending updates
+        values = torch.stack([loss for _, loss, _, _ in pending]).tolist()
+        for (step, _, lr, pairs), value in zip(pending, values):
+            if not math.isfinite(value):
+                bar.close()
+                raise TrainingError(f"{model.name}: loss became {value} at update {step}; lower the learning rate "
+                                    "or check the training set")
+            history.append((step, value, lr, pairs))
+        bar.update(len(pending))
+        bar.set_postfix(loss=f"{history[-1][1]:.4f}", lr=f"{history[-1][2]:.2e}")
+        pending.clear()
+
     opt.zero_grad(set_to_none=True)
     for step, group in enumerate(groups, 1):
         lr = opt.param_groups[0]["lr"]
@@ -360,19 +379,14 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
             (loss / len(group)).backward()
             losses.append(loss.detach().float())
             pairs_seen += len(idx)
-        mean_loss = torch.stack(losses).mean().item()  # one device sync per update
-        if not math.isfinite(mean_loss):
-            bar.close()
-            raise TrainingError(f"{model.name}: loss became {mean_loss} at update {step}; lower the learning rate "
-                                "or check the training set")
+        pending.append((step, torch.stack(losses).mean(), lr, pairs_seen))
         if cfg.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        history.append((step, mean_loss, lr, pairs_seen))
-        bar.update(1)
-        bar.set_postfix(loss=f"{history[-1][1]:.4f}", lr=f"{lr:.2e}")
+        if len(pending) >= sync_every or step == total:
+            read_losses()
     bar.close()
     seconds = time.time() - start
     hist = pd.DataFrame(history, columns=["step", "loss", "lr", "pairs"])
