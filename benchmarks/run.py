@@ -1,7 +1,7 @@
 """Benchmarks: each prints measured figures as `name: value` lines (nothing here is typed in).
 
     python benchmarks/run.py            # all sections
-    python benchmarks/run.py detect     # one section: detect | build | rerank | train | monot5 | gpu
+    python benchmarks/run.py detect     # one section: detect | build | rerank | train | monot5 | pipeline | gpu
 
 The gpu section (CUDA only; it says so and skips without) also writes its figures to $LEAKEXP_STORE/bench/gpu.json
 (default store/bench/gpu.json), which `leakexp plan` then uses instead of the config's assumed throughput.
@@ -398,6 +398,131 @@ def bench_audit(root: Path) -> None:
     emit("audit_memmap_mib", n_train * dim * 4 / 2**20)
 
 
+WORD_MODELS = ("knrm", "pacrr", "duet")
+
+
+def write_real_size_glove(path: Path, words: int = 400_000, dim: int = 300) -> Path:
+    """A GloVe-format text file of glove.6B.300d's size (400k words x 300 values, ~1 GB): the words of
+    leakexp.models.paper's synthetic vocabulary first, then filler words; values are drawn from a pool of 2,000
+    random vectors written with GloVe's ~6 significant digits (the parser's work is the same)."""
+    import numpy as np
+
+    from leakexp.models.paper import VOCAB
+
+    rng = np.random.default_rng(0)
+    pool = [" ".join(f"{x:.6g}" for x in v) for v in rng.normal(0, 0.4, (2000, dim))]
+    names = VOCAB + [f"x{i}" for i in range(words - len(VOCAB))]
+    with open(path, "w", encoding="utf-8") as f:
+        for s in range(0, words, 20_000):
+            f.write("".join(f"{names[i]} {pool[i % len(pool)]}\n" for i in range(s, min(words, s + 20_000))))
+    return path
+
+
+_STARTUP_CHILD = """
+import sys, time
+t0 = float(sys.argv[1])
+from leakexp.models.paper import PaperModels, synthetic_pairs
+from leakexp.models import get
+from leakexp.models.capreolus import IdfTable
+from leakexp.train import TrainConfig, set_seed, train
+name, glove = sys.argv[2], sys.argv[3]
+paper = PaperModels(sys.argv[4])
+set_seed(0)
+model = get(name)(**dict(paper.params(name), embeddings=glove))
+data = synthetic_pairs(32, doc_words=700)
+if model.needs_idf:
+    model.use_idf(IdfTable.from_docs(data.text))
+train(model, data, seed=0, cfg=paper.train_config(name, updates=1), progress=False)
+print(time.time() - t0)
+"""
+
+
+def bench_pipeline(root: Path) -> None:
+    """What a CPU can measure of a GPU job's fixed and per-instance costs, and the ties bf16 would create.
+
+    ``startup_s_<model>``: process start to the end of the first training update (imports, config, the real-size
+    GloVe read through its cache, model, one update of 32 pairs at 800 tokens), per KNRM / PACRR / DUET job.
+    ``data_pipeline_instances_per_s_<model>``: training instances/s that featurisation (tokenising, ids, padding)
+    delivers on one CPU core at the paper's shapes (700-word documents; t5-base / bert-base tokenizers' kind).
+    ``ties_per_query_{fp32,bf16}_<model>``: documents per query sharing their score with another, when each model
+    (embedded weights, the model file's settings, one epoch on a toy training set of 128 instances) re-ranks 30
+    queries of toy_robust's BM25 top-100, in fp32 and under CPU bf16 autocast.
+    """
+    import subprocess
+
+    import pandas as pd
+    import torch
+
+    from leakexp.config import compose
+    from leakexp.models.base import ties_per_query
+    from leakexp.models.paper import PaperModels, synthetic_pairs
+    from leakexp.models.vectors import _tokenize, load_word_vectors
+    from leakexp.rerank import rerank
+    from leakexp.stage import Ask
+    from leakexp.stages import runner
+    from leakexp.train import TrainConfig, _interleave, pairs_of, set_seed, train
+
+    torch.set_num_threads(1)
+    glove = write_real_size_glove(root / "glove.6B.300d-size.txt")
+    env = dict(os.environ, LEAKEXP_VECTORS_CACHE=str(root / "vectors-cache"))
+    os.environ["LEAKEXP_VECTORS_CACHE"] = env["LEAKEXP_VECTORS_CACHE"]
+    emit("glove_file_mib", glove.stat().st_size / 2**20)
+    start = time.perf_counter()
+    load_word_vectors(str(glove))  # parses the text once and writes the cache (what every job paid before)
+    emit("glove_parse_and_cache_s", time.perf_counter() - start)
+    load_word_vectors.cache_clear()
+    for name in WORD_MODELS:
+        t0 = time.time()
+        out = subprocess.run([sys.executable, "-c", _STARTUP_CHILD, repr(t0), name, str(glove), str(root / "paper")],
+                             env=env, capture_output=True, text=True, check=True)
+        emit(f"startup_s_{name}", float(out.stdout.strip().splitlines()[-1]))
+
+    paper = PaperModels(root / "paper")
+    pos, neg = pairs_of(synthetic_pairs(256, doc_words=700, seed=7))
+    for name in ("knrm", "pacrr", "duet", "monobert", "monot5"):
+        set_seed(0)
+        _tokenize.cache_clear()  # each job tokenises its documents anew
+        model = paper.build(name) if name not in WORD_MODELS else None
+        if model is None:
+            from leakexp.models import get
+            from leakexp.models.capreolus import IdfTable
+
+            model = get(name)(**dict(paper.params(name), embeddings=str(glove)))
+            if model.needs_idf:
+                model.use_idf(IdfTable.from_docs(synthetic_pairs(200, doc_words=300, seed=1).text))
+        batch = paper.train_config(name).batch_size
+        start = time.perf_counter()
+        for s in range(0, len(pos), batch):
+            p, n = pos.iloc[s : s + batch], neg.iloc[s : s + batch]
+            if model.objective == "pairwise":
+                model.featurize(p["query"].tolist(), p["text"].tolist())
+                model.featurize(n["query"].tolist(), n["text"].tolist())
+            else:
+                both = _interleave(p, n)
+                model.featurize(both["query"].tolist(), both["text"].tolist())
+        emit(f"data_pipeline_instances_per_s_{name}", 2 * len(pos) / (time.perf_counter() - start))
+        del model
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    cfg = compose([f"store={root / 'pipeline'}"])
+    r = runner(cfg)
+    data = pd.read_parquet(r.ensure(Ask.of("sets", corpus="toy_robust", leakage="none", size=128)) / "instances.parquet")
+    run = r.get(Ask.of("firststage", corpus="toy_robust"))
+    run = run[run.qid.isin(run.qid.drop_duplicates().head(30))]
+    docs = r.get(Ask.of("collection", corpus="toy_robust")).docs
+    for name in ("knrm", "pacrr", "duet", "monobert", "monot5"):
+        set_seed(0)
+        model, tc = _embedded_model(r, cfg, name)
+        train(model, data, seed=0, cfg=TrainConfig.from_config(tc, {"epochs": 1}), progress=False)
+        if model.needs_idf:
+            from leakexp.models.capreolus import IdfTable
+
+            model.use_idf(IdfTable.from_docs(text for _, text in docs))
+        emit(f"ties_per_query_fp32_{name}", ties_per_query(rerank(model, run, docs, batch_size=32)))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            emit(f"ties_per_query_bf16_{name}", ties_per_query(rerank(model, run, docs, batch_size=32)))
+
+
 # Peak dense bf16 tensor throughput (TFLOP/s, no sparsity) from NVIDIA's data sheets; LEAKEXP_PEAK_TFLOPS overrides.
 PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.4), ("H200", 989.4), ("GH200", 989.4),
                     ("A100", 312.0), ("L40S", 362.1), ("L4", 121.0), ("A10", 125.0))
@@ -523,7 +648,7 @@ def bench_gpu(root: Path) -> None:
 
 
 SECTIONS = {"detect": bench_detect, "build": bench_build, "rerank": bench_rerank, "train": bench_train,
-            "monot5": bench_monot5, "graph": bench_graph, "audit": bench_audit,
+            "monot5": bench_monot5, "pipeline": bench_pipeline, "graph": bench_graph, "audit": bench_audit,
             "gpu": bench_gpu}
 
 

@@ -94,7 +94,7 @@ def _rerank(ctx: Context, tmp: Path) -> dict:
 
 
 RERANK = Stage(
-    "rerank", version=1, reads=_reads, inputs=_inputs, compute=_rerank, normalise=rerank_params,
+    "rerank", version=2, reads=_reads, inputs=_inputs, compute=_rerank, normalise=rerank_params,
     path=lambda p, c: rerank_path(p), device=True,
     describe="a trained model's re-ranking of the first-stage run of a corpus",
 )

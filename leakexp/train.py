@@ -37,6 +37,9 @@ class TrainingError(RuntimeError):
     """Training cannot go on (e.g. a NaN loss); the cell gets no done marker."""
 
 
+OPTIMIZERS = ("adam", "adamw", "adafactor", "adafactor_hf")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """How one model trains. Defaults are Capreolus' PytorchTrainer (trainer/pytorch.py at v0.2.6) except the
@@ -44,7 +47,7 @@ class TrainConfig:
 
     batch_size: int = 32  # pairs per micro-batch (each pair: the query's positive and negative)
     lr: float = 1e-3  # peak learning rate
-    optimizer: str = "adam"  # adam | adamw | adafactor
+    optimizer: str = "adam"  # adam | adamw | adafactor (HF's, shape-batched) | adafactor_hf (HF's own loop)
     weight_decay: float = 0.0  # never applied to biases and normalisation weights
     adam_eps: float = 1e-8  # torch's default; dl4marco-bert uses 1e-6
     warmup: float = 0.0  # fraction of the run's updates with a linear warmup
@@ -66,7 +69,7 @@ class TrainConfig:
             (self.lr > 0, "lr must be > 0"),
             (0.0 <= self.warmup < 1.0, "warmup is a fraction of the updates in [0, 1)"),
             (self.decay in ("linear", "constant"), "decay must be linear or constant"),
-            (self.optimizer in ("adam", "adamw", "adafactor"), "optimizer must be adam, adamw or adafactor"),
+            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {', '.join(OPTIMIZERS)}"),
             (self.updates is not None or self.epochs >= 1, "epochs must be >= 1 (or set updates)"),
             (self.updates is None or self.updates >= 1, "updates must be >= 1 (or null to train by epochs)"),
         ]
@@ -147,10 +150,105 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
         return torch.optim.Adam(groups, lr=cfg.lr, eps=cfg.adam_eps)
     if cfg.optimizer == "adamw":
         return torch.optim.AdamW(groups, lr=cfg.lr, eps=cfg.adam_eps)
-    from transformers.optimization import Adafactor
+    if cfg.optimizer == "adafactor":
+        return Adafactor(groups, lr=cfg.lr)
+    from transformers.optimization import Adafactor as HFAdafactor
 
     # HF Trainer with adafactor=True (PyGaggle's finetune_monot5.py): scale_parameter=False, relative_step=False
-    return Adafactor(groups, lr=cfg.lr, scale_parameter=False, relative_step=False, warmup_init=False)
+    return HFAdafactor(groups, lr=cfg.lr, scale_parameter=False, relative_step=False, warmup_init=False)
+
+
+class Adafactor(torch.optim.Optimizer):
+    """HF transformers' Adafactor as the monoT5 recipe runs it (HF Trainer ``adafactor=True``: lr given,
+    ``scale_parameter=False, relative_step=False, warmup_init=False``, beta1=None, clip_threshold=1.0,
+    decay_rate=-0.8, eps=(1e-30, 1e-3)), computed for all parameters of one shape in one batch of tensor ops.
+
+    Per parameter, with t its step, beta2_t = 1 - t^-0.8 and G its gradient (the same as
+    ``transformers.optimization.Adafactor.step``):
+      matrices: R <- beta2_t R + (1 - beta2_t) mean_cols(G^2 + 1e-30), C likewise over rows,
+                U = G / sqrt((R / mean(R)) C^T);  vectors: V <- beta2_t V + (1 - beta2_t)(G^2 + 1e-30), U = G / sqrt(V)
+      U <- U / max(1, RMS(U)),   p <- p - lr * weight_decay * p,   p <- p - lr * U.
+    HF's optimizer loops over the parameters in Python (t5-base: ~280 parameters, ~15 kernels each, every update);
+    here the parameters of one (shape, dtype, device, step) are stacked, so an update is ~15 kernels per distinct
+    shape (t5-base: 7), with no host sync. Equal to HF's update up to float rounding (tests/test_train.py).
+
+    ``torch.optim.Adafactor`` is not this optimiser: its step size is max(1e-3, RMS(p)) * min(lr, 1/sqrt(t))
+    (HF's scale_parameter=True, relative_step=True with lr in place of 1e-2), not lr; it floors the variance
+    estimate at eps1^2 instead of adding 1e-30 to G^2; it decays weights by lr * weight_decay with the un-scaled lr;
+    and it reads each parameter's norm with ``.item()`` (a host sync per parameter).
+    """
+
+    def __init__(self, params, lr: float, weight_decay: float = 0.0, eps1: float = 1e-30, clip_threshold: float = 1.0,
+                 decay_rate: float = -0.8):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, eps1=eps1, clip_threshold=clip_threshold,
+                                      decay_rate=decay_rate))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            buckets: dict[tuple, list[torch.Tensor]] = {}
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("Adafactor does not support sparse gradients")
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    if p.dim() >= 2:
+                        state["exp_avg_sq_row"] = torch.zeros(p.shape[:-1], dtype=torch.float32, device=p.device)
+                        state["exp_avg_sq_col"] = torch.zeros(p.shape[:-2] + p.shape[-1:], dtype=torch.float32,
+                                                              device=p.device)
+                    else:
+                        state["exp_avg_sq"] = torch.zeros(p.shape, dtype=torch.float32, device=p.device)
+                buckets.setdefault((tuple(p.shape), p.dtype, p.device, state["step"]), []).append(p)
+            for (shape, dtype, _, step), params in buckets.items():
+                self._update(group, params, shape, dtype, step + 1)
+        return loss
+
+    @staticmethod
+    def _stack(tensors: list[torch.Tensor]) -> torch.Tensor:
+        return tensors[0].unsqueeze(0) if len(tensors) == 1 else torch.stack(tensors)
+
+    def _update(self, group: dict, params: list[torch.Tensor], shape: tuple, dtype, step: int) -> None:
+        states = [self.state[p] for p in params]
+        for s in states:
+            s["step"] = step
+        beta2t = 1.0 - math.pow(step, group["decay_rate"])
+        grad = self._stack([p.grad for p in params]).float()  # (N, *shape)
+        sq = grad * grad + group["eps1"]
+        if len(shape) >= 2:
+            row = self._stack([s["exp_avg_sq_row"] for s in states])
+            col = self._stack([s["exp_avg_sq_col"] for s in states])
+            row.mul_(beta2t).add_(sq.mean(dim=-1), alpha=1.0 - beta2t)
+            col.mul_(beta2t).add_(sq.mean(dim=-2), alpha=1.0 - beta2t)
+            r = (row / row.mean(dim=-1, keepdim=True)).rsqrt_().unsqueeze(-1)
+            update = (r * col.unsqueeze(-2).rsqrt()).mul_(grad)
+            if len(params) > 1:
+                torch._foreach_copy_([s["exp_avg_sq_row"] for s in states], list(row.unbind(0)))
+                torch._foreach_copy_([s["exp_avg_sq_col"] for s in states], list(col.unbind(0)))
+        else:
+            var = self._stack([s["exp_avg_sq"] for s in states])
+            var.mul_(beta2t).add_(sq, alpha=1.0 - beta2t)
+            update = var.rsqrt().mul_(grad)
+            if len(params) > 1:
+                torch._foreach_copy_([s["exp_avg_sq"] for s in states], list(var.unbind(0)))
+        numel = max(1, math.prod(shape))
+        rms = update.reshape(len(params), -1).norm(dim=1) / math.sqrt(numel)
+        update.div_((rms / group["clip_threshold"]).clamp_(min=1.0).reshape(-1, *([1] * len(shape))))
+        update.mul_(group["lr"])
+        wd = group["weight_decay"] * group["lr"]
+        if dtype == torch.float32:
+            if wd:
+                torch._foreach_add_(params, params, alpha=-wd)
+            torch._foreach_sub_(params, list(update.unbind(0)))
+        else:  # low-precision parameters: computed in fp32, written back (as HF)
+            p32 = self._stack(params).float()
+            if wd:
+                p32.add_(p32, alpha=-wd)
+            p32.sub_(update)
+            torch._foreach_copy_(params, list(p32.unbind(0)))
 
 
 def warmup_updates(cfg: TrainConfig, total: int) -> int:
@@ -238,9 +336,15 @@ def pairs_of(instances: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pos, neg
 
 
+SYNC_EVERY = 50  # updates between two reads of the losses from the device
+
+
 def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConfig, device: str = "cpu",
-          progress: bool | None = True) -> TrainResult:
+          progress: bool | None = True, sync_every: int = SYNC_EVERY) -> TrainResult:
     """Train ``model`` in place within ``cfg``'s budget; returns the manifest's figures and the history.
+
+    The losses stay on the device and are read together every ``sync_every`` updates and at the end, so an update
+    never waits for the host; a non-finite loss stops training at that read, naming the update it appeared in.
 
     It changes no process-wide switch (precision is set once by :func:`configure_precision`). A model that
     reads idf needs ``model.use_idf(table)`` of the training collection before this call.
@@ -255,8 +359,21 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warmup, cfg.decay))
     params = [p for p in model.parameters() if p.requires_grad]
     amp = cfg.bf16 and device.startswith("cuda")
-    history, pairs_seen, start = [], 0, time.time()
+    history, pending, pairs_seen, start = [], [], 0, time.time()
     bar = tqdm(total=total, desc=f"train {model.name}", unit="update", disable=not progress)
+
+    def read_losses() -> None:  # one device sync for the pending updates
+        values = torch.stack([loss for _, loss, _, _ in pending]).tolist()
+        for (step, _, lr, pairs), value in zip(pending, values):
+            if not math.isfinite(value):
+                bar.close()
+                raise TrainingError(f"{model.name}: loss became {value} at update {step}; lower the learning rate "
+                                    "or check the training set")
+            history.append((step, value, lr, pairs))
+        bar.update(len(pending))
+        bar.set_postfix(loss=f"{history[-1][1]:.4f}", lr=f"{history[-1][2]:.2e}")
+        pending.clear()
+
     opt.zero_grad(set_to_none=True)
     for step, group in enumerate(groups, 1):
         lr = opt.param_groups[0]["lr"]
@@ -266,19 +383,14 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
             (loss / len(group)).backward()
             losses.append(loss.detach().float())
             pairs_seen += len(idx)
-        mean_loss = torch.stack(losses).mean().item()  # one device sync per update
-        if not math.isfinite(mean_loss):
-            bar.close()
-            raise TrainingError(f"{model.name}: loss became {mean_loss} at update {step}; lower the learning rate "
-                                "or check the training set")
+        pending.append((step, torch.stack(losses).mean(), lr, pairs_seen))
         if cfg.max_grad_norm:
             torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        history.append((step, mean_loss, lr, pairs_seen))
-        bar.update(1)
-        bar.set_postfix(loss=f"{history[-1][1]:.4f}", lr=f"{lr:.2e}")
+        if len(pending) >= sync_every or step == total:
+            read_losses()
     bar.close()
     seconds = time.time() - start
     hist = pd.DataFrame(history, columns=["step", "loss", "lr", "pairs"])
@@ -431,7 +543,7 @@ def _train(ctx: Context, tmp: Path) -> dict:
 
 
 TRAIN = Stage(
-    "train", version=1, reads=_train_reads, inputs=_train_inputs, compute=_train, normalise=train_params,
+    "train", version=2, reads=_train_reads, inputs=_train_inputs, compute=_train, normalise=train_params,
     path=lambda p, c: cell_path(p), device=True, verify=True,
     describe="a re-ranker trained on a training set with a seed",
 )
@@ -457,7 +569,7 @@ class ModelTraining(Section):
 
     batch_size: PositiveInt
     lr: PositiveFloat
-    optimizer: Literal["adam", "adamw", "adafactor"]
+    optimizer: Literal["adam", "adamw", "adafactor", "adafactor_hf"]
     adam_eps: PositiveFloat = 1e-8
     weight_decay: NonNegativeFloat
     warmup: Annotated[float, Field(ge=0, lt=1)]

@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -96,3 +97,39 @@ def test_glove_text_file_vectors_load_like_the_paper(tmp_path):
     assert f["q"].tolist() == [[1, 3, 0, 0]] and f["d"].tolist() == [[2, 1, -1]]
     with pytest.raises(FileNotFoundError, match="glove.6B.300d.txt"):
         KNRM(embeddings=str(tmp_path / "missing.txt"))
+
+
+def test_glove_is_parsed_once_into_a_memory_mapped_cache_keyed_by_the_file(tmp_path, monkeypatch):
+    from leakexp.models import vectors
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LEAKEXP_VECTORS_CACHE", str(cache))
+    glove = tmp_path / "glove.txt"
+    # a repeated word keeps its first vector; a line without values is skipped (as the text parser does)
+    glove.write_text("lyme 1.0 0.0 0.5\ntick 0.0 1.0 0.25\nlyme 9 9 9\nshort\ndisease 1.0 1.0 0.0\n")
+    parsed = vectors._glove(glove)
+    vectors.load_word_vectors.cache_clear()
+    first = vectors.load_word_vectors(str(glove))  # parses the text file and writes the cache
+    assert len(list(cache.iterdir())) == 1
+    vectors.load_word_vectors.cache_clear()
+    monkeypatch.setattr(vectors, "_glove", lambda path: pytest.fail("the cached file was parsed again"))
+    cached = vectors.load_word_vectors(str(glove))
+    assert isinstance(cached.matrix, np.memmap)
+    for v in (first, cached):
+        assert v.vocab == parsed.vocab == {"lyme": 1, "tick": 2, "disease": 3} and v.source == parsed.source
+        assert np.array_equal(v.matrix, parsed.matrix) and v.matrix.dtype == np.float32
+        assert v.content_hash == parsed.content_hash  # checkpoints trained on the text file still load
+
+    m = KNRM(embeddings=str(glove), maxdoclen=8)  # a model over the memory-mapped matrix
+    assert m.featurize(["lyme disease"], ["tick"])["q"].tolist() == [[1, 3, 0, 0]]
+    m.save(tmp_path / "ckpt")
+    assert torch.equal(KNRM.load(tmp_path / "ckpt").embedding.weight, torch.from_numpy(parsed.matrix))
+
+    # another file content (size or time changed) is another cache entry
+    monkeypatch.undo()
+    monkeypatch.setenv("LEAKEXP_VECTORS_CACHE", str(cache))
+    glove.write_text(glove.read_text() + "borreliosis 0.5 0.5 0.5\n")
+    vectors.load_word_vectors.cache_clear()
+    assert vectors.load_word_vectors(str(glove)).vocab["borreliosis"] == 4
+    assert len(list(cache.iterdir())) == 2
+    vectors.load_word_vectors.cache_clear()

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from leakexp.config import model_config
 from leakexp.models import REGISTRY, load_checkpoint
+from leakexp.models.base import ties_per_query
 from leakexp.models.capreolus import IdfTable
 from leakexp.models.duet import DUET
 from leakexp.models.pacrr import PACRR, kmax_pooling
@@ -111,7 +112,7 @@ def _reference_train_config(name: str) -> TrainConfig:
 
 
 @pytest.mark.parametrize("name", ["knrm", "pacrr", "duet", "monobert",
-                                  pytest.param("monot5", marks=pytest.mark.slow)])  # 33 micro-batches: ~20 s
+                                  pytest.param("monot5", marks=pytest.mark.slow)])  # 9 micro-batches of 32: ~20 s
 def test_one_epoch_at_default_shapes_with_the_model_files_settings(name, tiny_bert, tiny_t5):
     """Default input shapes (800 document tokens; 512-token transformer inputs) and each model file's batch size,
     optimiser and schedule: one epoch sees every pair once, in ceil(pairs / (batch * accumulation)) updates."""
@@ -136,7 +137,10 @@ def test_one_epoch_at_default_shapes_with_the_model_files_settings(name, tiny_be
         assert list(per_update) == [cfg.batch_size * cfg.grad_accum] * 2 + [3]
     assert result.history.loss.map(math.isfinite).all()
     peak = result.history.lr.max()
-    assert peak <= cfg.lr + 1e-12 and result.history.lr.iloc[-1] < peak  # warmup then linear decay
+    if cfg.decay == "constant":  # KNRM / PACRR / DUET: Capreolus' constant LR, no warmup
+        assert result.history.lr.tolist() == [cfg.lr] * 3
+    else:
+        assert peak <= cfg.lr + 1e-12 and result.history.lr.iloc[-1] < peak  # warmup then linear decay
     changed = [k for k, v in model.state_dict().items() if v.is_floating_point() and not torch.equal(v, before[k])]
     assert changed
 
@@ -479,3 +483,68 @@ def test_nan_loss_stops_training():
         m.combine.weight.fill_(float("nan"))
     with pytest.raises(TrainingError, match="loss became nan"):
         train(m, toy_task(4), seed=0, cfg=TrainConfig(batch_size=2), progress=False)
+
+
+# -- bf16 autocast and ties ---------------------------------------------------------------------------------
+TIE_VOCAB = ("lyme tick hubble galaxy ferry ship bear forest river mountain city market weather sports economy news "
+             "report health disease doctor travel ocean island music film school student water energy solar wind "
+             "history war peace law court bank money food farm animal bird fish tree flower garden road car").split()
+
+
+def tie_run(n_queries: int = 6, n_docs: int = 40, seed: int = 0) -> pd.DataFrame:
+    """A re-ranking of distinct documents (random word sequences) for a few two-word queries."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n_queries):
+        q = " ".join(rng.choice(TIE_VOCAB, 2, replace=False))
+        for j in range(n_docs):
+            d = " ".join(rng.choice(TIE_VOCAB, int(rng.integers(6, 16))))
+            rows.append((f"q{i}", q, f"d{i}-{j:02d}", d))
+    return pd.DataFrame(rows, columns=["qid", "query", "docno", "text"])
+
+
+def test_ties_per_query_counts_documents_sharing_a_score():
+    run = pd.DataFrame({"qid": ["a"] * 5 + ["b"] * 3, "score": [1.0, 1.0, 2.0, 3.0, 3.0, 0.5, 0.25, 0.125]})
+    assert ties_per_query(run) == pytest.approx((4 + 0) / 2)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_bf16_autocast_makes_no_more_ties_than_fp32(name, tiny_bert, tiny_t5):
+    """Under bf16 autocast (CPU autocast here; CUDA autocast is the same policy) the score heads, the log-softmax
+    and KNRM's cosine kernel stay in fp32, so a ranking has about as many tied documents as in fp32."""
+    set_seed(0)
+    model = build(name, tiny_bert, tiny_t5, **({"maxdoclen": 800} if name in ("knrm", "pacrr") else {}))
+    run = tie_run()
+    q, d = run["query"].tolist(), run.text.tolist()
+    fp32 = run.assign(score=model.score(q, d, batch_size=16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        bf16 = run.assign(score=model.score(q, d, batch_size=16))
+    assert fp32.score.nunique() > 0.9 * len(run)  # distinct documents, distinct fp32 scores
+    assert ties_per_query(bf16) <= ties_per_query(fp32) + 1.0
+    # the same model at bf16's resolution (the tiny random BERT's scores span little, so its bf16 noise is larger)
+    assert np.corrcoef(fp32.score, bf16.score)[0, 1] > 0.7
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_loss_is_fp32_under_bf16_autocast(name, tiny_bert, tiny_t5):
+    from leakexp.train import batch_loss, pairs_of
+
+    set_seed(0)
+    model = build(name, tiny_bert, tiny_t5, **({"dropoutrate": 0.0} if name == "duet" else {}))
+    model.eval()  # no dropout: the two losses see the same network
+    pos, neg = pairs_of(toy_task(8))
+    ref = batch_loss(model, pos, neg, "cpu", False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = batch_loss(model, pos, neg, "cpu", False)
+    assert low.dtype == torch.float32 and ref.dtype == torch.float32
+    assert low.item() == pytest.approx(ref.item(), rel=0.05, abs=0.02)
+
+
+def test_monot5_loss_equals_the_hf_loss_with_labels(tiny_t5):
+    set_seed(0)
+    m = REGISTRY["monot5"](checkpoint=tiny_t5).eval()
+    f = m.featurize(["lyme tick", "ferry", "bear"], ["the lyme and the tick report", "weather news", "bear forest"])
+    labels = torch.tensor([1, 0, 1])
+    target = torch.tensor([[m.true_id if y else m.false_id, m.tokenizer.eos_token_id] for y in labels.tolist()])
+    with torch.no_grad():
+        assert m.pointwise_loss(f, labels).item() == pytest.approx(m.t5(**f, labels=target).loss.item(), abs=1e-6)

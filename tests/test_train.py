@@ -75,6 +75,7 @@ def test_train_config_from_the_config_files():
     t5 = TrainConfig.from_config(OmegaConf.to_container(model_config("monot5").train))
     assert (t5.optimizer, t5.max_grad_norm, t5.warmup, t5.batch_size * 2 * t5.grad_accum) == ("adafactor", 1.0, 0.01,
                                                                                                128)
+    assert t5.batch_size * 2 == 32  # micro-batches of 32 instances, accumulated to the recipe's 128
     with pytest.raises(ValueError, match="model.train.warmup_steps is not a training option"):
         TrainConfig.from_config({"warmup_steps": 10})
     with pytest.raises(ValueError, match="warmup is a fraction"):
@@ -82,6 +83,20 @@ def test_train_config_from_the_config_files():
 
 
 # -- schedule -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["knrm", "pacrr", "duet"])
+def test_capreolus_models_default_to_a_constant_lr_without_warmup(name):
+    """Capreolus v0.2.6 (capreolus-ir/capreolus@afa5b7e): trainer/pytorch.py declares warmupiters=0,
+    decaytype=None; trainer/__init__.py lr_multiplier then returns 1 at every step."""
+    cfg = TrainConfig.from_config(OmegaConf.to_container(model_config(name).train), {"epochs": 1})
+    assert (cfg.warmup, cfg.decay, cfg.lr, cfg.optimizer) == (0.0, "constant", 1e-3, "adam")
+    result = train(knrm(), pairs(20), seed=0, cfg=TrainConfig(**dict(vars(cfg), batch_size=4)), progress=False)
+    assert result["warmup_updates"] == 0 and result.history.lr.tolist() == [1e-3] * 5
+    # warmup + linear decay stays an option
+    ramp = TrainConfig(**dict(vars(cfg), batch_size=4, warmup=0.2, decay="linear"))
+    assert train(knrm(), pairs(20), seed=0, cfg=ramp, progress=False).history.lr.tolist() == pytest.approx(
+        [1e-3 * lr_factor(s, 5, 1, "linear") for s in range(5)])
+
+
 def test_warmup_then_linear_decay_factors():
     # 10 updates, 2 of warmup: 1/3, 2/3, then peak, then down by 1/8 per update
     got = [lr_factor(s, 10, 2, "linear") for s in range(10)]
@@ -208,3 +223,104 @@ def test_nan_loss_is_reported_with_its_update():
         m.combine.bias.fill_(math.inf)
     with pytest.raises(TrainingError, match="knrm: loss became nan at update 1"):
         train(m, pairs(4), seed=0, cfg=TrainConfig(batch_size=2), progress=False)
+
+
+# -- Adafactor ----------------------------------------------------------------------------------------------
+class Mixed(nn.Module):
+    """Parameters of shared and distinct shapes: matrices, vectors, a 3-d tensor, an embedding whose unused rows
+    get zero gradients (T5's shared embedding)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(6, 6) for _ in range(3))
+        self.out = nn.Linear(6, 2)
+        self.norm = nn.LayerNorm(6)
+        self.emb = nn.Embedding(10, 6)
+        self.cube = nn.Parameter(torch.randn(2, 3, 4))
+
+
+def _adafactor_run(optimizer: str, steps: int = 6, lr: float = 3e-4, weight_decay: float = 5e-5):
+    torch.manual_seed(0)
+    model = Mixed()
+    opt = make_optimizer(model, TrainConfig(optimizer=optimizer, lr=lr, weight_decay=weight_decay))
+    grads = torch.Generator().manual_seed(1)
+    for step in range(steps):
+        for name, p in model.named_parameters():
+            if name == "out.bias" and step == 2:  # a parameter without gradient for one update: its own step count
+                p.grad = None
+                continue
+            p.grad = torch.randn(p.shape, generator=grads) * 10.0 ** float(torch.randint(-4, 1, (1,), generator=grads))
+            if name == "emb.weight":
+                p.grad[5:] = 0  # rows no batch used
+        opt.step()
+    return model, opt
+
+
+def test_adafactor_update_equals_hf_adafactor_with_the_recipes_settings():
+    """leakexp's shape-batched Adafactor against transformers' (scale_parameter=False, relative_step=False,
+    warmup_init=False, lr 3e-4, weight decay 5e-5): equal parameters after 6 updates, to 1e-6 of each update."""
+    from transformers.optimization import Adafactor as HFAdafactor
+
+    ours, opt = _adafactor_run("adafactor")
+    ref, ref_opt = _adafactor_run("adafactor_hf")
+    assert type(ref_opt) is HFAdafactor and type(opt).__module__ == "leakexp.train"
+    torch.manual_seed(0)
+    start = Mixed()
+    for (name, a), b, s in zip(ours.named_parameters(), ref.parameters(), start.parameters()):
+        moved = (b - s).abs().max().item()
+        assert moved > 0, name  # every parameter was updated
+        assert (a - b).abs().max().item() <= 1e-6 * moved, name  # equal to float rounding of the updates
+    for p, q in zip(ours.parameters(), ref.parameters()):
+        assert opt.state[p]["step"] == ref_opt.state[q]["step"]
+        for key in ("exp_avg_sq_row", "exp_avg_sq_col", "exp_avg_sq"):
+            if key in ref_opt.state[q]:
+                torch.testing.assert_close(opt.state[p][key], ref_opt.state[q][key], rtol=1e-5, atol=0)
+
+
+def test_torch_adafactor_is_hfs_relative_step_not_the_recipes_fixed_lr():
+    """What torch.optim.Adafactor computes: HF's Adafactor with relative_step=True, scale_parameter=True (step size
+    max(1e-3, RMS(p)) * min(1e-2, 1/sqrt(t))) when torch's lr is 1e-2 and no weight decay; the recipe's fixed lr
+    (relative_step=False, scale_parameter=False) is another update."""
+    from transformers.optimization import Adafactor as HFAdafactor
+
+    def run(make):
+        torch.manual_seed(0)
+        model = Mixed()
+        opt = make(model.parameters())
+        g = torch.Generator().manual_seed(1)
+        for _ in range(4):
+            for p in model.parameters():
+                p.grad = torch.randn(p.shape, generator=g)
+            opt.step()
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    torch_af = run(lambda ps: torch.optim.Adafactor(ps, lr=1e-2))
+    relative = run(lambda ps: HFAdafactor(ps, lr=None, relative_step=True, scale_parameter=True, warmup_init=False))
+    recipe = run(lambda ps: HFAdafactor(ps, lr=1e-2, relative_step=False, scale_parameter=False, warmup_init=False))
+    torch.testing.assert_close(torch_af, relative, rtol=0, atol=1e-6)
+    assert (torch_af - recipe).abs().max() > 1e-3
+
+
+def test_the_loss_is_read_from_the_device_every_sync_every_updates(monkeypatch):
+    """No host sync inside an update: the losses stay on the device and are read together every ``sync_every``
+    updates (and at the end); the history is the same."""
+    import sys
+
+    reads = []  # reads issued by leakexp's code (torch's optimisers read their CPU step counters: no device sync)
+
+    def counted(read):
+        def wrapper(t):
+            if "leakexp" in sys._getframe(1).f_code.co_filename:
+                reads.append(read.__name__)
+            return read(t)
+        return wrapper
+
+    monkeypatch.setattr(torch.Tensor, "item", counted(torch.Tensor.item))
+    monkeypatch.setattr(torch.Tensor, "tolist", counted(torch.Tensor.tolist))
+    cfg = TrainConfig(batch_size=2, lr=0.01)
+    batched = train(knrm(), pairs(20), seed=0, cfg=cfg, progress=False, sync_every=4)
+    assert len(reads) == 3  # updates 1-4, 5-8, 9-10
+    monkeypatch.undo()
+    each = train(knrm(), pairs(20), seed=0, cfg=cfg, progress=False, sync_every=1)
+    pd.testing.assert_frame_equal(batched.history, each.history)
+    assert batched["final_loss"] == each["final_loss"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ class Reranker(nn.Module):
 
     def pair_loss(self, pos: dict, neg: dict) -> torch.Tensor:
         """Capreolus' pairwise hinge: mean(max(0, margin - s+ + s-))."""
-        return torch.clamp(self.margin - self(**pos) + self(**neg), min=0).mean()
+        return fp32(lambda sp, sn: torch.clamp(self.margin - sp + sn, min=0).mean(), self(**pos), self(**neg))
 
     def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -110,6 +111,36 @@ class HFReranker(Reranker):
         return cls(**dict(cfg, checkpoint=str(path)))
 
 
+def autocast_off(device_type: str):
+    """A context with autocast disabled on ``device_type`` (nothing to disable where autocast does not exist,
+    e.g. the ``meta`` device)."""
+    if torch.amp.is_autocast_available(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
+
+
+def fp32(fn, *tensors: torch.Tensor) -> torch.Tensor:
+    """``fn(*tensors)`` in fp32 with autocast off (CUDA or CPU, wherever the tensors are).
+
+    For the score heads, the log-softmax and the loss: under bf16 autocast a score keeps 8 significant bits, so
+    documents of one query collapse onto the same score and the docno tie-break, not the model, orders them."""
+    with autocast_off(tensors[0].device.type):
+        return fn(*(t.float() for t in tensors))
+
+
+def keep_fp32(module: nn.Module) -> nn.Module:
+    """Make ``module`` always run in fp32 with autocast off (its parameters and state-dict keys unchanged);
+    for a score head inside a Hugging Face model (e.g. ``BertForSequenceClassification.classifier``)."""
+    inner = module.forward
+
+    def forward(*args, **kwargs):
+        with autocast_off(next(module.parameters()).device.type):
+            return inner(*(a.float() if torch.is_tensor(a) and a.is_floating_point() else a for a in args), **kwargs)
+
+    module.forward = forward
+    return module
+
+
 def to_device(feats: dict, device: str) -> dict:
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in feats.items()}
 
@@ -144,6 +175,16 @@ class RerankTransformer:
                 return f"Rerank({self.model.name})"
 
         return _Rerank()
+
+
+def ties_per_query(run: pd.DataFrame) -> float:
+    """Mean number of documents per query whose score equals another document's score in the same query
+    (columns qid, score): the documents whose order only the docno tie-break decides."""
+    if run.empty:
+        return 0.0
+    size = run.groupby(["qid", "score"], sort=False)["score"].transform("size")
+    tied = (size > 1).groupby(run["qid"], sort=False).sum()
+    return float(tied.reindex(run["qid"].unique(), fill_value=0).mean())
 
 
 def rank_with_docno_ties(df: pd.DataFrame) -> pd.DataFrame:

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from leakexp.models.base import fp32
 from leakexp.models.capreolus import CapreolusReranker
 
 
@@ -86,20 +87,24 @@ class DUET(CapreolusReranker):
         if self.hparams["idfweight"]:
             em = em * idf.unsqueeze(2)
         h = F.relu(self.local_conv(em.unsqueeze(1)))  # (B, F, Q, 1)
-        return self.local_mlp(h.reshape(h.shape[0], -1)).squeeze(-1)  # filter-major flatten
+        # filter-major flatten; the MLP (40 -> 30 -> 1, negligible work) in fp32: bf16 would round its 30 hidden
+        # values and the score, so that documents tie
+        return fp32(self.local_mlp, h.reshape(h.shape[0], -1)).squeeze(-1)
 
     def distributed(self, q_emb: torch.Tensor, d_emb: torch.Tensor) -> torch.Tensor:
         B = q_emb.shape[0]
         qh = self.q_pool(self.dropout(F.relu(self.q_conv(q_emb.unsqueeze(1)))))  # (B, F, 1, 1)
-        qv = self.q_fc(qh.reshape(B, -1))  # (B, F)
+        qv = fp32(self.q_fc, qh.reshape(B, -1))  # (B, F)
         dh = self.d_pool(self.dropout(F.relu(self.d_conv(d_emb.unsqueeze(1)))))  # (B, F, nhidden, 1)
         dh = dh.reshape(B, 1, dh.shape[1], dh.shape[2])  # (B, 1, F, nhidden)
         dv = self.dropout(F.relu(self.d_conv2(dh))).reshape(B, -1, dh.shape[-1])  # (B, F, nhidden)
-        comb = F.relu(self.comb_fc(qv.unsqueeze(2) * dv)).squeeze(-1)  # (B, F)
-        return self.out_fc(self.dropout(comb)).squeeze(-1)
+        # the combination (699 -> 1 per filter, then 10 -> 1) in fp32: in bf16 its 10 values and the score are
+        # rounded so that documents tie; the convolutions before it (the work) stay under autocast
+        comb = fp32(lambda q, d: F.relu(self.comb_fc(q.unsqueeze(2) * d)).squeeze(-1), qv, dv)  # (B, F)
+        return fp32(self.out_fc, self.dropout(comb)).squeeze(-1)
 
     def forward(self, q: torch.Tensor, d: torch.Tensor, oov: torch.Tensor, idf: torch.Tensor) -> torch.Tensor:
-        return self.local(q, d, idf) + self.distributed(self.embed(q, oov), self.embed(d, oov))
+        return self.local(q, d, idf) + self.distributed(self.embed(q, oov), self.embed(d, oov))  # fp32 + fp32
 
     def config(self) -> dict:
         return dict(self.hparams)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from leakexp.models.base import fp32
 from leakexp.models.capreolus import CapreolusReranker
 from leakexp.models.vectors import similarity_matrix
 
@@ -57,11 +58,15 @@ class KNRM(CapreolusReranker):
                 "d": ids.batch(docs, self.hparams["maxdoclen"], trim=True)}
 
     def forward(self, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
-        sim = similarity_matrix(self.embedding, q, d).float()  # (B, Q, D); kernels need float32 (sigma 0.001)
-        feats = kernel_features(sim, self.mus, self.sigmas, mask_doc_padding=self.hparams["mask_doc_padding"],
-                                doc_mask=(d != 0).float(), extra_padding=self.hparams["maxdoclen"] - d.shape[1])
-        score = self.combine(feats).squeeze(-1)  # (B,)
-        return torch.tanh(score) if self.hparams["scoretanh"] else score
+        sim = similarity_matrix(self.embedding, q, d)  # (B, Q, D), fp32: kernels need it (sigma 0.001)
+
+        def head(sim: torch.Tensor) -> torch.Tensor:  # kernels, log soft-TF and the score layer: all fp32
+            feats = kernel_features(sim, self.mus, self.sigmas, mask_doc_padding=self.hparams["mask_doc_padding"],
+                                    doc_mask=(d != 0).float(), extra_padding=self.hparams["maxdoclen"] - d.shape[1])
+            score = self.combine(feats).squeeze(-1)  # (B,)
+            return torch.tanh(score) if self.hparams["scoretanh"] else score
+
+        return fp32(head, sim)
 
     def config(self) -> dict:
         return dict(self.hparams)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from leakexp.models.base import HFReranker
+from leakexp.models.base import HFReranker, fp32, keep_fp32
 
 
 def resolve_checkpoint(name: str) -> str:
@@ -36,6 +36,9 @@ class MonoBERT(HFReranker):
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.bert = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2,
                                                                        attn_implementation=attn_implementation)
+        head = getattr(self.bert, "classifier", None)
+        if isinstance(head, torch.nn.Module):
+            keep_fp32(head)  # the 2-class score layer in fp32 under bf16 autocast
 
     def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
         # longest_first truncation to max_length, with token_type_ids, as PyGaggle's encode_plus
@@ -47,7 +50,7 @@ class MonoBERT(HFReranker):
         return self.bert(**feats).logits  # (B, 2)
 
     def forward(self, **feats) -> torch.Tensor:
-        return F.log_softmax(self.logits(**feats).float(), dim=-1)[:, 1]
+        return fp32(lambda z: F.log_softmax(z, dim=-1)[:, 1], self.logits(**feats))
 
     def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.logits(**feats).float(), labels.long())
+        return fp32(lambda z: F.cross_entropy(z, labels.long()), self.logits(**feats))

@@ -15,7 +15,7 @@ from typing import Iterable
 import torch
 from torch.nn import functional as F
 
-from leakexp.models.base import HFReranker
+from leakexp.models.base import HFReranker, fp32
 from leakexp.stage import Ask, Context, Stage
 
 PROMPT = "Query: {q} Document: {d} Relevant:"
@@ -90,6 +90,8 @@ class MonoT5(HFReranker):
         self.true_id = self.tokenizer.encode("true")[0]
         self.false_id = self.tokenizer.encode("false")[0]
         self.prompt_ids = self.tokenizer("Relevant:")["input_ids"]  # [..., </s>]
+        # the rows of lm_head that scoring reads, as a device tensor (an index list would be copied every batch)
+        self.register_buffer("two_ids", torch.tensor([self.false_id, self.true_id]), persistent=False)
 
     def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
         max_length = self.hparams["max_length"]
@@ -105,25 +107,37 @@ class MonoT5(HFReranker):
         ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
         return {"input_ids": ids, "attention_mask": (torch.arange(width)[None, :] < torch.tensor([len(r) for r in rows])[:, None]).long()}
 
-    def _two_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """(B, 2) logits of ``false`` and ``true`` at the first decoder step, without the full vocabulary."""
-        start = torch.full((input_ids.shape[0], 1), self.t5.config.decoder_start_token_id, device=input_ids.device)
+    def _decoder_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                        decoder_input_ids: torch.Tensor) -> torch.Tensor:
+        """(B, T, d_model) decoder outputs as the LM head reads them (scaled when the config says so)."""
         enc = self.t5.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        dec = self.t5.decoder(input_ids=start, encoder_hidden_states=enc, encoder_attention_mask=attention_mask).last_hidden_state
-        h = dec[:, 0]
+        dec = self.t5.decoder(input_ids=decoder_input_ids, encoder_hidden_states=enc,
+                              encoder_attention_mask=attention_mask).last_hidden_state
         if getattr(self.t5.config, "scale_decoder_outputs", False):
-            h = h * (self.t5.model_dim**-0.5)
-        w = self.t5.lm_head.weight[[self.false_id, self.true_id]]
-        return F.linear(h, w)
+            dec = dec * (self.t5.model_dim**-0.5)
+        return dec
+
+    def _two_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(B, 2) fp32 logits of ``false`` and ``true`` at the first decoder step, without the full vocabulary."""
+        start = torch.full((input_ids.shape[0], 1), self.t5.config.decoder_start_token_id, device=input_ids.device)
+        h = self._decoder_states(input_ids, attention_mask, start)[:, 0]
+        w = self.t5.lm_head.weight.index_select(0, self.two_ids)
+        return fp32(F.linear, h, w)  # the score layer in fp32 (bf16 logits would tie documents)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return F.log_softmax(self._two_logits(input_ids, attention_mask).float(), dim=-1)[:, 1]  # log P(true)
+        return fp32(lambda z: F.log_softmax(z, dim=-1)[:, 1], self._two_logits(input_ids, attention_mask))  # log P(true)
 
     def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
-        """Cross-entropy on the target text ``true`` / ``false`` (with its </s>), as monoT5 is fine-tuned."""
-        target = torch.tensor([[self.true_id if y else self.false_id, self.tokenizer.eos_token_id] for y in labels.tolist()],
-                              device=feats["input_ids"].device)
-        return self.t5(**feats, labels=target).loss
+        """Cross-entropy on the target text ``true`` / ``false`` followed by </s>, as monoT5 is fine-tuned (what
+        ``T5ForConditionalGeneration(labels=...)`` computes), with the LM head and the loss in fp32. The targets
+        are built on the device (no host sync)."""
+        ids = feats["input_ids"]
+        word = torch.where(labels.to(ids.device).bool(), self.true_id, self.false_id)
+        target = torch.stack([word, torch.full_like(word, self.tokenizer.eos_token_id)], dim=1)  # (B, 2)
+        shifted = torch.stack([torch.full_like(word, self.t5.config.decoder_start_token_id), word], dim=1)
+        h = self._decoder_states(ids, feats["attention_mask"], shifted)
+        return fp32(lambda h, w: F.cross_entropy(F.linear(h, w).flatten(0, 1), target.flatten()), h,
+                    self.t5.lm_head.weight)
 
 
 # -- the embedded tokenizer stage -------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from leakexp.models.base import fp32
 from leakexp.models.capreolus import CapreolusReranker
 from leakexp.models.vectors import similarity_matrix
 
@@ -66,12 +67,13 @@ class PACRR(CapreolusReranker):
         return torch.cat(out, dim=-1)
 
     def forward(self, q: torch.Tensor, d: torch.Tensor, idf: torch.Tensor | None = None) -> torch.Tensor:
-        sim = similarity_matrix(self.embedding, q, d)  # (B, Q, W)
+        sim = similarity_matrix(self.embedding, q, d)  # (B, Q, W), fp32
         feats = self.ngram_features(sim)  # (B, Q, grams * k)
         if idf is not None:
             # softmax over query positions
             feats = torch.cat([feats.float(), F.softmax(idf.float(), dim=1).unsqueeze(-1)], dim=-1)
-        return self.combine(feats.reshape(feats.shape[0], -1)).squeeze(-1)  # query-major flatten -> (B,)
+        # the combining MLP (28 -> 32 -> 32 -> 1, negligible work) in fp32: its score is not rounded to bf16
+        return fp32(lambda f: self.combine(f.reshape(f.shape[0], -1)).squeeze(-1), feats)  # query-major flatten
 
     def config(self) -> dict:
         return dict(self.hparams)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import shutil
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -120,9 +123,66 @@ def _glove(path: Path) -> WordVectors:
     return WordVectors(vocab, np.vstack([np.zeros_like(rows[0])] + rows), f"glove:{path}")
 
 
+VECTORS_CACHE_FORMAT = 1  # the layout of a cache entry (vocab.txt, matrix.npy, meta.json)
+
+
+def file_fingerprint(path: Path) -> str:
+    """What identifies a word-vector file's content without reading all of it (1 GB for GloVe 6B 300d): its size,
+    modification time and first and last MiB."""
+    st = path.stat()
+    h = hashlib.sha256(f"{VECTORS_CACHE_FORMAT}:{st.st_size}:{st.st_mtime_ns}".encode())
+    with open(path, "rb") as f:
+        h.update(f.read(1 << 20))
+        if st.st_size > 2 << 20:
+            f.seek(st.st_size - (1 << 20))
+            h.update(f.read())
+    return h.hexdigest()[:24]
+
+
+def vectors_cache_dir(path: Path) -> Path:
+    """Where the parsed form of ``path`` is kept: ``$LEAKEXP_VECTORS_CACHE``, else ``.leakexp-vectors/`` next to
+    the file (shared by every job that reads it) when that folder is writable, else ~/.cache/leakexp/vectors."""
+    if os.environ.get("LEAKEXP_VECTORS_CACHE"):
+        return Path(os.environ["LEAKEXP_VECTORS_CACHE"]).expanduser()
+    if os.access(path.parent, os.W_OK):
+        return path.parent / ".leakexp-vectors"
+    return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "leakexp" / "vectors"
+
+
+def _glove_cached(path: Path) -> WordVectors:
+    """A GloVe text file through its cache: parsed once (by :func:`_glove`) into the vocabulary in id order and an
+    ``.npy`` matrix, which later processes memory-map (copy-on-write) instead of parsing ~1 GB of text.
+    An entry is written to a temporary folder and renamed, so concurrent jobs never read half an entry."""
+    entry = vectors_cache_dir(path) / f"{path.name}-{file_fingerprint(path)}"
+    if not (entry / "meta.json").exists():
+        vectors = _glove(path)
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = entry.parent / f".{entry.name}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        words = sorted(vectors.vocab, key=vectors.vocab.__getitem__)
+        (tmp / "vocab.txt").write_text("\n".join(words), encoding="utf-8")
+        np.save(tmp / "matrix.npy", np.ascontiguousarray(vectors.matrix, dtype=np.float32))
+        (tmp / "meta.json").write_text(json.dumps({"source": vectors.source, "sha256": vectors.content_hash,
+                                                   "shape": list(vectors.matrix.shape),
+                                                   "format": VECTORS_CACHE_FORMAT}) + "\n")
+        try:
+            os.rename(tmp, entry)
+        except OSError:  # another job wrote the entry first: use theirs
+            shutil.rmtree(tmp, ignore_errors=True)
+        return vectors
+    meta = json.loads((entry / "meta.json").read_text())
+    words = (entry / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    matrix = np.load(entry / "matrix.npy", mmap_mode="c")  # pages are read on use and shared between processes
+    if list(matrix.shape) != meta["shape"] or len(words) != matrix.shape[0] - 1:
+        raise ValueError(f"{entry} is damaged ({len(words)} words, matrix {matrix.shape}); delete it")
+    return WordVectors(dict(zip(words, range(1, len(words) + 1))), matrix, f"glove:{path}", _hash=meta["sha256"])
+
+
 @lru_cache(maxsize=4)
 def load_word_vectors(spec: str) -> WordVectors:
-    """'bundled' = the bundled MiniLM input embeddings; otherwise a GloVe-format text file path.
+    """'bundled' = the bundled MiniLM input embeddings; otherwise a GloVe-format text file path, parsed once into
+    a memory-mapped cache (:func:`_glove_cached`).
 
     Read once per process and shared by every model built from the same spec (the matrix is frozen).
     """
@@ -134,7 +194,7 @@ def load_word_vectors(spec: str) -> WordVectors:
             f"word vectors {spec!r} not found; give the path to glove.6B.300d.txt "
             "(https://nlp.stanford.edu/projects/glove/) or use embeddings=bundled"
         )
-    return _glove(path)
+    return _glove_cached(path)
 
 
 class TextIds:
@@ -173,8 +233,19 @@ class TextIds:
 
 def similarity_matrix(embedding: torch.nn.Embedding, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     """Capreolus' SimilarityMatrix, (B, Q, D): cosine of in-vocabulary ids (+1e-9 on each norm), plus 1.0
-    for equal out-of-vocabulary ids, and 0 wherever the query or the document id is padding."""
+    for equal out-of-vocabulary ids, and 0 wherever the query or the document id is padding.
+
+    Always fp32, autocast off: KNRM's kernels (sigma 0.001 at mu 1.0) and PACRR's n-grams read cosines that bf16
+    would round to 3 significant digits (a 4 x 800 matrix per document: cheap in fp32)."""
+    from leakexp.models.base import autocast_off
+
+    with autocast_off(q.device.type):
+        return _similarity_matrix(embedding, q, d)
+
+
+def _similarity_matrix(embedding: torch.nn.Embedding, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     qe, de = embedding(q.clamp(min=0)), embedding(d.clamp(min=0))  # OOV -> pad (zero) vector
+    qe, de = qe.float(), de.float()
     qn = qe / (qe.norm(dim=-1, keepdim=True) + 1e-9)
     dn = de / (de.norm(dim=-1, keepdim=True) + 1e-9)
     cos = torch.bmm(qn, dn.transpose(1, 2))
