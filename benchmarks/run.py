@@ -192,6 +192,22 @@ def bench_train(root: Path) -> None:
         model, tc = _embedded_model(r, cfg, name)
         figs = train(model, data, seed=0, cfg=TrainConfig.from_config(tc, {"epochs": 1}), progress=False)
         emit(f"train_{name}_instances_per_s_cpu", figs["instances_per_s"])
+        bench_checkpoint_verify(model, name, root / "checkpoints" / name)
+
+
+def bench_checkpoint_verify(model, name: str, out: Path) -> None:
+    """What checking a checkpoint against its recorded checksums costs when the runner loads it (warm pages)."""
+    from leakexp.store import file_table
+
+    model.save(out)
+    file_table(out)  # warm the page cache: what is measured is the hashing
+    start = time.perf_counter()
+    table = file_table(out)
+    seconds = time.perf_counter() - start
+    mib = sum(f["size"] for f in table.values()) / 2**20
+    emit(f"checkpoint_verify_s_{name}", round(seconds, 4))
+    emit(f"checkpoint_verify_mib_{name}", round(mib, 1))
+    emit(f"checkpoint_verify_mib_per_s_{name}", round(mib / max(seconds, 1e-9), 1))
 
 
 def bench_monot5(root: Path) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import traceback
 
@@ -272,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
             return c.cmd_status(args.overrides, verify=args.verify, why=args.why)
         return handlers[args.command](args.overrides)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while shutting down must not change the code
         print("\nleakexp: interrupted; re-run the same command to resume (finished artifacts are kept)",
               file=sys.stderr)
         return 130
