@@ -65,3 +65,11 @@ def test_a_bug_shows_its_traceback_and_how_to_report_it(monkeypatch, capsys):
     assert main(["plan"]) == 1
     err = capsys.readouterr().err
     assert "Traceback" in err and "ZeroDivisionError: a bug" in err and "this is a bug" in err
+
+
+def test_graph_audit_takes_overrides_like_every_command(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["graph-audit", f"store={tmp_path / 'elsewhere'}"]) == 0
+    assert "report:" in capsys.readouterr().out
+    assert list((tmp_path / "elsewhere" / "graph" / "synthetic").iterdir())  # the override's store, not ./store
+    assert not (tmp_path / "store").exists()
