@@ -55,7 +55,7 @@ class Runner:
         self.stages = {s.name: s for s in stages}
         self._records: dict[Ask, dict] = {}
         self._values: dict[str, Any] = {}
-        self._ensured: set[Ask] = set()
+        self._ensured: set[tuple[Ask, bool]] = set()
         self._upstream: dict[Ask, list[Ask]] = {}
 
     def stage(self, ask: Ask) -> Stage:
@@ -133,16 +133,18 @@ class Runner:
         return Context(self.stage(ask), ask.params, self.config(ask), self.key(ask), self.path(ask), self.runtime,
                        tuple(inputs), resolve)
 
-    def ensure(self, ask: Ask) -> Path:
+    def ensure(self, ask: Ask, *, load: bool = False) -> Path:
         """The stored artifact of ``ask``, computing it and whatever it lacks upstream. Every stored artifact
-        upstream is checked first (a damaged one is recomputed, and a failure is recorded where it happens, not
-        in each dependant); each is checked once per runner."""
+        upstream is checked first, by its marker and file sizes (a damaged one is recomputed, and a failure is
+        recorded where it happens, not in each dependant), once per runner; ``load``: ``ask`` is about to be read,
+        so a stage that asks for it (checkpoints) also has its files' checksums checked."""
         ask = self.normal(ask)
         for up in self.upstream(ask):
-            if self.stage(up).stored and up not in self._ensured:
-                self.store.ensure(self.path(up), self.record(up), checksums=self.stage(up).verify,
+            deep = load and up == ask and self.stage(up).verify
+            if self.stage(up).stored and (up, deep) not in self._ensured and (up, True) not in self._ensured:
+                self.store.ensure(self.path(up), self.record(up), checksums=deep,
                                   compute=lambda tmp, up=up: self.stage(up).compute(self.context(up), tmp))
-                self._ensured.add(up)
+                self._ensured.add((up, deep))
         return self.path(ask)
 
     def get(self, ask: Ask) -> Any:
@@ -151,7 +153,7 @@ class Runner:
         memo = f"{ask.stage}:{self.key(ask)}"
         if memo not in self._values:
             if stage.stored:
-                path = self.ensure(ask)
+                path = self.ensure(ask, load=True)
                 self._values[memo] = stage.opener(path) if stage.opener else path
             else:
                 self._values[memo] = stage.value(self.context(ask))

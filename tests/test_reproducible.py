@@ -61,6 +61,9 @@ def test_a_checkpoint_damaged_in_place_is_found_when_loaded_and_recomputed(store
     damaged[len(damaged) // 2] ^= 0xFF  # same size: only a checksum can tell
     weights.write_bytes(bytes(damaged))
     assert grid_status(cfg)["train"].done == 2  # status without --verify compares sizes only
+    runner(cfg).ensure(cell.ask("eval"))  # nothing loads the checkpoint: finished work is not re-read
+    assert weights.read_bytes() == bytes(damaged)
+    shutil.rmtree(runner(cfg).path(cell.ask("rerank")))  # the re-ranking must load the model again
     with caplog.at_level("WARNING"):
         runner(cfg).ensure(cell.ask("rerank"))
     assert weights.read_bytes() == good  # recomputed: the same bytes as before the damage
