@@ -229,15 +229,56 @@ class NoResults(RuntimeError):
     """The store holds no finished cell of the configured grid; the message says what to run."""
 
 
+TABLES_KEY = "tables.key.json"
+
+
+def _tables_key(cfg: DictConfig, runner) -> str:
+    """What the tables are made of: the settings, the state and key of every artifact of the grid they read, and
+    the code of the table writers. Equal keys: the tables on disk are the ones this run would write."""
+    import leakexp
+    from leakexp.grid import cell_asks, shared_asks
+    from leakexp.store import config_hash
+
+    asks = [a for rows in (shared_asks(cfg), cell_asks(cfg, grid_cells(cfg))) for v in rows.values() for a in v]
+    code = {f: (Path(leakexp.__file__).parent / f).read_text(encoding="utf-8")
+            for f in ("tables.py", "memorization_tables.py", "robustness_tables.py", "report.py", "stats.py")}
+    return config_hash({"settings": runner.settings, "code": config_hash(code),
+                        "artifacts": sorted({(str(a), runner.key(a), runner.state(a)[0]) for a in asks})})
+
+
+def _up_to_date(out: Path, key: str) -> bool:
+    try:
+        recorded = json.loads((out / TABLES_KEY).read_text())
+    except (OSError, ValueError):
+        return False
+    files = recorded.get("files", {}) if isinstance(recorded, dict) else {}
+    return recorded.get("key") == key and bool(files) and all(
+        (out / f).is_file() and (out / f).stat().st_size == size for f, size in files.items())
+
+
 def write_tables(cfg: DictConfig, runner=None) -> Path:
-    """Write every table the stored results support and return the folder (reads finished artifacts only)."""
-    from leakexp.grid import stored_results
+    """Write every table the stored results support and return the folder (reads finished artifacts only).
+    Tables already written from the same artifacts, settings and table code are kept as they are."""
     from leakexp.stages import runner as make_runner
 
     runner = runner or make_runner(cfg, readonly=True)
+    out = tables_dir(cfg)
+    key = _tables_key(cfg, runner)
+    if _up_to_date(out, key):
+        return out
+    (out / TABLES_KEY).unlink(missing_ok=True)
+    _write_tables(cfg, runner, out)
+    files = {p.relative_to(out).as_posix(): p.stat().st_size for p in sorted(out.rglob("*"))
+             if p.is_file() and p.name != TABLES_KEY}
+    atomic_write_text(out / TABLES_KEY, json.dumps({"key": key, "files": files}, indent=1, sort_keys=True) + "\n")
+    return out
+
+
+def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
+    from leakexp.grid import stored_results
+
     cells = grid_cells(cfg)
     results, states = stored_results(runner, cells)
-    out = tables_dir(cfg)
     if len(results) == 0:
         raise NoResults(f"the store {runner.store.root} holds no finished cell of this configuration's grid "
                         f"({len(cells)} cells: {incomplete_note(states).strip() or 'none'}); run `make demo` "

@@ -198,3 +198,17 @@ def test_status_why_names_the_setting_that_made_a_stored_set_stale(small_run, sm
     assert "differs" not in capsys.readouterr().out
     assert main(["status", *base, "--why", "bogus"]) == 2
     assert "no stage named bogus" in capsys.readouterr().err
+
+
+def test_tables_from_unchanged_artifacts_are_kept_and_a_missing_one_is_written_again(small_run, small_cfg):
+    from leakexp.tables import TABLES_KEY, write_tables
+
+    r, _, _, out = small_run
+    write_tables(small_cfg, r)
+    assert (out / TABLES_KEY).exists()
+    stamp = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    write_tables(small_cfg, r)  # the same artifacts, settings and table code: nothing rewritten
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == stamp
+    (out / "summary.md").unlink()
+    write_tables(small_cfg, r)
+    assert (out / "summary.md").exists() and (out / "summary.md").stat().st_mtime_ns != stamp["summary.md"]
