@@ -238,3 +238,4 @@ class PlanSettings(Section):
     train_instances_per_s: dict[str, PositiveFloat]
     rerank_docs_per_s: dict[str, PositiveFloat]
     topics: dict[str, PositiveInt]
+    job_startup_s: dict[str, Annotated[float, Field(ge=0)]] = {}

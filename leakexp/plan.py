@@ -31,7 +31,8 @@ def load_measured(path: str | Path) -> dict | None:
         models = data["models"]
         out = {"device": str(data["device"]), "path": str(path),
                "train_instances_per_s": {m: float(v["train_instances_per_s"]) for m, v in models.items()},
-               "rerank_docs_per_s": {m: float(v["rerank_docs_per_s"]) for m, v in models.items()}}
+               "rerank_docs_per_s": {m: float(v["rerank_docs_per_s"]) for m, v in models.items()},
+               "startup_s": {m: float(v["startup_s"]) for m, v in models.items() if "startup_s" in v}}
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a leakexp GPU benchmark file ({type(exc).__name__}: {exc}); rerun "
                          "`python benchmarks/run.py gpu` or delete the file to use the assumed figures") from None
@@ -133,7 +134,7 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
     models = list(g.models)
     measured = load_measured(bench if bench is not None else bench_path(cfg))
     topics = {c: int(t) for c, t in p.topics.items()}
-    train_hours, rerank_hours, source, instances = {}, {}, {}, {}
+    train_hours, rerank_hours, source, instances, overhead_hours = {}, {}, {}, {}, {}
     for m in models:
         have = measured is not None and m in measured["train_instances_per_s"]
         train_rate = measured["train_instances_per_s"][m] if have else float(p.train_instances_per_s[m])
@@ -145,6 +146,9 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
         docs = sum(topics.get(a.params["target"], 50) for a in jobs["rerank"][1] if a.params["model"] == m) * \
             int(cfg.rerank.depth)
         rerank_hours[m] = docs / rerank_rate / 3600
+        # every training job is a process that imports, loads its model and data before its first step
+        startup = (measured or {}).get("startup_s", {}).get(m, float((p.get("job_startup_s") or {}).get(m, 0.0)))
+        overhead_hours[m] = sum(1 for a in jobs["train"][1] if a.params["model"] == m) * startup / 3600
     robust = None
     if cfg.get("robustness", {}).get("enabled", False):
         robust = robustness_jobs(cfg, runner, jobs["rerank"][1], topics)
@@ -158,8 +162,9 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
         "jobs": {k: len(v[1]) for k, v in jobs.items()}, "jobs_before_sharing": {k: v[0] for k, v in jobs.items()},
         "training_instances": sum(instances.values()), "training_instances_per_model": instances,
         "train_gpu_hours": train_hours, "rerank_gpu_hours": rerank_hours, "throughput_source": source,
+        "startup_hours": overhead_hours,
         "bench_file": measured["path"] if measured else None,
-        "gpu_hours_total": sum(train_hours.values()) + sum(rerank_hours.values())
+        "gpu_hours_total": sum(train_hours.values()) + sum(rerank_hours.values()) + sum(overhead_hours.values())
         + (sum(robust["gpu_hours"].values()) if robust else 0.0),
     }
 
@@ -181,7 +186,7 @@ def render(info: dict) -> str:
     ]
     for m in info["train_gpu_hours"]:
         lines.append(f"  {m:<9} train ~{info['train_gpu_hours'][m]:8.1f} GPU-h   re-rank ~{info['rerank_gpu_hours'][m]:7.1f} "
-                     f"GPU-h   ({info['throughput_source'][m]})")
+                     f"GPU-h   job start-up ~{info['startup_hours'].get(m, 0.0):5.1f} h   ({info['throughput_source'][m]})")
     r = info.get("robustness")
     if r:
         lines.append("  robustness (robustness.enabled): " + ", ".join(f"{k.removeprefix('robustness/')} {v:,}"

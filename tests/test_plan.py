@@ -90,3 +90,20 @@ def test_plan_counts_robustness_jobs_and_time_when_enabled(tmp_path):
     assert r["gpu_hours"]["knrm"] == pytest.approx(r["docs"]["knrm"] / 20000 / 3600)
     assert info["gpu_hours_total"] == pytest.approx(off["gpu_hours_total"] + r["gpu_hours"]["knrm"])
     assert "robustness (robustness.enabled): own-corpus 3" in render(info)
+
+
+def test_each_training_job_pays_its_start_up_assumed_or_measured(cfg, tmp_path):
+    info = plan(cfg, fake_runner(cfg))
+    jobs = 2 * TRAINED_PER_SIZE  # per model: sizes x distinct trained models
+    assert info["startup_hours"] == pytest.approx({"knrm": jobs * 5 / 3600, "monot5": jobs * 20 / 3600})
+    assert info["gpu_hours_total"] == pytest.approx(sum(info["train_gpu_hours"].values())
+                                                    + sum(info["rerank_gpu_hours"].values())
+                                                    + sum(info["startup_hours"].values())
+                                                    + sum((info["robustness"] or {}).get("gpu_hours", {}).values()))
+    bench = tmp_path / "bench" / "gpu.json"
+    bench.parent.mkdir(parents=True)
+    bench.write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "models": {
+        "knrm": {"train_instances_per_s": 3000.0, "rerank_docs_per_s": 20000.0, "startup_s": 3600.0}}}))
+    info = plan(cfg, fake_runner(cfg))
+    assert info["startup_hours"]["knrm"] == pytest.approx(jobs)  # one hour per job, as measured
+    assert "job start-up" in render(info)
