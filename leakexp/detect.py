@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from leakexp.data.types import SOURCES, Collection, TrainPool
+from leakexp.data.types import SOURCES, Collection
 from leakexp.stage import Ask, Context, Stage
 from leakexp.schema import Name, PositiveInt, Section
 from leakexp.store import Store, atomic_write_json, read_json
@@ -174,86 +174,6 @@ def embedded(store: Store, path: Path, config: dict, texts: list[str], model, *,
 def sbert_slug(sbert: str) -> str:
     """The readable name of an SBERT model in artifact paths."""
     return Path(sbert).name if sbert != "bundled" else "all-MiniLM-L6-v2"
-
-
-def detect_config(*, pool: str, sbert: str, k: int, fields: list[str], collections: list[str]) -> dict:
-    """What the candidate table depends on: the pool's and the collections' fingerprints, model, k, fields.
-
-    Cheap (no data is loaded), so the stages below can key their artifacts by it before detection runs."""
-    return {"stage": "detect", "pool": pool, "sbert": sbert, "k": int(k), "fields": sorted(fields),
-            "collections": list(collections)}
-
-
-def embed_path(store: Store, pool_name: str, *, pool: str, sbert: str, source: str) -> tuple[Path, dict]:
-    """Where the embeddings of one source's training queries live, and their config (cheap)."""
-    config = {"stage": "embed", "pool": pool, "sbert": sbert, "source": source}
-    return store.keyed("embed", pool_name, sbert_slug(sbert), source, config=config), config
-
-
-def detect_path(store: Store, pool_name: str, config: dict) -> Path:
-    return store.keyed("detect", pool_name, sbert_slug(config["sbert"]), config=config)
-
-
-def detect(
-    store: Store,
-    pool: TrainPool,
-    collections: list[Collection],
-    *,
-    sbert: str,
-    k: int,
-    fields: list[str],
-    batch_size: int,
-    fingerprint: str,
-    collection_fingerprints: list[str],
-    chunk_size: int = 65536,
-) -> pd.DataFrame:
-    """The candidate table (top-k neighbours of every topic field per source), cached in the store."""
-    topics = topic_fields(collections, list(fields))
-    config = detect_config(pool=fingerprint, sbert=sbert, k=k, fields=fields, collections=collection_fingerprints)
-    path = detect_path(store, pool.name, config)
-    model = None
-
-    def get_model():
-        nonlocal model
-        if model is None:
-            model = load_sbert(sbert)
-        return model
-
-    embeddings = {}
-    for source in SOURCES:
-        q = pool.source_queries(source).reset_index(drop=True)
-        epath, source_config = embed_path(store, pool.name, pool=fingerprint, sbert=sbert, source=source)
-
-        emb = embedded(store, epath, source_config, q.text.tolist(), get_model, batch_size=batch_size,
-                       chunk_size=chunk_size, desc=f"embed {source}",
-                       extra=lambda tmp, q=q: q[["qid"]].to_parquet(tmp / "qids.parquet", index=False))
-        embeddings[source] = (q, emb)
-
-    def compute(tmp: Path) -> dict:
-        topic_emb = encode(get_model(), topics.text.tolist(), batch_size)
-        frames = []
-        for source in SOURCES:
-            q, emb = embeddings[source]
-            start = time.time()
-            sims, ids = exact_topk(emb, topic_emb, k)
-            log.info("searched %d topic fields against %d %s queries in %.2fs", len(topics), len(q), source,
-                     time.time() - start)
-            rows = np.repeat(np.arange(len(topics)), sims.shape[1])
-            flat_i, flat_s = ids.ravel(), sims.ravel()
-            keep = flat_i >= 0
-            t = topics.iloc[rows[keep]].reset_index(drop=True)
-            hit = q.iloc[flat_i[keep]].reset_index(drop=True)
-            frames.append(pd.DataFrame({
-                "train_qid": hit.qid, "source": source, "query": hit.text, "topic_qid": t.topic_qid,
-                "field": t.field, "variant_index": t.variant_index.astype(int), "similarity": flat_s[keep],
-                "corpora": t.corpora,
-            }))
-        cands = pd.concat(frames, ignore_index=True)[CANDIDATE_COLUMNS]
-        cands.to_parquet(tmp / "candidates.parquet", index=False)
-        return {"rows": len(cands), "topic_fields": len(topics)}
-
-    store.ensure(path, config, compute)
-    return pd.read_parquet(path / "candidates.parquet")
 
 
 def above_threshold(cands: pd.DataFrame, threshold: float) -> pd.DataFrame:

@@ -44,3 +44,18 @@ def small_run(small_cfg):
     cells = grid_cells(small_cfg)
     means = {c: run_cell(small_cfg, r, c) for c in cells}
     return r, cells, means, write_tables(small_cfg, r)
+
+
+def paper_env(tmp_path, monkeypatch) -> list[str]:
+    """What experiment=paper needs on this machine: annotation files, query variants and a GloVe file (tiny stand-ins
+    written to ``tmp_path``); returns the overrides."""
+    ann = tmp_path / "a.jsonl"
+    ann.write_text("{}\n")
+    for corpus in ("ROBUST04", "CORE17", "CORE18"):
+        variants = tmp_path / f"{corpus}.tsv"
+        variants.write_text("1\tq\n")
+        monkeypatch.setenv(f"LEAKEXP_VARIANTS_{corpus}", str(variants))
+    glove = tmp_path / "glove.txt"
+    glove.write_text("the 0.1 0.2\n")
+    monkeypatch.setenv("LEAKEXP_GLOVE", str(glove))
+    return ["experiment=paper", f"verify.annotations=[{ann}]"]

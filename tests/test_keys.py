@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from conftest import paper_env
 from omegaconf import OmegaConf
 
 from leakexp.cell import grid_cells
@@ -17,16 +18,6 @@ from leakexp.grid import cell_asks, shared_asks
 from leakexp.pipeline import Runner, leaves as _leaves
 from leakexp.stages import STAGES
 from leakexp.store import Store
-
-
-def _paper_env(tmp_path, monkeypatch) -> list[str]:
-    ann = tmp_path / "a.jsonl"
-    ann.write_text("{}\n")
-    for corpus in ("ROBUST04", "CORE17", "CORE18"):
-        variants = tmp_path / f"{corpus}.tsv"
-        variants.write_text("1\tq\n")
-        monkeypatch.setenv(f"LEAKEXP_VARIANTS_{corpus}", str(variants))
-    return [f"verify.annotations=[{ann}]"]
 
 
 def _runner(s: dict, store) -> Runner:
@@ -78,7 +69,7 @@ PAPER_SMALL = ["grid.sizes=[1000,128000]", "grid.seeds=[1,2]"]
 
 @pytest.mark.parametrize("experiment", ["demo", "paper"])
 def test_every_leaf_rekeys_exactly_its_readers(experiment, tmp_path, monkeypatch):
-    extra = _paper_env(tmp_path, monkeypatch) + PAPER_SMALL if experiment == "paper" else []
+    extra = paper_env(tmp_path, monkeypatch)[1:] + PAPER_SMALL if experiment == "paper" else []
     cfg = compose([f"experiment={experiment}", f"store={tmp_path / 'store'}", *extra])
     store = Store(tmp_path / "store")
     base_settings = settings(cfg)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 
 import pytest
+from conftest import paper_env
 from omegaconf import OmegaConf
 
 from leakexp import config as config_module
@@ -16,19 +17,6 @@ from leakexp import stages
 from leakexp.config import ConfigError, compose
 from leakexp.pipeline import leaves
 from leakexp.train import MODEL_SETTINGS
-
-
-def _paper(tmp_path, monkeypatch) -> list[str]:
-    ann = tmp_path / "a.jsonl"
-    ann.write_text("{}\n")
-    for corpus in ("ROBUST04", "CORE17", "CORE18"):
-        variants = tmp_path / f"{corpus}.tsv"
-        variants.write_text("1\tq\n")
-        monkeypatch.setenv(f"LEAKEXP_VARIANTS_{corpus}", str(variants))
-    glove = tmp_path / "glove.txt"
-    glove.write_text("the 0.1 0.2\n")
-    monkeypatch.setenv("LEAKEXP_GLOVE", str(glove))
-    return ["experiment=paper", f"verify.annotations=[{ann}]"]
 
 
 def _wrong_type(value):
@@ -102,7 +90,7 @@ def _rejected(cfg, leaf: str, value, store) -> str:
 @pytest.mark.parametrize("experiment", ["demo", "paper"])
 def test_every_leaf_has_a_type_and_its_domain_is_enforced_before_any_work(experiment, tmp_path, monkeypatch):
     store = tmp_path / "empty-store"
-    extra = _paper(tmp_path, monkeypatch) if experiment == "paper" else []
+    extra = paper_env(tmp_path, monkeypatch) if experiment == "paper" else []
     cfg = compose([f"store={store}", *extra])
     stages.runner(cfg, readonly=True)  # the configuration as composed is valid
     assert not store.exists()
