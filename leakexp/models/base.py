@@ -5,18 +5,22 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
+
+from leakexp.models.tokens import Tokens
 
 
 class Reranker(nn.Module):
     """A scoring model for (query, document) pairs.
 
-    Subclasses implement :meth:`featurize` (texts -> tensors, done once per batch) and :meth:`forward`
-    (tensors -> one score per pair), and say how they train: ``pairwise`` models use a hinge loss on
+    Subclasses implement :meth:`document_tokens` and :meth:`encode_queries` (texts -> token ids, once per text),
+    :meth:`collator` (token ids of a batch -> tensors) and :meth:`forward` (tensors -> one score per pair), and say
+    how they train: ``pairwise`` models use a hinge loss on
     (s+, s-), ``pointwise`` ones a cross-entropy on the label of each instance.
     """
 
@@ -35,10 +39,41 @@ class Reranker(nn.Module):
         """True when scoring reads the idf of the collection (then call ``use_idf(table)`` first)."""
         return type(self).reads_idf(getattr(self, "hparams", {}))
 
-    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
-        """Texts -> CPU tensors of ids (and data derived from the texts alone). It never reads the model's
-        parameters, which may live on another device; lookups happen in :meth:`forward`."""
+    # -- what the model reads of a text, computed once (leakexp.models.tokens) ---------------------------
+    # the model settings that :meth:`document_tokens` reads (the tokens stage declares them)
+    ENCODING: tuple[str, ...] = ()
+
+    @classmethod
+    def document_tokens(cls, settings: dict, texts: Sequence[str], *, progress: bool = False) -> Tokens:
+        """What a model built with ``settings`` reads of each document: token ids truncated to what it reads, the
+        full length, and for word models the unknown words of negative ids. Needs only the settings in ``ENCODING``
+        (never the model's weights), so every cell of a corpus or a training set shares one stored copy."""
         raise NotImplementedError
+
+    @classmethod
+    def encoding_id(cls, settings: dict) -> str:
+        """What identifies :meth:`document_tokens`' output beyond the settings' values (e.g. the content of the
+        word-vector file); stored with the tokens and compared before they are used."""
+        return ""
+
+    def encode_docs(self, texts: Sequence[str]) -> Tokens:
+        return type(self).document_tokens(self.hparams, texts)
+
+    def encode_queries(self, texts: Sequence[str], docs: Tokens) -> Tokens:
+        """What the model reads of each query; word models extend ``docs``' unknown words (the result's ``oov``
+        holds both), and add per-query weights such as idf."""
+        raise NotImplementedError
+
+    def collator(self) -> Callable[[Tokens, Tokens], dict[str, torch.Tensor]]:
+        """A picklable function (no parameters inside, so DataLoader workers can run it) from aligned query and
+        document rows of one batch to the CPU tensors :meth:`forward` takes."""
+        raise NotImplementedError
+
+    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
+        """Texts -> CPU tensors of one batch (encode, then collate). It never reads the model's parameters, which
+        may live on another device; lookups happen in :meth:`forward`."""
+        d = self.encode_docs(docs)
+        return self.collator()(self.encode_queries(queries, d), d)
 
     def pair_loss(self, pos: dict, neg: dict) -> torch.Tensor:
         """Capreolus' pairwise hinge: mean(max(0, margin - s+ + s-))."""
@@ -47,30 +82,38 @@ class Reranker(nn.Module):
     def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    @torch.inference_mode()
     def score(self, queries: list[str], docs: list[str], *, batch_size: int = 64, device: str | None = None,
               bf16: bool = True) -> list[float]:
-        """Scores of aligned (query, doc) lists, batched; documents sorted by length to cut padding.
+        """Scores of aligned (query, doc) text lists (see :meth:`score_tokens`)."""
+        d = self.encode_docs(docs)
+        return self.score_tokens(self.encode_queries(queries, d), d, batch_size=batch_size, device=device,
+                                 bf16=bf16).tolist()
+
+    @torch.inference_mode()
+    def score_tokens(self, queries: Tokens, docs: Tokens, *, batch_size: int = 64, device: str | None = None,
+                     bf16: bool = True) -> np.ndarray:
+        """Scores (float64) of aligned query and document rows, in batches of documents of similar length.
 
         ``device`` defaults to where the parameters are. On CUDA, ``bf16`` runs the forward pass under bf16
-        autocast (config ``precision.rerank_bf16``); on a CPU it changes nothing.
+        autocast (config ``precision.rerank_bf16``); on a CPU it changes nothing. Scores are read from the device
+        once, at the end.
         """
         self.eval()
         if device is None:
             first = next(self.parameters(), None)
             device = str(first.device) if first is not None else "cpu"
         use_bf16 = bf16 and device.startswith("cuda")
-        order = sorted(range(len(docs)), key=lambda i: len(docs[i]))
+        collate = self.collator()
+        order = np.argsort(docs.full, kind="stable")
         batches = []
         for s in range(0, len(order), batch_size):
             idx = order[s : s + batch_size]
-            feats = to_device(self.featurize([queries[i] for i in idx], [docs[i] for i in idx]), device)
+            feats = to_device(collate(queries.take(idx), docs.take(idx)), device, non_blocking=True)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
-                batches.append((idx, self(**feats).float()))  # no sync here: the next batch is featurised meanwhile
-        out = [0.0] * len(docs)
-        for idx, scores in batches:
-            for i, v in zip(idx, scores.tolist()):
-                out[i] = float(v)
+                batches.append(self(**feats).float())  # no sync here: the next batch is collated meanwhile
+        out = np.zeros(len(order), dtype=np.float64)
+        if batches:
+            out[order] = torch.cat(batches).cpu().numpy()
         return out
 
     # -- checkpoints ----------------------------------------------------------------------------------
@@ -83,9 +126,11 @@ class Reranker(nn.Module):
         torch.save({k: v.detach().cpu() for k, v in self.state_dict().items()}, out / "model.pt")
         (out / "model.json").write_text(json.dumps({"name": self.name, "config": self.config()}, indent=2) + "\n")
 
-    def transformer(self, *, batch_size: int = 64, device: str | None = None, bf16: bool = True):
-        """This model as a PyTerrier re-ranker: ``bm25 >> text >> model.transformer()``."""
-        return RerankTransformer(self, batch_size=batch_size, device=device, bf16=bf16)
+    def transformer(self, *, batch_size: int = 64, device: str | None = None, bf16: bool = True,
+                    docs: Tokens | None = None):
+        """This model as a PyTerrier re-ranker: ``bm25 >> text >> model.transformer()``, or with the documents'
+        stored tokens ``bm25 >> model.transformer(docs=tokens)``."""
+        return RerankTransformer(self, batch_size=batch_size, device=device, bf16=bf16, docs=docs)
 
 
 class HFReranker(Reranker):
@@ -141,8 +186,10 @@ def keep_fp32(module: nn.Module) -> nn.Module:
     return module
 
 
-def to_device(feats: dict, device: str) -> dict:
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in feats.items()}
+def to_device(feats: dict, device: str, non_blocking: bool = False) -> dict:
+    """Tensors of ``feats`` on ``device`` (``non_blocking``: from pinned memory, the copy overlaps compute)."""
+    return {k: v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v
+            for k, v in feats.items()}
 
 
 def _pt():
@@ -152,23 +199,35 @@ def _pt():
 
 
 class RerankTransformer:
-    """PyTerrier transformer scoring (qid, query, docno, text) rows; ties broken by docno."""
+    """PyTerrier transformer scoring (qid, query, docno, text) rows; ties broken by docno. With ``docs`` (the
+    documents' :class:`Tokens`, keyed by docno) it scores (qid, query, docno) rows from those token ids, without a
+    text column or any tokenising of documents."""
 
-    def __new__(cls, model: Reranker, *, batch_size: int = 64, device: str | None = None, bf16: bool = True):
+    def __new__(cls, model: Reranker, *, batch_size: int = 64, device: str | None = None, bf16: bool = True,
+                docs: Tokens | None = None):
         pt = _pt()
+        rows = docs.index() if docs is not None else None
 
         class _Rerank(pt.Transformer):
             def __init__(self):
                 self.model, self.batch_size, self.device, self.bf16 = model, batch_size, device, bf16
 
             def transform(self, inp: pd.DataFrame) -> pd.DataFrame:
-                pt.validate.result_frame(inp, extra_columns=["query", "text"])
+                pt.validate.result_frame(inp, extra_columns=["query"] if docs is not None else ["query", "text"])
                 out = inp.copy()
-                out["score"] = pd.Series(
-                    self.model.score(out["query"].tolist(), out["text"].tolist(), batch_size=self.batch_size,
-                                     device=self.device, bf16=self.bf16),
-                    index=out.index, dtype="float64",
-                )
+                if docs is None:
+                    scores = self.model.score(out["query"].tolist(), out["text"].tolist(), batch_size=self.batch_size,
+                                              device=self.device, bf16=self.bf16)
+                else:
+                    missing = sorted(set(out["docno"]) - rows.keys())
+                    if missing:
+                        raise KeyError(f"{len(missing)} documents to re-rank have no stored tokens (e.g. {missing[0]!r})")
+                    texts, which = np.unique(out["query"].to_numpy(dtype=object), return_inverse=True)
+                    queries = self.model.encode_queries(texts.tolist(), docs)
+                    d = docs.take([rows[n] for n in out["docno"]])
+                    scores = self.model.score_tokens(queries.take(which), d, batch_size=self.batch_size,
+                                                     device=self.device, bf16=self.bf16)
+                out["score"] = pd.Series(scores, index=out.index, dtype="float64")
                 return rank_with_docno_ties(out)
 
             def __repr__(self):
