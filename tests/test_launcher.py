@@ -111,8 +111,9 @@ def test_schedule_keeps_one_job_per_gpu_and_starts_the_next_on_the_first_free_gp
 
 
 @pytest.mark.slow
-def test_a_multirun_runs_each_cell_on_its_own_gpu(tmp_path):
-    """End to end with real submitit processes: 4 cells on 2 'GPUs', each job records what it sees."""
+def _multirun(tmp_path, *overrides):
+    """A 4-cell multirun through the gpu_local launcher with real submitit processes; each cell records the GPU it
+    sees, its process and when it ran."""
     conf = tmp_path / "conf"
     (conf / "hydra" / "launcher").mkdir(parents=True)
     (conf / "hydra" / "launcher" / "gpu_local.yaml").write_text(
@@ -128,19 +129,42 @@ def test_a_multirun_runs_each_cell_on_its_own_gpu(tmp_path):
             start = time.time()
             time.sleep(1.0)
             with open(f"{{cfg.out}}/cell-{{cfg.cell}}.json", "w") as f:
-                json.dump({{"gpu": os.environ.get("CUDA_VISIBLE_DEVICES"), "start": start, "end": time.time()}}, f)
+                json.dump({{"gpu": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid(), "start": start,
+                           "end": time.time()}}, f)
 
         main()
     """))
     root = Path(__file__).resolve().parent.parent
     env = {"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, str(app), "-m", "hydra/launcher=gpu_local", "hydra.launcher.gpus=[3,5]",
-                           "hydra.launcher.poll_s=0.2", f"out={tmp_path}", "cell=1,2,3,4"],
+                           "hydra.launcher.poll_s=0.2", f"out={tmp_path}", "cell=1,2,3,4", *overrides],
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    cells = [json.loads((tmp_path / f"cell-{i}.json").read_text()) for i in (1, 2, 3, 4)]
+    return [json.loads((tmp_path / f"cell-{i}.json").read_text()) for i in (1, 2, 3, 4)]
+
+
+def test_a_multirun_runs_each_cell_on_its_own_gpu(tmp_path):
+    cells = _multirun(tmp_path, "hydra.launcher.cells_per_job=1")
+    assert len({c["pid"] for c in cells}) == 4
     assert {c["gpu"] for c in cells} == {"3", "5"}
     for a in cells:
         for b in cells:
             if a is not b and a["start"] < b["end"] and b["start"] < a["end"]:  # ran at the same time
                 assert a["gpu"] != b["gpu"]
+
+
+def test_one_process_runs_several_cells_in_turn(tmp_path):
+    """cells_per_job=2: cells 1-2 and 3-4 each run in one process (start-up paid once), the two on different GPUs
+    at the same time, and every cell still runs."""
+    cells = _multirun(tmp_path, "hydra.launcher.cells_per_job=2")
+    assert cells[0]["pid"] == cells[1]["pid"] != cells[2]["pid"] == cells[3]["pid"]
+    assert cells[0]["gpu"] == cells[1]["gpu"] and cells[2]["gpu"] == cells[3]["gpu"]
+    assert {cells[0]["gpu"], cells[2]["gpu"]} == {"3", "5"}
+    assert cells[0]["end"] <= cells[1]["start"]  # in turn
+
+
+def test_jobs_are_grouped_in_sweep_order():
+    from hydra_plugins.leakexp_launcher.gpu_local import group_jobs
+
+    assert group_jobs(list("abcdefg"), 3) == [["a", "b", "c"], ["d", "e", "f"], ["g"]]
+    assert group_jobs(list("ab"), 5) == [["a", "b"]]

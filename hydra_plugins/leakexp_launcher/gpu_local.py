@@ -79,12 +79,21 @@ def schedule(jobs: Sequence[Any], gpus: Sequence[int], submit: Callable[[Any, in
 class GpuLocalLauncher(LocalLauncher):
     """hydra-submitit-launcher's local launcher, one job per GPU at a time (see the module docstring)."""
 
-    def __init__(self, gpus: int | Sequence[int] | None = None, poll_s: float = 2.0, **params: Any) -> None:
+    def __init__(self, gpus: int | Sequence[int] | None = None, poll_s: float = 2.0, cells_per_job: int = 1,
+                 **params: Any) -> None:
         super().__init__(**params)
         if OmegaConf.is_config(gpus):
             gpus = OmegaConf.to_container(gpus, resolve=True)
+        if int(cells_per_job) < 1:
+            raise ValueError(f"hydra.launcher.cells_per_job={cells_per_job}; give 1 or more")
         self.gpus = gpus
         self.poll_s = float(poll_s)
+        self.cells_per_job = int(cells_per_job)
+
+    def run_group(self, group: Sequence[tuple]) -> list:
+        """Several Hydra jobs one after another in one process (imports, word vectors and CUDA start-up paid
+        once)."""
+        return [self(*args) for args in group]
 
     def executor(self, gpu: int):
         """A submitit LocalExecutor whose jobs see only ``gpu`` (CUDA_VISIBLE_DEVICES=<gpu>)."""
@@ -107,9 +116,19 @@ class GpuLocalLauncher(LocalLauncher):
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
             jobs.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
 
-        def submit(args, gpu):
-            log.info(f"gpu_local: job #{args[2]} on GPU {gpu}")
-            return executors[gpu].submit(self, *args)
+        groups = group_jobs(jobs, self.cells_per_job)
 
-        return schedule(jobs, gpus, submit, done=lambda j: j.done(), result=lambda j: j.results()[0],
-                        poll_s=self.poll_s)
+        def submit(group, gpu):
+            log.info(f"gpu_local: job{'s' if len(group) > 1 else ''} #{', #'.join(str(a[2]) for a in group)} "
+                     f"on GPU {gpu}")
+            return executors[gpu].submit(self.run_group, group)
+
+        results = schedule(groups, gpus, submit, done=lambda j: j.done(), result=lambda j: j.results()[0],
+                           poll_s=self.poll_s)
+        return [r for group in results for r in group]
+
+
+def group_jobs(jobs: Sequence[Any], per_group: int) -> list[list[Any]]:
+    """Consecutive jobs in groups of ``per_group`` (the sweep's last override varies fastest: the seeds of one
+    training set and model come together)."""
+    return [list(jobs[s : s + per_group]) for s in range(0, len(jobs), per_group)]
