@@ -464,12 +464,16 @@ def bench_pipeline(root: Path) -> None:
 
     ``startup_s_<model>``: process start to the end of the first training update (imports, config, the real-size
     GloVe read through its cache, model, one update of 32 pairs at 800 tokens), per KNRM / PACRR / DUET job.
-    ``data_pipeline_instances_per_s_<model>``: training instances/s that featurisation (tokenising, ids, padding)
-    delivers on one CPU core at the paper's shapes (700-word documents; t5-base / bert-base tokenizers' kind).
+    ``data_pipeline_instances_per_s_<model>``: training instances/s that the training loop's data pipeline (gather
+    the stored token ids of a batch, collate them into tensors) delivers on one CPU core at the paper's shapes
+    (700-word documents; t5-base / bert-base tokenizers' kind); ``data_pipeline_from_texts_…``: the same batches
+    tokenised from their texts, as every batch was before documents were encoded once; ``encode_docs_per_s_…``:
+    that one-time encoding (the tokens stage, once per training set or corpus).
     ``ties_per_query_{fp32,bf16}_<model>``: documents per query sharing their score with another, when each model
     (embedded weights, the model file's settings, one epoch on a toy training set of 128 instances) re-ranks 30
     queries of toy_robust's BM25 top-100, in fp32 and under CPU bf16 autocast.
     """
+    import dataclasses
     import subprocess
 
     import pandas as pd
@@ -478,11 +482,11 @@ def bench_pipeline(root: Path) -> None:
     from leakexp.config import compose
     from leakexp.models.base import ties_per_query
     from leakexp.models.paper import PaperModels, synthetic_pairs
-    from leakexp.models.vectors import _tokenize, load_word_vectors
+    from leakexp.models.vectors import load_word_vectors
     from leakexp.rerank import rerank
     from leakexp.stage import Ask
     from leakexp.stages import runner
-    from leakexp.train import TrainConfig, _interleave, pairs_of, set_seed, train
+    from leakexp.train import PairBatches, TrainConfig, micro_batches, pairs_of, set_seed, train
 
     torch.set_num_threads(1)
     glove = write_real_size_glove(root / "glove.6B.300d-size.txt")
@@ -500,10 +504,10 @@ def bench_pipeline(root: Path) -> None:
         emit(f"startup_s_{name}", float(out.stdout.strip().splitlines()[-1]))
 
     paper = PaperModels(root / "paper")
-    pos, neg = pairs_of(synthetic_pairs(256, doc_words=700, seed=7))
+    data = synthetic_pairs(256, doc_words=700, seed=7)
+    pos, neg = pairs_of(data)
     for name in ("knrm", "pacrr", "duet", "monobert", "monot5"):
         set_seed(0)
-        _tokenize.cache_clear()  # each job tokenises its documents anew
         model = paper.build(name) if name not in WORD_MODELS else None
         if model is None:
             from leakexp.models import get
@@ -512,17 +516,29 @@ def bench_pipeline(root: Path) -> None:
             model = get(name)(**dict(paper.params(name), embeddings=str(glove)))
             if model.needs_idf:
                 model.use_idf(IdfTable.from_docs(synthetic_pairs(200, doc_words=300, seed=1).text))
-        batch = paper.train_config(name).batch_size
+        tc = paper.train_config(name)
+        batches = micro_batches(len(pos), dataclasses.replace(tc, epochs=1, updates=None), 0)
+        # once per training set (the tokens stage): every document encoded
         start = time.perf_counter()
-        for s in range(0, len(pos), batch):
-            p, n = pos.iloc[s : s + batch], neg.iloc[s : s + batch]
+        docs = model.encode_docs(data.drop_duplicates("docno").text.tolist())
+        emit(f"encode_docs_per_s_{name}", len(docs) / (time.perf_counter() - start))
+        docs.keys = data.drop_duplicates("docno").docno.tolist()
+        # per batch, what the training loop's data pipeline does now: gather token ids and collate
+        start = time.perf_counter()
+        batches_data = PairBatches.of(model, pos, neg, batches, docs)
+        for i in range(len(batches_data)):
+            batches_data[i]
+        emit(f"data_pipeline_instances_per_s_{name}", 2 * len(pos) / (time.perf_counter() - start))
+        # what it did before: tokenise both texts of every instance in every batch
+        start = time.perf_counter()
+        for idx in batches:
+            p, n = pos.iloc[idx], neg.iloc[idx]
             if model.objective == "pairwise":
                 model.featurize(p["query"].tolist(), p["text"].tolist())
                 model.featurize(n["query"].tolist(), n["text"].tolist())
             else:
-                both = _interleave(p, n)
-                model.featurize(both["query"].tolist(), both["text"].tolist())
-        emit(f"data_pipeline_instances_per_s_{name}", 2 * len(pos) / (time.perf_counter() - start))
+                model.featurize(p["query"].tolist() + n["query"].tolist(), p["text"].tolist() + n["text"].tolist())
+        emit(f"data_pipeline_from_texts_instances_per_s_{name}", 2 * len(pos) / (time.perf_counter() - start))
         del model
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
@@ -596,7 +612,7 @@ def bench_gpu(root: Path) -> None:
     from leakexp.config import model_config
     from leakexp.models.paper import PaperModels, synthetic_pairs
     from leakexp.store import atomic_write_json
-    from leakexp.train import batch_loss, configure_precision, pairs_of, set_seed, train
+    from leakexp.train import PairBatches, batch_loss, configure_precision, pairs_of, set_seed, train
 
     configure_precision({"matmul": "highest"})
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
@@ -620,12 +636,12 @@ def bench_gpu(root: Path) -> None:
                        progress=False)
         train_ips = result["instances_per_s"]
         pos, neg = pairs_of(data)
-        idx = np.arange(cfg.batch_size)
+        one = PairBatches.of(model, pos, neg, [np.arange(cfg.batch_size)])[0]
 
         def step():
-            batch_loss(model, pos.iloc[idx], neg.iloc[idx], device, cfg.bf16).backward()
+            batch_loss(model, one, device, cfg.bf16).backward()
 
-        train_flops = count_flops(step) / (2 * len(idx))
+        train_flops = count_flops(step) / (2 * cfg.batch_size)
         model.zero_grad(set_to_none=True)
 
         score_batch = int(OmegaConf.select(model_config(name), "train.score_batch_size", default=64))

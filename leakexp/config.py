@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
@@ -209,6 +209,7 @@ def runtime(cfg: DictConfig, device: str) -> dict:
     """Settings that change how fast, not what, a stage computes: visible to every stage, part of no key."""
     s = settings(cfg)
     return {"device": device, "verbose": bool(cfg.get("verbose", False)), "threads": int(cfg.bm25.threads),
+            "loader_workers": cfg.get("loader_workers", "auto"),
             "embed_batch_size": int(cfg.detect.batch_size),
             "score_batch_size": {m: int((c.get("train") or {}).get("score_batch_size") or 64)
                                  for m, c in s["models"].items()}}
@@ -222,6 +223,7 @@ class RunSettings(Section):
     seed: Annotated[int, Field(ge=0)]
     device: Annotated[str, Field(pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")]
     verbose: bool
+    loader_workers: Literal["auto"] | Annotated[int, Field(ge=0)]
     model_overrides: dict[Name, dict]
 
 

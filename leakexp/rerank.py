@@ -8,20 +8,25 @@ from pathlib import Path
 import pandas as pd
 
 from leakexp.models.base import Reranker, rank_with_docno_ties
+from leakexp.models.tokens import Tokens
 from leakexp.stage import Ask, Context, Stage
 
 
 def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, device: str = "cpu",
            bf16: bool = False) -> pd.DataFrame:
-    """Re-rank a stored BM25 run with the PyTerrier pipeline ``bm25 >> text >> model``.
+    """Re-rank a stored BM25 run with the PyTerrier pipeline ``bm25 >> text >> model``, or, when ``docs`` are the
+    documents' stored :class:`Tokens`, ``bm25 >> model`` scoring from their token ids.
 
     Ties in the model's score are broken by docno (the paper), not by BM25's order. ``bf16``: autocast on CUDA.
     """
     import pyterrier as pt
 
     first_stage = pt.Transformer.from_df(bm25[["qid", "query", "docno", "score", "rank"]])
-    text = pt.apply.generic(lambda df: df.assign(text=[docs[d] for d in df.docno]))
-    pipeline = first_stage >> text >> model.transformer(batch_size=batch_size, device=device, bf16=bf16)
+    if isinstance(docs, Tokens):
+        pipeline = first_stage >> model.transformer(batch_size=batch_size, device=device, bf16=bf16, docs=docs)
+    else:
+        text = pt.apply.generic(lambda df: df.assign(text=[docs[d] for d in df.docno]))
+        pipeline = first_stage >> text >> model.transformer(batch_size=batch_size, device=device, bf16=bf16)
     topics = bm25[["qid", "query"]].drop_duplicates("qid")
     res = pipeline(topics)
     return rank_with_docno_ties(res[["qid", "query", "docno", "score"]])
@@ -61,7 +66,8 @@ def _inputs(p: dict, c) -> dict:
 
     target = p["target"]
     inputs = {"model": Ask.of("train", **train_params(p)), "run": Ask.of("firststage", corpus=target),
-              "collection": Ask.of("collection", corpus=target)}
+              "collection": Ask.of("collection", corpus=target), "tokens": Ask.of("tokens", docs="run", model=p["model"],
+                                                                               corpus=target)}
     if reads_idf(c, p["model"]):  # the idf of the collection it ranks
         inputs["df"] = Ask.of("df", name=target)
     return inputs
@@ -87,14 +93,16 @@ def scoring(ctx: Context) -> dict:
 
 def _rerank(ctx: Context, tmp: Path) -> dict:
     p = ctx.params
-    res = rerank(load_model(ctx), ctx.inputs["run"], ctx.inputs["collection"].docs, **scoring(ctx))
+    model = load_model(ctx)
+    tokens = ctx.inputs["tokens"] if model.encodes() else ctx.inputs["collection"].docs
+    res = rerank(model, ctx.inputs["run"], tokens, **scoring(ctx))
     res.to_parquet(tmp / "run.parquet", index=False)
     write_trec_run(res, tmp / "run.trec.gz", f"leakexp-{p['model']}-{p['leakage']}-{p['size']}-s{p['seed']}")
     return {"queries": int(res.qid.nunique()), "rows": len(res)}
 
 
 RERANK = Stage(
-    "rerank", version=2, reads=_reads, inputs=_inputs, compute=_rerank, normalise=rerank_params,
+    "rerank", version=3, reads=_reads, inputs=_inputs, compute=_rerank, normalise=rerank_params,
     path=lambda p, c: rerank_path(p), device=True,
     describe="a trained model's re-ranking of the first-stage run of a corpus",
 )

@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from leakexp import build, cell, config, demo, detect, evaluate, memorization, rerank, retrieval, robustness, train, verify
 from leakexp.data import sources
-from leakexp.models import capreolus, monot5
+from leakexp.models import capreolus, monot5, tokens
 from leakexp.pipeline import Runner
 from leakexp.schema import check_files, check_sections, validate
 from leakexp.stage import ConfigError
@@ -22,7 +22,7 @@ STAGES = (
     detect.EMBED, detect.DETECT,
     verify.VERIFY, verify.LEAKS,
     build.FILLERS, build.NEGATIVES, build.SET,
-    capreolus.DF, monot5.T5_VOCAB,
+    capreolus.DF, monot5.T5_VOCAB, tokens.TOKENS,
     train.TRAIN, rerank.RERANK, evaluate.EVAL,
     memorization.MEMORIZATION,
     *robustness.STAGES,

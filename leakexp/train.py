@@ -29,6 +29,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from leakexp.models.base import Reranker, to_device
+from leakexp.models.tokens import Tokens
 from leakexp.stage import Ask, Context, Stage
 from leakexp.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
 
@@ -339,10 +340,74 @@ def pairs_of(instances: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 SYNC_EVERY = 50  # updates between two reads of the losses from the device
 
 
+class PairBatches(torch.utils.data.Dataset):
+    """The micro-batches of a run as the model's input tensors, gathered from token ids (documents encoded once,
+    queries once), so that a DataLoader's workers collate them off the training thread.
+
+    Item ``i`` is micro-batch ``i``: ``{"pos": feats, "neg": feats}`` for a pairwise model, ``{"feats": feats,
+    "labels": labels}`` with each query's positive and negative side by side for a pointwise one.
+    """
+
+    def __init__(self, collate, queries: Tokens, docs: Tokens, query: np.ndarray, pos: np.ndarray, neg: np.ndarray,
+                 batches: list[np.ndarray], pointwise: bool):
+        self.collate, self.queries, self.docs, self.pointwise = collate, queries, docs, pointwise
+        self.query, self.pos, self.neg, self.batches = query, pos, neg, batches
+
+    @classmethod
+    def of(cls, model: Reranker, pos: pd.DataFrame, neg: pd.DataFrame, batches: list[np.ndarray],
+           docs: Tokens | None = None) -> "PairBatches":
+        """The batches of aligned positive and negative rows; ``docs``: the stored tokens of the set's documents
+        (keyed by docno), else the documents are encoded here."""
+        if docs is None:
+            both = pd.concat([pos, neg]).drop_duplicates("docno").sort_values("docno", kind="mergesort")
+            docs = model.encode_docs(both["text"].tolist())
+            docs.keys = both["docno"].tolist()
+        rows = docs.index()
+        missing = sorted((set(pos.docno) | set(neg.docno)) - rows.keys())
+        if missing:
+            raise TrainingError(f"{len(missing)} training documents have no stored tokens (e.g. {missing[0]!r}); "
+                                "the tokens artifact does not belong to this training set")
+        texts, query = np.unique(pos["query"].to_numpy(dtype=object), return_inverse=True)
+        queries = model.encode_queries(texts.tolist(), docs)
+        return cls(model.collator(), queries, docs, query.astype(np.int64),
+                   pos["docno"].map(rows).to_numpy(np.int64), neg["docno"].map(rows).to_numpy(np.int64), batches,
+                   model.objective != "pairwise")
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, i: int) -> dict:
+        idx = self.batches[i]
+        if self.pointwise:  # positive, negative, positive, negative, … (each query's pair adjacent)
+            docs = np.column_stack([self.pos[idx], self.neg[idx]]).ravel()
+            feats = self.collate(self.queries.take(np.repeat(self.query[idx], 2)), self.docs.take(docs))
+            return {"feats": feats, "labels": torch.from_numpy(np.tile(np.array([1, 0], dtype=np.int64), len(idx)))}
+        q = self.queries.take(self.query[idx])
+        return {"pos": self.collate(q, self.docs.take(self.pos[idx])),
+                "neg": self.collate(q, self.docs.take(self.neg[idx]))}
+
+    def loader(self, workers: int = 0, pin_memory: bool = False) -> torch.utils.data.DataLoader:
+        """Micro-batches in order; ``workers`` processes collate ahead (4 batches each), into pinned memory on
+        CUDA so that copies to the device overlap the step. The batches do not depend on the workers."""
+        return torch.utils.data.DataLoader(self, batch_size=None, shuffle=False, num_workers=workers,
+                                           pin_memory=pin_memory, prefetch_factor=4 if workers else None)
+
+
+def loader_workers(setting, device: str) -> int:
+    """``loader_workers``: ``auto`` = none on a CPU (the cores train), on CUDA up to 4 (one core stays with the
+    training thread)."""
+    if setting != "auto":
+        return int(setting)
+    return min(4, max(0, (os.cpu_count() or 1) - 1)) if str(device).startswith("cuda") else 0
+
+
 def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConfig, device: str = "cpu",
-          progress: bool | None = True, sync_every: int = SYNC_EVERY) -> TrainResult:
+          progress: bool | None = True, sync_every: int = SYNC_EVERY, docs: Tokens | None = None,
+          workers: int = 0) -> TrainResult:
     """Train ``model`` in place within ``cfg``'s budget; returns the manifest's figures and the history.
 
+    Batches are gathered from the documents' token ids (``docs``, the stored tokens of the set; else encoded
+    here) and collated by ``workers`` DataLoader processes (0: in this thread); none of this changes a number.
     The losses stay on the device and are read together every ``sync_every`` updates and at the end, so an update
     never waits for the host; a non-finite loss stops training at that read, naming the update it appeared in.
 
@@ -352,8 +417,9 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
     pos, neg = pairs_of(instances)
     lengths = (pos["query"].str.len() + np.maximum(pos["text"].str.len().values, neg["text"].str.len().values)).values
     batches = micro_batches(len(pos), cfg, seed, lengths)
-    groups = [batches[s : s + cfg.grad_accum] for s in range(0, len(batches), cfg.grad_accum)]
-    total, warmup = len(groups), warmup_updates(cfg, len(groups))
+    data = PairBatches.of(model, pos, neg, batches, docs)
+    total = math.ceil(len(batches) / cfg.grad_accum)
+    warmup = warmup_updates(cfg, total)
     model.to(device).train()
     opt = make_optimizer(model, cfg)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warmup, cfg.decay))
@@ -374,12 +440,14 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
         bar.set_postfix(loss=f"{history[-1][1]:.4f}", lr=f"{history[-1][2]:.2e}")
         pending.clear()
 
+    stream = iter(data.loader(workers, pin_memory=device.startswith("cuda")))
     opt.zero_grad(set_to_none=True)
-    for step, group in enumerate(groups, 1):
+    for step in range(1, total + 1):
         lr = opt.param_groups[0]["lr"]
+        group = batches[(step - 1) * cfg.grad_accum : step * cfg.grad_accum]
         losses = []
         for idx in group:
-            loss = batch_loss(model, pos.iloc[idx], neg.iloc[idx], device, amp)
+            loss = batch_loss(model, next(stream), device, amp)
             (loss / len(group)).backward()
             losses.append(loss.detach().float())
             pairs_seen += len(idx)
@@ -405,25 +473,15 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
     return TrainResult(figures, hist)
 
 
-def batch_loss(model: Reranker, p: pd.DataFrame, n: pd.DataFrame, device: str, amp: bool) -> torch.Tensor:
-    """The loss of one micro-batch of aligned positive (``p``) and negative (``n``) rows (``amp``: bf16 autocast,
-    on CUDA only)."""
+def batch_loss(model: Reranker, batch: dict, device: str, amp: bool) -> torch.Tensor:
+    """The loss of one micro-batch of :class:`PairBatches` (``amp``: bf16 autocast, on CUDA only); copies to the
+    device do not block (the batch is in pinned memory on CUDA)."""
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp and str(device).startswith("cuda")):
-        if model.objective == "pairwise":
-            return model.pair_loss(
-                to_device(model.featurize(p["query"].tolist(), p["text"].tolist()), device),
-                to_device(model.featurize(n["query"].tolist(), n["text"].tolist()), device),
-            )
-        both = _interleave(p, n)  # both instances of a query side by side in one batch
-        feats = to_device(model.featurize(both["query"].tolist(), both["text"].tolist()), device)
-        return model.pointwise_loss(feats, torch.tensor(both["label"].values, device=device))
-
-
-def _interleave(p: pd.DataFrame, n: pd.DataFrame) -> pd.DataFrame:
-    """Positive, negative, positive, negative, … (each query's pair adjacent)."""
-    out = pd.concat([p, n]).reset_index(drop=True)
-    order = np.ravel(np.column_stack([np.arange(len(p)), np.arange(len(p)) + len(p)]))
-    return out.iloc[order].reset_index(drop=True)
+        if "pos" in batch:
+            return model.pair_loss(to_device(batch["pos"], device, non_blocking=True),
+                                   to_device(batch["neg"], device, non_blocking=True))
+        return model.pointwise_loss(to_device(batch["feats"], device, non_blocking=True),
+                                    batch["labels"].to(device, non_blocking=True))
 
 
 # -- history files ------------------------------------------------------------------------------------------
@@ -504,7 +562,8 @@ def _train_reads(p: dict, cuda: bool) -> list[str]:
 def _train_inputs(p: dict, c) -> dict:
     from leakexp.build import set_params
 
-    inputs = {"set": Ask.of("sets", **set_params(p))}
+    inputs = {"set": Ask.of("sets", **set_params(p)), "tokens": Ask.of("tokens", docs="set", model=p["model"],
+                                                                        **set_params(p))}
     if reads_idf(c, p["model"]):  # the training documents' collection (Capreolus reads the index at hand)
         inputs["df"] = Ask.of("df", name="train")
     if p["model"] == "monot5" and c.at("models.monot5.checkpoint") == "embedded":
@@ -530,7 +589,8 @@ def _train(ctx: Context, tmp: Path) -> dict:
     if model.needs_idf:
         model.use_idf(ctx.inputs["df"])
     device = str(ctx.runtime.get("device", "cpu"))
-    result = train(model, instances, seed=seed, cfg=tcfg, device=device,
+    result = train(model, instances, seed=seed, cfg=tcfg, device=device, docs=ctx.inputs["tokens"],
+                   workers=loader_workers(ctx.runtime.get("loader_workers", "auto"), device),
                    progress=bool(ctx.runtime.get("verbose")) or None)
     model.save(tmp)
     write_history(result.history, tmp / "history.csv")
@@ -543,7 +603,7 @@ def _train(ctx: Context, tmp: Path) -> dict:
 
 
 TRAIN = Stage(
-    "train", version=2, reads=_train_reads, inputs=_train_inputs, compute=_train, normalise=train_params,
+    "train", version=3, reads=_train_reads, inputs=_train_inputs, compute=_train, normalise=train_params,
     path=lambda p, c: cell_path(p), device=True, verify=True,
     describe="a re-ranker trained on a training set with a seed",
 )

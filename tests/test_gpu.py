@@ -116,3 +116,51 @@ def test_bf16_reranking_ties_no_more_documents_than_fp32(name, paper):
             half = model.score(q, d, batch_size=32, device=DEVICE)
     bf16 = run.assign(score=half)
     assert ties_per_query(bf16) <= ties_per_query(fp32) + 1.0
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_training_step_never_waits_for_the_host(name, paper):
+    """Between two reads of the losses an update runs without a device-to-host sync: the batch comes from pinned
+    memory (non-blocking copies), the loss stays on the device. Checked with CUDA's sync debug mode set to error."""
+    from leakexp.train import PairBatches, batch_loss, make_optimizer, pairs_of
+
+    if not DEVICE.startswith("cuda"):
+        pytest.skip("the sync debug mode exists on CUDA only")
+    set_seed(0)
+    model = paper.build(name).to(DEVICE).train()
+    cfg = paper.train_config(name)
+    pos, neg = pairs_of(synthetic_pairs(2 * cfg.batch_size, doc_words=900))
+    batches = PairBatches.of(model, pos, neg, [torch.arange(cfg.batch_size).numpy()] * 2)
+    loader = iter(batches.loader(workers=1, pin_memory=True))
+    opt = make_optimizer(model, cfg)
+    batch_loss(model, next(loader), DEVICE, True).backward()  # warm-up: lazy initialisations may sync once
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    torch.cuda.synchronize()
+    batch = next(loader)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        loss = batch_loss(model, batch, DEVICE, True)
+        loss.backward()
+        if cfg.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], cfg.max_grad_norm)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert math.isfinite(loss.item())
+
+
+def test_one_whole_cell_on_cuda(tmp_path):
+    """Train, re-rank and evaluate one demo cell on CUDA through the runner: the stored run is complete and its
+    measures are numbers (the path `make grid` takes on a GPU workstation)."""
+    from leakexp.cell import Cell
+    from leakexp.config import compose
+    from leakexp.grid import run_cell
+    from leakexp.stages import runner
+
+    cfg = compose([f"store={tmp_path / 'store'}", f"device={DEVICE}", "data.queries_per_source=600",
+                   "grid.sizes=[128]", "grid.seeds=[1]", "grid.models=[monot5]", "loader_workers=2"])
+    r = runner(cfg)
+    means = run_cell(cfg, r, Cell("toy_robust", "msm", 128, "monot5", 1))
+    assert set(means) >= {"nDCG@10", "P@1"} and all(math.isfinite(v) for v in means.values())

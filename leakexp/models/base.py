@@ -84,10 +84,39 @@ class Reranker(nn.Module):
 
     def score(self, queries: list[str], docs: list[str], *, batch_size: int = 64, device: str | None = None,
               bf16: bool = True) -> list[float]:
-        """Scores of aligned (query, doc) text lists (see :meth:`score_tokens`)."""
+        """Scores of aligned (query, doc) text lists (see :meth:`score_tokens`). A model that only implements
+        :meth:`featurize` (no token ids) is scored from the texts, batch by batch."""
+        if not self.encodes():
+            return self._score_texts(queries, docs, batch_size=batch_size, device=device, bf16=bf16)
         d = self.encode_docs(docs)
         return self.score_tokens(self.encode_queries(queries, d), d, batch_size=batch_size, device=device,
                                  bf16=bf16).tolist()
+
+    @classmethod
+    def encodes(cls) -> bool:
+        """Whether the model encodes texts to token ids (else it implements :meth:`featurize` on texts alone)."""
+        return cls.document_tokens.__func__ is not Reranker.document_tokens.__func__
+
+    def _device(self, device: str | None) -> str:
+        if device is None:
+            first = next(self.parameters(), None)
+            device = str(first.device) if first is not None else "cpu"
+        return device
+
+    @torch.inference_mode()
+    def _score_texts(self, queries: list[str], docs: list[str], *, batch_size: int, device: str | None,
+                     bf16: bool) -> list[float]:
+        self.eval()
+        device = self._device(device)
+        order = sorted(range(len(docs)), key=lambda i: len(docs[i]))
+        out = [0.0] * len(docs)
+        for s in range(0, len(order), batch_size):
+            idx = order[s : s + batch_size]
+            feats = to_device(self.featurize([queries[i] for i in idx], [docs[i] for i in idx]), device)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16 and device.startswith("cuda")):
+                for i, v in zip(idx, self(**feats).float().tolist()):
+                    out[i] = float(v)
+        return out
 
     @torch.inference_mode()
     def score_tokens(self, queries: Tokens, docs: Tokens, *, batch_size: int = 64, device: str | None = None,
@@ -99,9 +128,7 @@ class Reranker(nn.Module):
         once, at the end.
         """
         self.eval()
-        if device is None:
-            first = next(self.parameters(), None)
-            device = str(first.device) if first is not None else "cpu"
+        device = self._device(device)
         use_bf16 = bf16 and device.startswith("cuda")
         collate = self.collator()
         order = np.argsort(docs.full, kind="stable")
