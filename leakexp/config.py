@@ -241,3 +241,6 @@ class PlanSettings(Section):
     rerank_docs_per_s: dict[str, PositiveFloat]
     topics: dict[str, PositiveInt]
     job_startup_s: dict[str, Annotated[float, Field(ge=0)]] = {}
+    encode_docs_per_s: dict[str, PositiveFloat] = {}
+    data_pipeline_instances_per_s: dict[str, PositiveFloat] = {}
+    loader_workers: PositiveInt = 4

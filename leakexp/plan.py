@@ -86,6 +86,10 @@ def distinct_jobs(cfg: DictConfig, runner) -> dict[str, tuple[int, list]]:
     for stage, label in (("sets", "training sets"), ("train", "train"), ("rerank", "rerank"), ("eval", "evaluate")):
         asks = [c.ask(stage) for c in cells]
         out[label] = (len(set(asks)), list(dict.fromkeys(runner.normal(a) for a in asks)))
+    # each document a model reads, encoded once per (model, training set) and (model, first-stage run)
+    tokens = [runner.normal(a) for label in ("train", "rerank") for a in out[label][1]
+              for a in [runner.inputs(a)["tokens"]]]
+    out["tokens"] = (len(tokens), list(dict.fromkeys(tokens)))
     return out
 
 
@@ -134,7 +138,7 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
     models = list(g.models)
     measured = load_measured(bench if bench is not None else bench_path(cfg))
     topics = {c: int(t) for c, t in p.topics.items()}
-    train_hours, rerank_hours, source, instances, overhead_hours = {}, {}, {}, {}, {}
+    train_hours, rerank_hours, source, instances, overhead_hours, encode_hours, feed = {}, {}, {}, {}, {}, {}, {}
     for m in models:
         have = measured is not None and m in measured["train_instances_per_s"]
         train_rate = measured["train_instances_per_s"][m] if have else float(p.train_instances_per_s[m])
@@ -149,6 +153,15 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
         # every training job is a process that imports, loads its model and data before its first step
         startup = (measured or {}).get("startup_s", {}).get(m, float((p.get("job_startup_s") or {}).get(m, 0.0)))
         overhead_hours[m] = sum(1 for a in jobs["train"][1] if a.params["model"] == m) * startup / 3600
+        # CPU: encoding each document once (a set of `size` instances holds at most `size` documents), and whether
+        # the loader's workers collate faster than the GPU trains
+        docs_encoded = sum(int(a.params["size"]) if a.params["docs"] == "set" else
+                           topics.get(a.params["corpus"], 50) * int(cfg.rerank.depth)
+                           for a in jobs["tokens"][1] if a.params["model"] == m)
+        encode_hours[m] = docs_encoded / float((p.get("encode_docs_per_s") or {}).get(m, 1000.0)) / 3600
+        per_core = float((p.get("data_pipeline_instances_per_s") or {}).get(m, 0.0))
+        feed[m] = {"cpu_instances_per_s": per_core * max(1, int(p.get("loader_workers", 4))),
+                   "gpu_instances_per_s": train_rate}
     robust = None
     if cfg.get("robustness", {}).get("enabled", False):
         robust = robustness_jobs(cfg, runner, jobs["rerank"][1], topics)
@@ -162,7 +175,7 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
         "jobs": {k: len(v[1]) for k, v in jobs.items()}, "jobs_before_sharing": {k: v[0] for k, v in jobs.items()},
         "training_instances": sum(instances.values()), "training_instances_per_model": instances,
         "train_gpu_hours": train_hours, "rerank_gpu_hours": rerank_hours, "throughput_source": source,
-        "startup_hours": overhead_hours,
+        "startup_hours": overhead_hours, "encode_cpu_hours": encode_hours, "data_pipeline": feed,
         "bench_file": measured["path"] if measured else None,
         "gpu_hours_total": sum(train_hours.values()) + sum(rerank_hours.values()) + sum(overhead_hours.values())
         + (sum(robust["gpu_hours"].values()) if robust else 0.0),
@@ -187,6 +200,14 @@ def render(info: dict) -> str:
     for m in info["train_gpu_hours"]:
         lines.append(f"  {m:<9} train ~{info['train_gpu_hours'][m]:8.1f} GPU-h   re-rank ~{info['rerank_gpu_hours'][m]:7.1f} "
                      f"GPU-h   job start-up ~{info['startup_hours'].get(m, 0.0):5.1f} h   ({info['throughput_source'][m]})")
+    if info.get("encode_cpu_hours"):
+        lines.append("  encoding documents once (CPU, one core; plan.encode_docs_per_s): " + ", ".join(
+            f"{m} ~{h:.1f} h" for m, h in info["encode_cpu_hours"].items()))
+    slow = [f"{m} ({f['cpu_instances_per_s']:,.0f} < {f['gpu_instances_per_s']:,.0f} instances/s)"
+            for m, f in info.get("data_pipeline", {}).items() if 0 < f["cpu_instances_per_s"] < f["gpu_instances_per_s"]]
+    if slow:
+        lines.append("  the data pipeline would keep the GPU waiting for: " + ", ".join(slow)
+                     + "; raise loader_workers (plan.loader_workers)")
     r = info.get("robustness")
     if r:
         lines.append("  robustness (robustness.enabled): " + ", ".join(f"{k.removeprefix('robustness/')} {v:,}"

@@ -86,30 +86,33 @@ class Tokens:
 
     # -- files ------------------------------------------------------------------------------------------
     def save(self, folder: str | Path, name: str) -> Path:
-        """``<name>.npz`` (ids, offsets, full, weights) and ``<name>.json`` (oov words, keys), each written to a
-        temporary name and renamed."""
+        """``<name>.<array>.npy`` (ids, offsets, full, weights) and ``<name>.json`` (oov words, keys, source), each
+        written to a temporary name and renamed; no time stamps, so equal tokens are equal bytes."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        arrays = {"ids": self.ids, "offsets": self.offsets, "full": self.full}
-        if self.weights is not None:
-            arrays["weights"] = self.weights
-        tmp = folder / f".{name}.npz.tmp-{os.getpid()}"
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, folder / f"{name}.npz")
+        arrays = {"ids": self.ids, "offsets": self.offsets, "full": self.full, "weights": self.weights}
+        for key, array in arrays.items():
+            if array is None:
+                continue
+            tmp = folder / f".{name}.{key}.npy.tmp-{os.getpid()}"
+            with open(tmp, "wb") as f:
+                np.save(f, np.ascontiguousarray(array))
+            os.replace(tmp, folder / f"{name}.{key}.npy")
         meta = folder / f".{name}.json.tmp-{os.getpid()}"
-        meta.write_text(json.dumps({"oov": list(self.oov), "keys": self.keys, "source": self.source}) + "\n", encoding="utf-8")
+        meta.write_text(json.dumps({"oov": list(self.oov), "keys": self.keys, "source": self.source}) + "\n",
+                        encoding="utf-8")
         os.replace(meta, folder / f"{name}.json")
-        return folder / f"{name}.npz"
+        return folder / f"{name}.json"
 
     @classmethod
     def load(cls, folder: str | Path, name: str) -> "Tokens":
+        """The saved tokens; the ids are memory-mapped (read on use, shared by the loader's worker processes)."""
         folder = Path(folder)
-        with np.load(folder / f"{name}.npz") as z:
-            arrays = {k: z[k] for k in z.files}
         meta = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
-        return cls(arrays["ids"], arrays["offsets"], arrays["full"], tuple(meta["oov"]), arrays.get("weights"),
-                   meta["keys"], meta.get("source", ""))
+        weights = folder / f"{name}.weights.npy"
+        return cls(np.load(folder / f"{name}.ids.npy", mmap_mode="r"), np.load(folder / f"{name}.offsets.npy"),
+                   np.load(folder / f"{name}.full.npy"), tuple(meta["oov"]),
+                   np.load(weights) if weights.exists() else None, meta["keys"], meta.get("source", ""))
 
 
 # -- the stage: each document a model reads, encoded once ------------------------------------------------
