@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import numpy as np
@@ -5,7 +6,8 @@ import pytest
 import torch
 
 from leakexp.models.knrm import KNRM, kernel_features
-from leakexp.models.vectors import TextIds, WordVectors, similarity_matrix, tokenize
+from leakexp.models.capreolus import WordCollator
+from leakexp.models.vectors import WordVectors, analyze, similarity_matrix, word_ids
 from leakexp.train import set_seed
 
 
@@ -29,9 +31,9 @@ def test_padding_feeds_the_near_zero_kernels_unless_masked():
 
 def test_similarity_matrix_cosine_exact_match_for_oov_and_zero_padding():
     vec = WordVectors({"tick": 1, "bite": 2}, torch.tensor([[0, 0], [1.0, 0], [1.0, 1.0]]).numpy(), "hand")
-    ids = TextIds(vec)
-    q = ids.batch(["tick borreliosis"], 3)  # [1, -1, 0]
-    d = ids.batch(["bite borreliosis tick"], 4)  # [2, -1, 1, 0]
+    docs = word_ids(["bite borreliosis tick"], vec, 4)
+    queries = word_ids(["tick borreliosis"], vec, 3, {w: -(i + 1) for i, w in enumerate(docs.oov)})
+    q, d, _ = WordCollator(maxqlen=3, maxdoclen=4, trim=False).ids(queries, docs)
     assert q.tolist() == [[1, -1, 0]] and d.tolist() == [[2, -1, 1, 0]]
     emb = torch.nn.Embedding.from_pretrained(torch.from_numpy(vec.matrix))
     s = similarity_matrix(emb, q, d)[0]
@@ -41,7 +43,7 @@ def test_similarity_matrix_cosine_exact_match_for_oov_and_zero_padding():
 
 
 def test_tokenizer_lowercases_and_drops_possessives():
-    assert tokenize("Hubble's Telescope, NASA-built; don't") == ["hubble", "telescope", "nasa", "built", "don't"]
+    assert analyze("Hubble's Telescope, NASA-built; don't") == ["hubble", "telescope", "nasa", "built", "don't"]
 
 
 # Lucene's StandardTokenizer (UAX#29 word boundaries) + EnglishPossessiveFilter + LowerCaseFilter, as Anserini's
@@ -73,7 +75,7 @@ LUCENE_CASES = [
 
 @pytest.mark.parametrize("text,expected", LUCENE_CASES)
 def test_tokenizer_matches_lucene_standard_analyzer(text, expected):
-    assert tokenize(text) == expected
+    assert analyze(text) == expected
 
 
 def test_trimmed_padding_scores_exactly_like_full_padding():
@@ -81,7 +83,9 @@ def test_trimmed_padding_scores_exactly_like_full_padding():
     m = KNRM(maxdoclen=50)
     q, d = ["lyme disease ticks"], ["ticks carry lyme disease in the forest", "a short one"]
     trimmed = m.featurize(q * 2, d)
-    full = {"q": trimmed["q"], "d": m.text_ids().batch(d, 50)}
+    q_tokens, d_tokens = m.encode_queries(q * 2, m.encode_docs(d)), m.encode_docs(d)
+    full = dataclasses.replace(m.collator(), trim=False)(q_tokens, d_tokens)
+    assert torch.equal(full["q"], trimmed["q"]) and torch.equal(full["d"][:, :7], trimmed["d"])
     assert trimmed["d"].shape[1] == 7 and full["d"].shape[1] == 50
     with torch.no_grad():
         assert torch.allclose(m(**trimmed), m(**full), atol=1e-5)

@@ -1,5 +1,6 @@
 """The five re-rankers: hand-checked forward passes, learning, determinism, checkpoints, idf, interop."""
 
+import dataclasses
 import json
 import math
 
@@ -295,9 +296,9 @@ def test_pacrr_trimmed_padding_equals_full_padding():
             conv.bias.uniform_(-0.5, 0.5)  # make the padded windows' value matter
     queries, docs = ["lyme disease ticks"] * 2, ["ticks carry lyme disease", "the short one"]
     feats = m.featurize(queries, docs)
-    ids = m.text_ids()  # the same unknown-word ids as featurize: queries first
-    ids.batch(queries, 4)
-    full = dict(feats, d=ids.batch(docs, 40))
+    d_tokens = m.encode_docs(docs)
+    full = dataclasses.replace(m.collator(), trim=False)(m.encode_queries(queries, d_tokens), d_tokens)
+    assert torch.equal(full["d"][:, :4], feats["d"]) and (full["d"][:, 4:] == 0).all()
     assert feats["d"].shape[1] == 4
     with torch.no_grad():
         assert torch.allclose(m(**feats), m(**full), atol=1e-6)

@@ -3,20 +3,24 @@ token ids with exact-match ids for out-of-vocabulary words, and the idf of the c
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
 from leakexp.models.base import Reranker
+from leakexp.models.tokens import Tokens
 from leakexp.stage import Ask, Context, Stage
-from leakexp.models.vectors import TOKENIZER_VERSION, TextIds, analyze, load_word_vectors, tokenize
+from leakexp.models.vectors import TOKENIZER_VERSION, analyze, batch_ids, load_word_vectors, word_ids
 
 
 class IdfTable:
@@ -48,13 +52,17 @@ class IdfTable:
         df = self.df.get(term, 0)
         return max(0.0, math.log(1 + (self.n_docs - df + 0.5) / (df + 0.5)))
 
+    def weights(self, texts: Sequence[str], length: int) -> np.ndarray:
+        """(n, length) float32 idf of each text's first ``length`` tokens; padded positions get idf 0."""
+        out = np.zeros((len(texts), length), dtype=np.float32)
+        for i, t in enumerate(texts):
+            v = [self.idf(tok) for tok in analyze(t)[:length]]
+            out[i, : len(v)] = v
+        return out
+
     def batch(self, texts: list[str], length: int) -> torch.Tensor:
-        """(B, length) idf of each text's first ``length`` tokens; padded positions get idf 0."""
-        rows = []
-        for t in texts:
-            v = [self.idf(tok) for tok in tokenize(t)[:length]]
-            rows.append(v + [0.0] * (length - len(v)))
-        return torch.tensor(rows, dtype=torch.float32)
+        """:meth:`weights` as a tensor."""
+        return torch.from_numpy(self.weights(texts, length))
 
     def __len__(self) -> int:
         return len(self.df)
@@ -128,16 +136,52 @@ class CapreolusReranker(Reranker):
         self.idf_table = table
         return self
 
-    def query_idf(self, queries: list[str]) -> torch.Tensor:
+    def query_idf(self, queries: Sequence[str]) -> np.ndarray:
+        """(n, maxqlen) float32 idf of each query's first maxqlen tokens (0 where padded)."""
         if self.idf_table is None:
             raise RuntimeError(
                 f"{self.name} weights query terms by idf but has no df table: build one from the documents of the "
                 "collection it trains on or ranks with IdfTable.from_docs(texts) and call model.use_idf(table)")
-        return self.idf_table.batch(queries, self.maxqlen)
+        return self.idf_table.weights(queries, self.maxqlen)
 
-    def text_ids(self) -> TextIds:
-        """A fresh id map for one batch (unknown-word ids depend on the batch alone)."""
-        return TextIds(self.vectors)
+    def query_weights(self, queries: Sequence[str]) -> np.ndarray | None:
+        """The per-query row the collator turns into the ``idf`` input (None: the model has no such input)."""
+        return None
+
+    # -- token ids (leakexp.models.tokens) ----------------------------------------------------------------
+    ENCODING = ("embeddings", "maxdoclen")
+
+    @classmethod
+    def _setting(cls, settings: dict, key: str):
+        """``settings[key]``, else the constructor's default."""
+        if key in settings:
+            return settings[key]
+        return inspect.signature(cls.__init__).parameters[key].default
+
+    @classmethod
+    def document_tokens(cls, settings: dict, texts: Sequence[str], *, progress: bool = False) -> Tokens:
+        """Ids of each document's first maxdoclen tokens; unknown words share negative ids over all ``texts``
+        (-1 is ``oov[0]``), so a batch can tell equal unknown words apart from different ones."""
+        vectors = load_word_vectors(cls._setting(settings, "embeddings"))
+        return word_ids(texts, vectors, int(cls._setting(settings, "maxdoclen")), progress=progress,
+                        desc=f"{cls.name} document tokens")
+
+    @classmethod
+    def encoding_id(cls, settings: dict) -> str:
+        return f"{load_word_vectors(cls._setting(settings, 'embeddings')).content_hash}:{TOKENIZER_VERSION}"
+
+    def encode_queries(self, texts: Sequence[str], docs: Tokens) -> Tokens:
+        """Ids of each query's first maxqlen tokens in ``docs``' unknown-word ids (new unknown words extend them:
+        the result's ``oov`` is docs.oov followed by those words), with the model's per-query weights."""
+        oov = {w: -(i + 1) for i, w in enumerate(docs.oov)}
+        q = word_ids(texts, self.vectors, self.maxqlen, oov)
+        q.oov = tuple(docs.oov) + q.oov
+        q.weights = self.query_weights(texts)
+        return q
+
+    def collator(self) -> "WordCollator":
+        # KNRM: documents padded to the batch's longest one; the model adds the rest of maxdoclen analytically
+        return WordCollator(maxqlen=self.maxqlen, maxdoclen=self.maxdoclen)
 
     # -- checkpoints ----------------------------------------------------------------------------------
     def _frozen_keys(self) -> set[str]:
@@ -176,6 +220,36 @@ class CapreolusReranker(Reranker):
             raise ValueError(f"{path}/model.pt does not match {cls.name}: missing {sorted(missing)}, "
                              f"unexpected {sorted(unexpected)}")
         return model
+
+
+@dataclass(frozen=True)
+class WordCollator:
+    """Aligned query and document token rows of one batch -> the ``q`` and ``d`` id tensors (see
+    :func:`~leakexp.models.vectors.batch_ids`), plus ``idf`` from the queries' weights when ``idf`` is set.
+    ``trim``: documents only as wide as the batch's longest (the models add the rest of maxdoclen analytically)."""
+
+    maxqlen: int
+    maxdoclen: int
+    trim: bool = True
+    idf: bool = False
+
+    def ids(self, q: Tokens, d: Tokens) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        if len(q) != len(d):
+            raise ValueError(f"{len(q)} query rows but {len(d)} document rows: a batch's rows are aligned pairs")
+        return batch_ids(q, d, self.maxqlen, self.maxdoclen, trim=self.trim)
+
+    def idf_tensor(self, q: Tokens) -> torch.Tensor:
+        if q.weights is None:
+            raise ValueError("these query tokens have no idf weights; encode the queries with the model's "
+                             "encode_queries")
+        return torch.tensor(q.weights[:, : self.maxqlen], dtype=torch.float32)
+
+    def __call__(self, q: Tokens, d: Tokens) -> dict[str, torch.Tensor]:
+        qt, dt, _ = self.ids(q, d)
+        feats = {"q": qt, "d": dt}
+        if self.idf:
+            feats["idf"] = self.idf_tensor(q)
+        return feats
 
 
 # -- the df stage -----------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ plus a distributed model over frozen word embeddings (no character n-gram hashin
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -12,13 +13,32 @@ from torch import nn
 from torch.nn import functional as F
 
 from leakexp.models.base import fp32
-from leakexp.models.capreolus import CapreolusReranker
+from leakexp.models.capreolus import CapreolusReranker, WordCollator
+from leakexp.models.tokens import Tokens
 
 
 @lru_cache(maxsize=100_000)
 def _oov_vector(token: str, dim: int) -> torch.Tensor:
     seed = int.from_bytes(hashlib.sha256(token.encode()).digest()[:8], "little")
     return torch.from_numpy(np.random.default_rng(seed).normal(0, 0.5, dim).astype(np.float32))
+
+
+@dataclass(frozen=True)
+class DuetCollator(WordCollator):
+    """DUET's batch: ids padded to maxqlen and maxdoclen (no trimming: its convolutions read fixed widths), the
+    batch's unknown-word vectors in batch id order (row k for id -(k + 1); functions of the words alone), and the
+    query-term idf."""
+
+    trim: bool = False
+    idf: bool = True
+    dim: int = 0
+
+    def __call__(self, q: Tokens, d: Tokens) -> dict[str, torch.Tensor]:
+        qt, dt, shared = self.ids(q, d)
+        words = q.oov if len(q.oov) >= len(d.oov) else d.oov  # a query's oov extends its documents'
+        oov = (torch.stack([_oov_vector(words[-int(g) - 1], self.dim) for g in shared]) if len(shared)
+               else torch.zeros(0, self.dim))
+        return {"q": qt, "d": dt, "oov": oov, "idf": self.idf_tensor(q)}
 
 
 class DUET(CapreolusReranker):
@@ -60,17 +80,15 @@ class DUET(CapreolusReranker):
         by the word itself, so it is the same in every batch, process and run."""
         return _oov_vector(token, self.vectors.dim)
 
-    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
-        """Ids (unknown words: -1, -2, … within the batch), the batch's unknown-word vectors in id order
-        (functions of the words alone), and the query-term idf of the collection being ranked."""
-        ids = self.text_ids()
-        q, d = ids.batch(queries, self.maxqlen), ids.batch(docs, self.maxdoclen)
-        words = ids.oov_words
-        oov = (torch.stack([self.oov_vector(w) for w in words]) if words
-               else torch.zeros(0, self.vectors.dim))
-        feats = {"q": q, "d": d, "oov": oov}
-        feats["idf"] = self.query_idf(queries) if self.needs_idf else torch.zeros(q.shape, dtype=torch.float32)
-        return feats
+    def query_weights(self, queries) -> np.ndarray:
+        """The query-term idf of the collection being ranked (zeros without idfweight: the local model's
+        exact matches are then unweighted)."""
+        if self.needs_idf:
+            return self.query_idf(queries)
+        return np.zeros((len(queries), self.maxqlen), dtype=np.float32)
+
+    def collator(self) -> "DuetCollator":
+        return DuetCollator(maxqlen=self.maxqlen, maxdoclen=self.maxdoclen, dim=self.vectors.dim)
 
     def embed(self, ids: torch.Tensor, oov: torch.Tensor) -> torch.Tensor:
         """(B, L) ids -> (B, L, dim) on the model's device: known words by their frozen vector, unknown words

@@ -51,12 +51,6 @@ class KNRM(CapreolusReranker):
         self.combine = (nn.Linear(len(MUS), 1) if singlefc
                         else nn.Sequential(nn.Linear(len(MUS), 30), nn.Tanh(), nn.Linear(30, 1)))
 
-    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
-        # documents are padded to the batch's longest one; the rest of maxdoclen is added analytically
-        ids = self.text_ids()
-        return {"q": ids.batch(queries, self.hparams["maxqlen"]),
-                "d": ids.batch(docs, self.hparams["maxdoclen"], trim=True)}
-
     def forward(self, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         sim = similarity_matrix(self.embedding, q, d)  # (B, Q, D), fp32: kernels need it (sigma 0.001)
 

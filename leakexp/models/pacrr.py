@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from leakexp.models.base import fp32
-from leakexp.models.capreolus import CapreolusReranker
+from leakexp.models.capreolus import CapreolusReranker, WordCollator
 from leakexp.models.vectors import similarity_matrix
 
 
@@ -36,15 +37,17 @@ class PACRR(CapreolusReranker):
     def reads_idf(cls, params: dict) -> bool:
         return bool(params.get("idf", True) and not params.get("idf_zero_quirk", True))
 
-    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
-        ids = self.text_ids()
-        q = ids.batch(queries, self.maxqlen)
-        feats = {"q": q, "d": ids.batch(docs, self.maxdoclen, trim=True)}
-        if self.hparams["idf"]:
+    def query_weights(self, queries) -> np.ndarray | None:
+        if not self.hparams["idf"]:
+            return None
+        if self.hparams["idf_zero_quirk"]:
             # QUIRK (Capreolus' embedtext never fills idf): all zeros, so the softmax feature is constant
-            feats["idf"] = (torch.zeros(q.shape, dtype=torch.float32) if self.hparams["idf_zero_quirk"]
-                            else self.query_idf(queries))
-        return feats
+            return np.zeros((len(queries), self.maxqlen), dtype=np.float32)
+        return self.query_idf(queries)
+
+    def collator(self) -> WordCollator:
+        # documents are padded to the batch's longest one; ngram_features adds the rest of maxdoclen
+        return WordCollator(maxqlen=self.maxqlen, maxdoclen=self.maxdoclen, idf=bool(self.hparams["idf"]))
 
     def ngram_features(self, sim: torch.Tensor) -> torch.Tensor:
         """(B, Q, W) similarity -> (B, Q, grams * k): per n-gram size, max over filters then k-max over D.

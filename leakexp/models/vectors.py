@@ -1,18 +1,24 @@
-"""Word vectors and the Capreolus-style analyzer shared by KNRM, PACRR and Duet."""
+"""Word vectors, the Capreolus-style analyzer and the token ids shared by KNRM, PACRR and Duet."""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import shutil
+from array import array
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import regex
 import torch
+from tqdm.auto import tqdm
+
+from leakexp.models.tokens import Tokens
 
 # Capreolus' `anserini` tokenizer (tokenizer/anserini.py at v0.2.6, keepstops=True, stemmer=none) runs Anserini's
 # DefaultEnglishAnalyzer (src/main/java/io/anserini/analysis/DefaultEnglishAnalyzer.java, createComponents):
@@ -35,7 +41,7 @@ TOKENIZER_VERSION = "uax29-possessive-lower-1"  # part of a df table's identity
 
 
 def analyze(text: str) -> list[str]:
-    """Anserini's analysis without cache: UAX#29 words, possessive 's removed, lower case, no stemming."""
+    """Anserini's analysis: UAX#29 words, possessive 's removed, lower case, no stemming."""
     out = []
     for seg in _BOUNDARY.split(text):
         if not _WORDLIKE.search(seg):
@@ -46,16 +52,6 @@ def analyze(text: str) -> list[str]:
                 tok = tok[:-2]
             out.append(tok.lower())  # LowerCaseFilter runs after the possessive filter
     return out
-
-
-def tokenize(text: str) -> list[str]:
-    """:func:`analyze`, cached: every cell re-ranks the same documents of its collection."""
-    return list(_tokenize(text))
-
-
-@lru_cache(maxsize=200_000)
-def _tokenize(text: str) -> tuple[str, ...]:
-    return tuple(analyze(text))
 
 
 @dataclass
@@ -197,38 +193,60 @@ def load_word_vectors(spec: str) -> WordVectors:
     return _glove_cached(path)
 
 
-class TextIds:
-    """Token ids as Capreolus' embedtext extractor makes them: known words by vocabulary id, unknown words
-    get ids -1, -2, … in first-seen order (so they can still match exactly), padding is 0.
+def word_ids(texts: Iterable[str], vectors: WordVectors, length: int, oov: dict[str, int] | None = None, *,
+             progress: bool = False, desc: str = "token ids") -> Tokens:
+    """Capreolus' embedtext ids of each text's first ``length`` analyzed tokens: known words by vocabulary id
+    (>= 1), unknown words by a negative id shared by every text (-1, -2, … in first-seen order), so that equal
+    unknown words still match exactly; ``full`` counts every analyzed token.
 
-    One instance per batch: the ids of unknown words then depend on that batch alone, never on what the
-    process saw before, and ``oov`` lists the batch's unknown words in id order (-1 first).
+    ``oov``: word -> negative id of the unknown words known already (ids -1 … -len(oov)); extended in place, and the
+    result's ``oov`` lists only the words it added (in id order, after those).
     """
-
-    def __init__(self, vectors: WordVectors):
-        self.vectors = vectors
-        self.oov: dict[str, int] = {}
-
-    def ids(self, text: str, length: int) -> list[int]:
-        out = []
-        for tok in tokenize(text)[:length]:
-            i = self.vectors.vocab.get(tok)
+    oov = {} if oov is None else oov
+    known, vocab = len(oov), vectors.vocab
+    ids, offsets, full = array("i"), array("q", [0]), array("i")
+    for text in tqdm(texts, desc=desc, unit="text", disable=not progress):
+        tokens = analyze(text)
+        full.append(len(tokens))
+        for tok in tokens[:length]:
+            i = vocab.get(tok)
             if i is None:
-                i = self.oov.setdefault(tok, -(len(self.oov) + 1))
-            out.append(i)
-        return out + [0] * (length - len(out))
+                i = oov.get(tok)
+                if i is None:
+                    i = oov[tok] = -(len(oov) + 1)
+            ids.append(i)
+        offsets.append(len(ids))
+    added = tuple(itertools.islice(oov, known, None))
+    return Tokens(np.frombuffer(ids, dtype=np.int32) if len(ids) else np.zeros(0, dtype=np.int32),
+                  np.frombuffer(offsets, dtype=np.int64), np.frombuffer(full, dtype=np.int32) if len(full)
+                  else np.zeros(0, dtype=np.int32), added)
 
-    def batch(self, texts: list[str], length: int, trim: bool = False) -> torch.Tensor:
-        """(B, length) ids; with ``trim``, only as wide as the longest text (at least 1)."""
-        rows = [self.ids(t, length) for t in texts]
-        if trim and rows:
-            width = max(1, max(sum(1 for i in r if i != 0) for r in rows))
-            rows = [r[:width] for r in rows]
-        return torch.tensor(rows, dtype=torch.long)
 
-    @property
-    def oov_words(self) -> list[str]:
-        return sorted(self.oov, key=lambda w: -self.oov[w])
+def batch_ids(q: Tokens, d: Tokens, maxqlen: int, maxdoclen: int, *,
+              trim: bool) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """Aligned query and document rows of one batch -> (B, maxqlen) and (B, width) int64 ids, padding 0, where
+    width is maxdoclen, or with ``trim`` the batch's longest document (at least 1).
+
+    Unknown words are renumbered -1, -2, … in first-seen order over the batch, query rows first, then document
+    rows (what a batch's own id map gave them when every batch tokenised its texts), so the tensors do not depend
+    on the other texts encoded with them. Also returns the shared (encoded) id of each batch id: entry k belongs
+    to batch id -(k + 1).
+    """
+    width = maxdoclen
+    if trim:
+        width = max(1, min(maxdoclen, int(d.lengths.max(initial=0))))
+    qp, dp = q.padded(maxqlen), d.padded(width)
+    both = np.concatenate([qp.ravel(), dp.ravel()])
+    neg = both < 0
+    if not neg.any():
+        return torch.from_numpy(qp), torch.from_numpy(dp), np.zeros(0, dtype=np.int64)
+    shared, first, inverse = np.unique(both[neg], return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # the shared ids in first-seen order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    both[neg] = -(rank[inverse.ravel()] + 1)
+    qp, dp = both[: qp.size].reshape(qp.shape), both[qp.size :].reshape(dp.shape)
+    return torch.from_numpy(qp), torch.from_numpy(dp), shared[order]
 
 
 def similarity_matrix(embedding: torch.nn.Embedding, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
