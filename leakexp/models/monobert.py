@@ -3,11 +3,16 @@ the log-probability of "relevant" (PyGaggle's inference, dl4marco-bert's trainin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Sequence
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
 from leakexp.models.base import HFReranker, fp32, keep_fp32
+from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
+from leakexp.models.tokens import Tokens
 
 
 def resolve_checkpoint(name: str) -> str:
@@ -40,11 +45,28 @@ class MonoBERT(HFReranker):
         if isinstance(head, torch.nn.Module):
             keep_fp32(head)  # the 2-class score layer in fp32 under bf16 autocast
 
-    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
-        # longest_first truncation to max_length, with token_type_ids, as PyGaggle's encode_plus
-        enc = self.tokenizer(queries, docs, max_length=self.hparams["max_length"], truncation=True, padding="longest",
-                             return_tensors="pt")
-        return dict(enc)
+    # -- token ids (leakexp.models.tokens) -------------------------------------------------------------
+    ENCODING = ("checkpoint", "max_length")
+
+    @classmethod
+    def document_tokens(cls, settings: dict, texts: Sequence[str], *, progress: bool = False) -> Tokens:
+        return _doc_tokens(_tokenizer(settings), settings, texts, progress)
+
+    @classmethod
+    def encoding_id(cls, settings: dict) -> str:
+        return tokenizer_id(_tokenizer(settings))
+
+    def encode_docs(self, texts: Sequence[str]) -> Tokens:
+        return _doc_tokens(self.tokenizer, self.hparams, texts, False)
+
+    def encode_queries(self, texts: Sequence[str], docs: Tokens) -> Tokens:
+        # a query is truncated like a document (longest_first may cut either), its full length kept
+        return encode_texts(self.tokenizer, texts, _content(self.hparams), desc="query tokens")
+
+    def collator(self) -> "PairCollator":
+        t = self.tokenizer
+        return PairCollator(max_length=int(self.hparams["max_length"]), cls_id=t.cls_token_id, sep_id=t.sep_token_id,
+                            pad_id=t.pad_token_id, pad_type_id=t.pad_token_type_id)
 
     def logits(self, **feats) -> torch.Tensor:
         return self.bert(**feats).logits  # (B, 2)
@@ -54,3 +76,75 @@ class MonoBERT(HFReranker):
 
     def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
         return fp32(lambda z: F.cross_entropy(z, labels.long()), self.logits(**feats))
+
+
+# -- token ids -> the tensors of ``tokenizer(queries, docs, max_length=..., truncation=True, padding="longest")`` --
+SPECIAL = 3  # [CLS] q [SEP] d [SEP]
+
+
+def _tokenizer(settings: dict):
+    return load_tokenizer("auto", resolve_checkpoint(str(settings.get("checkpoint", "bundled"))))
+
+
+def _content(settings: dict) -> int:
+    """The most ids of a query or a document the model reads: max_length less [CLS] and two [SEP]."""
+    max_length = int(settings.get("max_length", 512))
+    if max_length <= SPECIAL:
+        raise ValueError(f"monobert: max_length={max_length} leaves no room for text beside [CLS] and two [SEP]")
+    return max_length - SPECIAL
+
+
+def _doc_tokens(tokenizer, settings: dict, texts: Sequence[str], progress: bool) -> Tokens:
+    """Each document's WordPiece ids without special tokens (a pair encodes its two texts apart, then joins them),
+    cut to max_length - 3 (the most a document keeps when the query is empty); ``full`` decides the pair's cut."""
+    return encode_texts(tokenizer, texts, _content(settings), progress=progress, desc="monobert document tokens")
+
+
+def longest_first(n1: np.ndarray, n2: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """How many ids of the first and the second text a pair keeps, from their full lengths: the ``LongestFirst``
+    rule of Hugging Face tokenizers (tokenizers 0.23, tokenizers/src/utils/truncation.rs ``truncate_encodings``,
+    called by tokenizer/mod.rs ``post_process`` with ``budget`` = max_length - the special tokens added).
+
+    Nothing is cut when n1 + n2 <= budget. Otherwise, with s the shorter and l the longer: if 2 s <= budget the
+    shorter keeps all its ids and the longer keeps budget - s; else both are cut, the "shorter" (the first text when
+    n1 == n2) to budget // 2 and the other to budget - budget // 2."""
+    n1, n2 = np.asarray(n1, dtype=np.int64), np.asarray(n2, dtype=np.int64)
+    half, other = budget // 2, budget - budget // 2
+    first_longer = n1 > n2  # the Rust code swaps only on a strict >
+    short = np.minimum(n1, n2)
+    both = 2 * short > budget
+    k1 = np.where(both, np.where(first_longer, other, half), np.where(first_longer, budget - n2, n1))
+    k2 = np.where(both, np.where(first_longer, half, other), np.where(first_longer, n2, budget - n1))
+    fits = n1 + n2 <= budget
+    return np.where(fits, n1, k1), np.where(fits, n2, k2)
+
+
+@dataclass(frozen=True)
+class PairCollator:
+    """Aligned query and document rows -> ``input_ids``, ``token_type_ids``, ``attention_mask`` (int64), equal to the
+    fast BERT tokenizer's ``tokenizer(queries, docs, max_length=max_length, truncation=True, padding="longest",
+    return_tensors="pt")``: longest_first truncation on the full lengths, [CLS] q [SEP] d [SEP], types 0 then 1,
+    right padding. Plain fields only, so it pickles into DataLoader workers."""
+
+    max_length: int
+    cls_id: int
+    sep_id: int
+    pad_id: int
+    pad_type_id: int = 0
+
+    def __call__(self, q: Tokens, d: Tokens) -> dict[str, torch.Tensor]:
+        if len(q) != len(d):
+            raise ValueError(f"{len(q)} query rows but {len(d)} document rows")
+        k1, k2 = longest_first(q.full, d.full, self.max_length - SPECIAL)
+        check_rows(q, k1, "query")
+        check_rows(d, k2, "document")
+        rows, types = [], []
+        for i in range(len(q)):
+            a, b = q.row(i)[: k1[i]], d.row(i)[: k2[i]]
+            rows.append(np.concatenate([[self.cls_id], a, [self.sep_id], b, [self.sep_id]]).astype(np.int64))
+            types.append(np.repeat(np.array([0, 1], dtype=np.int64), [len(a) + 2, len(b) + 1]))
+        ids, mask = pad_rows(rows, self.pad_id)
+        token_types = torch.full_like(ids, self.pad_type_id)
+        for i, t in enumerate(types):
+            token_types[i, : len(t)] = torch.from_numpy(t)
+        return {"input_ids": ids, "token_type_ids": token_types, "attention_mask": mask}

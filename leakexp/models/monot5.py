@@ -9,16 +9,27 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
 from leakexp.models.base import HFReranker, fp32
+from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
+from leakexp.models.tokens import Tokens
 from leakexp.stage import Ask, Context, Stage
 
 PROMPT = "Query: {q} Document: {d} Relevant:"
+# The prompt in two parts, split between "Document:" and the space that follows it: ':' then ' ' is always a
+# grapheme break and a whitespace boundary, and no added token holds a space, so the T5 tokenizer (normaliser per
+# grapheme, whitespace pre-tokenizer) gives tokens(PROMPT) == tokens(QUERY_PART) + tokens(DOC_PART) for any q and d.
+# The document part keeps its leading space and, for PyGaggle's cut, " Relevant:": no boundary lies next to d.
+QUERY_PART = "Query: {} Document:"
+DOC_PART = " {} Relevant:"  # truncation=pygaggle
+DOC_HEAD = " {}"  # truncation=keep_prompt: "Query: q Document: d" is cut, then "Relevant:" </s> appended
 # A small T5 for CPUs; `n_positions` stays 512 like t5-base (pyterrier-t5 reads it)
 EMBEDDED_T5 = dict(d_model=128, d_kv=32, d_ff=256, num_layers=2, num_decoder_layers=2, num_heads=4,
                    relative_attention_num_buckets=32, dropout_rate=0.1, feed_forward_proj="relu",
@@ -90,22 +101,32 @@ class MonoT5(HFReranker):
         self.true_id = self.tokenizer.encode("true")[0]
         self.false_id = self.tokenizer.encode("false")[0]
         self.prompt_ids = self.tokenizer("Relevant:")["input_ids"]  # [..., </s>]
+        check_split(self.tokenizer)  # the prompt's token ids are gathered from stored parts
         # the rows of lm_head that scoring reads, as a device tensor (an index list would be copied every batch)
         self.register_buffer("two_ids", torch.tensor([self.false_id, self.true_id]), persistent=False)
 
-    def featurize(self, queries: list[str], docs: list[str]) -> dict[str, torch.Tensor]:
-        max_length = self.hparams["max_length"]
-        if self.hparams["truncation"] == "pygaggle":
-            # PyGaggle: the whole prompt, cut at max_length (a long document loses "Relevant:"), then </s>
-            return dict(self.tokenizer([PROMPT.format(q=q, d=d) for q, d in zip(queries, docs)], max_length=max_length,
-                                       truncation=True, padding="longest", return_tensors="pt"))
-        # keep_prompt (pyterrier-t5): cut the query-document part so that "Relevant:" </s> always fits
-        head = self.tokenizer([f"Query: {q} Document: {d}" for q, d in zip(queries, docs)])["input_ids"]
-        keep = max_length - len(self.prompt_ids)
-        rows = [ids[:-1][:keep] + self.prompt_ids for ids in head]
-        width = max(len(r) for r in rows)
-        ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
-        return {"input_ids": ids, "attention_mask": (torch.arange(width)[None, :] < torch.tensor([len(r) for r in rows])[:, None]).long()}
+    # -- token ids (leakexp.models.tokens) -------------------------------------------------------------
+    ENCODING = ("checkpoint", "max_length", "truncation")
+
+    @classmethod
+    def document_tokens(cls, settings: dict, texts: Sequence[str], *, progress: bool = False) -> Tokens:
+        return _doc_tokens(_tokenizer(settings), settings, texts, progress)
+
+    @classmethod
+    def encoding_id(cls, settings: dict) -> str:
+        return tokenizer_id(_tokenizer(settings))
+
+    def encode_docs(self, texts: Sequence[str]) -> Tokens:
+        return _doc_tokens(self.tokenizer, self.hparams, texts, False)
+
+    def encode_queries(self, texts: Sequence[str], docs: Tokens) -> Tokens:
+        return encode_texts(self.tokenizer, texts, _query_cut(self.hparams, len(self.prompt_ids)),
+                            desc="query tokens", wrap=QUERY_PART.format)
+
+    def collator(self) -> "PromptCollator":
+        return PromptCollator(max_length=int(self.hparams["max_length"]), truncation=self.hparams["truncation"],
+                              eos_id=self.tokenizer.eos_token_id, pad_id=self.tokenizer.pad_token_id,
+                              prompt_ids=tuple(self.prompt_ids))
 
     def _decoder_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                         decoder_input_ids: torch.Tensor) -> torch.Tensor:
@@ -138,6 +159,87 @@ class MonoT5(HFReranker):
         h = self._decoder_states(ids, feats["attention_mask"], shifted)
         return fp32(lambda h, w: F.cross_entropy(F.linear(h, w).flatten(0, 1), target.flatten()), h,
                     self.t5.lm_head.weight)
+
+
+# -- token ids -> the tensors of the prompt tokenised whole ----------------------------------------------------
+def _tokenizer(settings: dict):
+    tok = load_tokenizer("t5", str(settings.get("checkpoint", "t5-base")))
+    check_split(tok)
+    return tok
+
+
+# texts next to which a split could go wrong: spaces of all kinds, combining and prepended marks, NFKC forms
+PROBES = ("", " ", "x  y ", "\u00a0a\tb\n", "\u0301e\u0301", "a\u0600", "\u0903\u200d", "\ufb01 \uff21", "\u65e5\u672c",
+          "</s> <pad>", "Query: Document: Relevant:")
+
+
+def _split_ok(tokenizer) -> bool:
+    def ids(texts):
+        return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+    pairs = [(q, d) for q in PROBES for d in PROBES]
+    whole = ids([PROMPT.format(q=q, d=d) for q, d in pairs])
+    head = ids([f"Query: {q} Document: {d}" for q, d in pairs])
+    query = ids([QUERY_PART.format(q) for q, _ in pairs])
+    doc, doc_head = ids([DOC_PART.format(d) for _, d in pairs]), ids([DOC_HEAD.format(d) for _, d in pairs])
+    return all(w == a + b and h == a + c for w, h, a, b, c in zip(whole, head, query, doc, doc_head))
+
+
+def check_split(tokenizer) -> None:
+    """Refuse a tokenizer whose prompt ids are not its query part's ids followed by its document part's (a
+    pre-tokenizer that does not split at whitespace); a few probe texts, once per tokenizer."""
+    if getattr(tokenizer, "_leakexp_split_ok", None) is None:
+        tokenizer._leakexp_split_ok = _split_ok(tokenizer)
+    if not tokenizer._leakexp_split_ok:
+        raise ValueError(f"monot5: the tokenizer {tokenizer.name_or_path!r} does not tokenise the prompt as its "
+                         f"query part followed by its document part; its token ids cannot be stored apart")
+
+
+def _query_cut(settings: dict, prompt_len: int) -> int:
+    """The most ids of the query part the model reads: all but </s> (pygaggle), all but "Relevant:" </s>
+    (keep_prompt)."""
+    max_length = int(settings.get("max_length", 512))
+    return max_length - 1 if settings.get("truncation", "pygaggle") == "pygaggle" else max_length - prompt_len
+
+
+def _doc_tokens(tokenizer, settings: dict, texts: Sequence[str], progress: bool) -> Tokens:
+    """Each document's part of the prompt (" d Relevant:" for pygaggle, " d" for keep_prompt), cut to the most the
+    model can read of it (the query part "Query: q Document:" is at least one id)."""
+    pygaggle = settings.get("truncation", "pygaggle") == "pygaggle"
+    prompt_len = 1 if pygaggle else len(tokenizer("Relevant:")["input_ids"])
+    cut = max(_query_cut(settings, prompt_len) - 1, 0)
+    return encode_texts(tokenizer, texts, cut, progress=progress, desc="monot5 document tokens",
+                        wrap=(DOC_PART if pygaggle else DOC_HEAD).format)
+
+
+@dataclass(frozen=True)
+class PromptCollator:
+    """Aligned query-part and document-part rows -> ``input_ids`` and ``attention_mask`` (int64), equal to the T5
+    tokenizer on the whole prompt: ``pygaggle``: ``tokenizer(PROMPT..., max_length=max_length, truncation=True,
+    padding="longest")`` = the first max_length - 1 ids, then </s>; ``keep_prompt``: the ids of "Query: q Document:
+    d" cut to max_length - len(prompt_ids), then ``prompt_ids`` ("Relevant:" </s>). Right-padded with ``pad_id``;
+    plain fields only, so it pickles into DataLoader workers."""
+
+    max_length: int
+    truncation: str
+    eos_id: int
+    pad_id: int
+    prompt_ids: tuple[int, ...]
+
+    def __call__(self, q: Tokens, d: Tokens) -> dict[str, torch.Tensor]:
+        if len(q) != len(d):
+            raise ValueError(f"{len(q)} query rows but {len(d)} document rows")
+        if self.truncation == "pygaggle":
+            keep, tail = self.max_length - 1, np.array([self.eos_id], dtype=np.int64)
+        else:
+            keep, tail = self.max_length - len(self.prompt_ids), np.asarray(self.prompt_ids, dtype=np.int64)
+        kq = np.minimum(q.full.astype(np.int64), keep)
+        check_rows(q, kq, "query")
+        check_rows(d, np.minimum(d.full.astype(np.int64), keep - kq), "document")
+        rows = [np.concatenate([q.row(i)[:keep], d.row(i)[: keep - kq[i]], tail]).astype(np.int64)
+                for i in range(len(q))]
+        ids, mask = pad_rows(rows, self.pad_id)
+        return {"input_ids": ids, "attention_mask": mask}
 
 
 # -- the embedded tokenizer stage -------------------------------------------------------------------------

@@ -1,0 +1,91 @@
+"""What the Hugging Face re-rankers share to read texts once: their tokenizer loaded from the settings alone,
+an id of its content, texts -> :class:`Tokens` in batched calls, and right-padded batch tensors."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from leakexp.models.tokens import Tokens
+
+CHUNK = 1000  # texts per tokenizer call
+
+
+@functools.lru_cache(maxsize=4)
+def load_tokenizer(kind: str, path: str):
+    """The tokenizer (``kind``: "auto" or "t5") of a checkpoint (a local path or a model name), without any weights;
+    cached per process (tokenizing never changes it)."""
+    from transformers import AutoTokenizer, T5Tokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    return (T5Tokenizer if kind == "t5" else AutoTokenizer).from_pretrained(path)
+
+
+def tokenizer_id(tokenizer) -> str:
+    """sha256 of what decides a tokenizer's ids: its Rust pipeline (normalizer, pre-tokenizer, vocabulary, added
+    tokens; without the per-call truncation and padding), the special-token ids, and the tokenizers and transformers
+    versions (their rules are part of the result)."""
+    import tokenizers
+    import transformers
+
+    pipeline = json.loads(tokenizer.backend_tokenizer.to_str())
+    pipeline.pop("truncation", None)
+    pipeline.pop("padding", None)
+    special = {k: getattr(tokenizer, k, None) for k in ("pad_token_id", "eos_token_id", "cls_token_id",
+                                                         "sep_token_id", "unk_token_id", "pad_token_type_id")}
+    blob = json.dumps({"class": type(tokenizer).__name__, "pipeline": pipeline, "special": special,
+                       "tokenizers": tokenizers.__version__, "transformers": transformers.__version__},
+                      sort_keys=True, ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def encode_texts(tokenizer, texts: Sequence[str], cut: int, *, progress: bool = False, desc: str = "tokens",
+                 wrap: Callable[[str], str] | None = None) -> Tokens:
+    """Token ids (no special tokens) of each text (``wrap(text)`` when given), each row cut to its first ``cut``
+    ids; ``full`` = the uncut length. Tokenised ``CHUNK`` texts per call."""
+    texts = list(texts)
+    full = np.zeros(len(texts), dtype=np.int64)
+    parts: list[np.ndarray] = []
+    with tqdm(total=len(texts), desc=desc, unit="text", disable=not progress) as bar:
+        for s in range(0, len(texts), CHUNK):
+            chunk = texts[s : s + CHUNK]
+            if wrap is not None:
+                chunk = [wrap(t) for t in chunk]
+            rows = tokenizer(chunk, add_special_tokens=False, return_attention_mask=False,
+                             return_token_type_ids=False, verbose=False)["input_ids"]
+            full[s : s + len(rows)] = [len(r) for r in rows]
+            kept = np.minimum(full[s : s + len(rows)], cut)
+            parts.append(np.fromiter((i for r in rows for i in r[:cut]), dtype=np.int32, count=int(kept.sum())))
+            bar.update(len(chunk))
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.minimum(full, cut), out=offsets[1:])
+    ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+    return Tokens(ids, offsets, full.astype(np.int32))
+
+
+def check_rows(tokens: Tokens, need: np.ndarray, what: str) -> None:
+    """Raise when a row holds fewer ids than a batch needs of it although the text had more (tokens stored for a
+    shorter cut than this model reads)."""
+    short = (tokens.lengths < need) & (tokens.lengths < tokens.full)
+    if short.any():
+        i = int(np.flatnonzero(short)[0])
+        raise ValueError(f"{what} row {i} holds {int(tokens.lengths[i])} of {int(tokens.full[i])} token ids but "
+                         f"{int(need[i])} are read: tokens stored for another max_length?")
+
+
+def pad_rows(rows: list[np.ndarray], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, longest) int64 ids right-padded with ``pad``, and the int64 attention mask."""
+    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max(initial=0))
+    ids = np.full((len(rows), width), pad, dtype=np.int64)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = r
+    mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)
+    return torch.from_numpy(ids), torch.from_numpy(mask)
