@@ -223,7 +223,7 @@ class RunSettings(Section):
     seed: Annotated[int, Field(ge=0)]
     device: Annotated[str, Field(pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")]
     verbose: bool
-    loader_workers: Literal["auto"] | Annotated[int, Field(ge=0)]
+    loader_workers: Literal["auto"] | Annotated[int, Field(ge=0, le=256)]
     model_overrides: dict[Name, dict]
 
 

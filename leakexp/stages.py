@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from leakexp import build, cell, config, demo, detect, evaluate, memorization, rerank, retrieval, robustness, train, verify
+from leakexp import (build, cell, config, demo, detect, encode, evaluate, memorization, rerank, retrieval, robustness,
+                     train, verify)
 from leakexp.data import sources
-from leakexp.models import capreolus, monot5, tokens
+from leakexp.models import capreolus, monot5
 from leakexp.pipeline import Runner
 from leakexp.schema import check_files, check_sections, validate
 from leakexp.stage import ConfigError
@@ -22,7 +23,7 @@ STAGES = (
     detect.EMBED, detect.DETECT,
     verify.VERIFY, verify.LEAKS,
     build.FILLERS, build.NEGATIVES, build.SET,
-    capreolus.DF, monot5.T5_VOCAB, tokens.TOKENS,
+    capreolus.DF, monot5.T5_VOCAB, encode.TOKENS,
     train.TRAIN, rerank.RERANK, evaluate.EVAL,
     memorization.MEMORIZATION,
     *robustness.STAGES,

@@ -29,7 +29,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from leakexp.models.base import Reranker, to_device
-from leakexp.models.tokens import Tokens
+from leakexp.models.tokens import Tokens, check_source
 from leakexp.stage import Ask, Context, Stage
 from leakexp.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
 
@@ -362,6 +362,7 @@ class PairBatches(torch.utils.data.Dataset):
             both = pd.concat([pos, neg]).drop_duplicates("docno").sort_values("docno", kind="mergesort")
             docs = model.encode_docs(both["text"].tolist())
             docs.keys = both["docno"].tolist()
+        check_source(model, docs)
         rows = docs.index()
         missing = sorted((set(pos.docno) | set(neg.docno)) - rows.keys())
         if missing:

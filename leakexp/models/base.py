@@ -234,6 +234,10 @@ class RerankTransformer:
                 docs: Tokens | None = None):
         pt = _pt()
         rows = docs.index() if docs is not None else None
+        if docs is not None:
+            from leakexp.models.tokens import check_source
+
+            check_source(model, docs)
 
         class _Rerank(pt.Transformer):
             def __init__(self):

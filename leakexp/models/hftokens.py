@@ -30,18 +30,14 @@ def load_tokenizer(kind: str, path: str):
 
 def tokenizer_id(tokenizer) -> str:
     """sha256 of what decides a tokenizer's ids: its Rust pipeline (normalizer, pre-tokenizer, vocabulary, added
-    tokens; without the per-call truncation and padding), the special-token ids, and the tokenizers and transformers
-    versions (their rules are part of the result)."""
-    import tokenizers
-    import transformers
-
+    tokens; without the per-call truncation and padding) and the special-token ids. Library versions are not part
+    of it (nothing else in the store is keyed by them either)."""
     pipeline = json.loads(tokenizer.backend_tokenizer.to_str())
     pipeline.pop("truncation", None)
     pipeline.pop("padding", None)
     special = {k: getattr(tokenizer, k, None) for k in ("pad_token_id", "eos_token_id", "cls_token_id",
                                                          "sep_token_id", "unk_token_id", "pad_token_type_id")}
-    blob = json.dumps({"class": type(tokenizer).__name__, "pipeline": pipeline, "special": special,
-                       "tokenizers": tokenizers.__version__, "transformers": transformers.__version__},
+    blob = json.dumps({"class": type(tokenizer).__name__, "pipeline": pipeline, "special": special},
                       sort_keys=True, ensure_ascii=False)
     return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
