@@ -528,15 +528,18 @@ def test_bf16_autocast_makes_no_more_ties_than_fp32(name, tiny_bert, tiny_t5):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_the_loss_is_fp32_under_bf16_autocast(name, tiny_bert, tiny_t5):
-    from leakexp.train import batch_loss, pairs_of
+    import numpy as np
+
+    from leakexp.train import PairBatches, batch_loss, pairs_of
 
     set_seed(0)
     model = build(name, tiny_bert, tiny_t5, **({"dropoutrate": 0.0} if name == "duet" else {}))
     model.eval()  # no dropout: the two losses see the same network
     pos, neg = pairs_of(toy_task(8))
-    ref = batch_loss(model, pos, neg, "cpu", False)
+    batch = PairBatches.of(model, pos, neg, [np.arange(len(pos))])[0]
+    ref = batch_loss(model, batch, "cpu", False)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        low = batch_loss(model, pos, neg, "cpu", False)
+        low = batch_loss(model, batch, "cpu", False)
     assert low.dtype == torch.float32 and ref.dtype == torch.float32
     assert low.item() == pytest.approx(ref.item(), rel=0.05, abs=0.02)
 
