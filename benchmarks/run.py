@@ -592,7 +592,8 @@ def bench_gpu(root: Path) -> None:
     Models: t5-base / bert-base-uncased architectures (random weights; speed does not depend on the values) at
     512 tokens, KNRM / PACRR / DUET with 300-d vectors at 800 document tokens; inputs are synthetic documents of
     900 words, so every input is at the length limit. Training uses each model file's batch size, accumulation,
-    optimiser and schedule; re-ranking its score_batch_size. MFU = FLOPs per instance (FlopCounterMode on one
+    optimiser and schedule, 100 updates (LEAKEXP_BENCH_UPDATES), documents encoded once and batches collated by the
+    loader's workers (loader_workers=auto), as a grid cell trains; re-ranking its score_batch_size. MFU = FLOPs per instance (FlopCounterMode on one
     micro-batch: forward + backward for training, forward for re-ranking) x instances/s / peak bf16 FLOP/s.
     """
     import dataclasses
@@ -612,7 +613,7 @@ def bench_gpu(root: Path) -> None:
     from leakexp.config import model_config
     from leakexp.models.paper import PaperModels, synthetic_pairs
     from leakexp.store import atomic_write_json
-    from leakexp.train import PairBatches, batch_loss, configure_precision, pairs_of, set_seed, train
+    from leakexp.train import PairBatches, batch_loss, configure_precision, loader_workers, pairs_of, set_seed, train
 
     configure_precision({"matmul": "highest"})
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
@@ -628,12 +629,18 @@ def bench_gpu(root: Path) -> None:
         model = paper.build(name).to(device)
         cfg = paper.train_config(name)
         per_update = cfg.batch_size * cfg.grad_accum
-        n_updates = 6 if name in ("monot5", "monobert") else 40
-        data = synthetic_pairs(per_update * n_updates, doc_words=900)
-        train(model, data, seed=0, cfg=dataclasses.replace(cfg, updates=2), device=device, progress=False)  # warm-up
+        n_updates = int(os.environ.get("LEAKEXP_BENCH_UPDATES", 100))  # a realistic budget: >= 100 updates
+        data = synthetic_pairs(per_update * min(n_updates, 20), doc_words=900)  # passes repeat beyond 20 updates
+        # the documents encoded once, as the tokens stage stores them; batches collated by the loader's workers
+        unique = data.drop_duplicates("docno")
+        docs = model.encode_docs(unique.text.tolist())
+        docs.keys = unique.docno.tolist()
+        workers = loader_workers("auto", device)
+        train(model, data, seed=0, cfg=dataclasses.replace(cfg, updates=2), device=device, progress=False,
+              docs=docs, workers=workers)  # warm-up
         sync()
         result = train(model, data, seed=1, cfg=dataclasses.replace(cfg, updates=n_updates), device=device,
-                       progress=False)
+                       progress=False, docs=docs, workers=workers)
         train_ips = result["instances_per_s"]
         pos, neg = pairs_of(data)
         one = PairBatches.of(model, pos, neg, [np.arange(cfg.batch_size)])[0]
@@ -665,7 +672,7 @@ def bench_gpu(root: Path) -> None:
                "train_mfu": train_flops * train_ips / (peak * 1e12) if peak else None,
                "rerank_mfu": rerank_flops * rerank_dps / (peak * 1e12) if peak else None,
                "settings": {"batch_pairs": cfg.batch_size, "grad_accum": cfg.grad_accum, "updates": n_updates,
-                            "score_batch_size": score_batch, "bf16": cfg.bf16,
+                            "score_batch_size": score_batch, "bf16": cfg.bf16, "loader_workers": workers,
                             "max_length": getattr(model, "hparams", {}).get("max_length"),
                             "maxdoclen": getattr(model, "maxdoclen", None)}}
         out["models"][name] = fig
