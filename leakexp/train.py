@@ -389,9 +389,12 @@ class PairBatches(torch.utils.data.Dataset):
 
     def loader(self, workers: int = 0, pin_memory: bool = False) -> torch.utils.data.DataLoader:
         """Micro-batches in order; ``workers`` processes collate ahead (4 batches each), into pinned memory on
-        CUDA so that copies to the device overlap the step. The batches do not depend on the workers."""
+        CUDA so that copies to the device overlap the step. The batches do not depend on the workers, and the
+        loader draws its workers' seed from a generator of its own: the global random state (dropout) stays the
+        seed's."""
         return torch.utils.data.DataLoader(self, batch_size=None, shuffle=False, num_workers=workers,
-                                           pin_memory=pin_memory, prefetch_factor=4 if workers else None)
+                                           pin_memory=pin_memory, prefetch_factor=4 if workers else None,
+                                           generator=torch.Generator().manual_seed(0))
 
 
 def loader_workers(setting, device: str) -> int:

@@ -112,3 +112,18 @@ def test_every_seed_of_a_set_reads_one_tokens_artifact_and_every_size_one_per_co
     rerank = {tokens("rerank", corpus="toy_robust", leakage=lk, size=sz, seed=1) for lk in ("none", "msm", "test")
               for sz in (128, 256)}
     assert len(rerank) == 1
+
+
+def test_the_loader_leaves_the_global_random_state_to_the_seed():
+    """Dropout masks come from the global generator that set_seed fixed: creating and reading the loader must not
+    draw from it (a DataLoader draws its workers' base seed from the global generator unless given its own), or
+    every model with dropout would train differently from the seed's run without the loader."""
+    data = _instances(6)
+    model = get("knrm")(embeddings="bundled", maxqlen=4, maxdoclen=32)
+    pos, neg = pairs_of(data)
+    batches = PairBatches.of(model, pos, neg, [np.arange(2), np.arange(2, 4)])
+    for workers in (0, 1):
+        torch.manual_seed(5)
+        before = torch.get_rng_state()
+        list(batches.loader(workers))
+        assert torch.equal(torch.get_rng_state(), before)
