@@ -607,7 +607,7 @@ def _train(ctx: Context, tmp: Path) -> dict:
 
 
 TRAIN = Stage(
-    "train", version=3, reads=_train_reads, inputs=_train_inputs, compute=_train, normalise=train_params,
+    "train", version=4, reads=_train_reads, inputs=_train_inputs, compute=_train, normalise=train_params,
     path=lambda p, c: cell_path(p), device=True, verify=True,
     describe="a re-ranker trained on a training set with a seed",
 )
