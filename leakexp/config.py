@@ -244,3 +244,4 @@ class PlanSettings(Section):
     encode_docs_per_s: dict[str, PositiveFloat] = {}
     data_pipeline_instances_per_s: dict[str, PositiveFloat] = {}
     loader_workers: PositiveInt = 4
+    cells_per_job: PositiveInt = 1

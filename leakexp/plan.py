@@ -8,6 +8,7 @@ Training instances per cell follow the budget: ``train.epochs`` x size, or ``tra
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -150,9 +151,11 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
         docs = sum(topics.get(a.params["target"], 50) for a in jobs["rerank"][1] if a.params["model"] == m) * \
             int(cfg.rerank.depth)
         rerank_hours[m] = docs / rerank_rate / 3600
-        # every training job is a process that imports, loads its model and data before its first step
+        # every job is a process that imports and loads its word vectors before its first step; the gpu_local
+        # launcher runs plan.cells_per_job cells per process (hydra.launcher.cells_per_job)
         startup = (measured or {}).get("startup_s", {}).get(m, float((p.get("job_startup_s") or {}).get(m, 0.0)))
-        overhead_hours[m] = sum(1 for a in jobs["train"][1] if a.params["model"] == m) * startup / 3600
+        processes = math.ceil(sum(1 for a in jobs["train"][1] if a.params["model"] == m) / int(p.get("cells_per_job", 1)))
+        overhead_hours[m] = processes * startup / 3600
         # CPU: encoding each document once (a set of `size` instances holds at most `size` documents), and whether
         # the loader's workers collate faster than the GPU trains
         docs_encoded = sum(int(a.params["size"]) if a.params["docs"] == "set" else

@@ -1,6 +1,8 @@
 """`leakexp plan`: job counts and hours from assumed or measured throughput, under the training budget."""
 
+import copy
 import json
+import math
 from types import SimpleNamespace
 
 import pandas as pd
@@ -92,10 +94,15 @@ def test_plan_counts_robustness_jobs_and_time_when_enabled(tmp_path):
     assert "robustness (robustness.enabled): own-corpus 3" in render(info)
 
 
-def test_each_training_job_pays_its_start_up_assumed_or_measured(cfg, tmp_path):
-    info = plan(cfg, fake_runner(cfg))
+def test_each_training_process_pays_its_start_up_assumed_or_measured(cfg, tmp_path):
     jobs = 2 * TRAINED_PER_SIZE  # per model: sizes x distinct trained models
+    per_cell = copy.deepcopy(cfg)
+    per_cell.plan.cells_per_job = 1
+    info = plan(per_cell, fake_runner(per_cell))
     assert info["startup_hours"] == pytest.approx({"knrm": jobs * 5 / 3600, "monot5": jobs * 20 / 3600})
+    info = plan(cfg, fake_runner(cfg))  # plan.cells_per_job = 5: one start-up per 5 cells
+    processes = math.ceil(jobs / 5)
+    assert info["startup_hours"] == pytest.approx({"knrm": processes * 5 / 3600, "monot5": processes * 20 / 3600})
     assert info["gpu_hours_total"] == pytest.approx(sum(info["train_gpu_hours"].values())
                                                     + sum(info["rerank_gpu_hours"].values())
                                                     + sum(info["startup_hours"].values())
@@ -105,5 +112,5 @@ def test_each_training_job_pays_its_start_up_assumed_or_measured(cfg, tmp_path):
     bench.write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "models": {
         "knrm": {"train_instances_per_s": 3000.0, "rerank_docs_per_s": 20000.0, "startup_s": 3600.0}}}))
     info = plan(cfg, fake_runner(cfg))
-    assert info["startup_hours"]["knrm"] == pytest.approx(jobs)  # one hour per job, as measured
+    assert info["startup_hours"]["knrm"] == pytest.approx(processes)  # one hour per process, as measured
     assert "job start-up" in render(info)
