@@ -64,6 +64,10 @@ def cell_asks(cfg: DictConfig, cells: list[Cell]) -> dict[str, list[Ask]]:
     from leakexp import memorization, robustness
 
     rows: dict[str, list[Ask]] = {"sets": [c.ask("sets") for c in cells]}
+    # documents encoded once per model: a training set's and a corpus's first-stage candidates
+    rows["tokens"] = [a for c in cells for a in (
+        Ask.of("tokens", docs="set", model=c.model, corpus=c.corpus, leakage=c.leakage, size=c.size),
+        Ask.of("tokens", docs="run", model=c.model, corpus=c.corpus))]
     for stage in ("train", "rerank", "eval"):
         rows[stage] = [c.ask(stage) for c in cells]
     rows["memorize"] = [c.ask("memorization") for c in cells if memorization.wanted(cfg, c)]
