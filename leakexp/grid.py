@@ -144,9 +144,11 @@ def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
     if unknown:
         raise ConfigError(f"status --why: no stage named {', '.join(unknown)}; stages: {', '.join(r.stages)}")
     lines = []
+    needed = r.upstream(cell.ask("eval"))  # the cell's artifacts and everything they read
     for stage in stages:
-        ask = cell.ask(stage) if stage in ("sets", "train", "rerank", "eval", "memorization") else Ask.of(stage)
-        lines += [*why(r, ask), ""]
+        asks = [a for a in needed if a.stage == stage] or [cell.ask(stage)]  # e.g. memorization: below eval
+        for ask in asks:
+            lines += [*why(r, ask), ""]
     return lines
 
 

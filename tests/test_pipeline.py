@@ -212,3 +212,19 @@ def test_tables_from_unchanged_artifacts_are_kept_and_a_missing_one_is_written_a
     (out / "summary.md").unlink()
     write_tables(small_cfg, r)
     assert (out / "summary.md").exists() and (out / "summary.md").stat().st_mtime_ns != stamp["summary.md"]
+
+
+def test_status_why_answers_for_every_stage_a_cell_reads(small_run, small_cfg, capsys):
+    """Stages with parameters of their own (a corpus's first stage, a df table, the tokens of a set and of a run) are
+    found among the cell's inputs: each gets its lineage, none a crash."""
+    from leakexp.cli import main
+
+    small_run  # the small grid is in the store
+    base = [f"store={small_cfg.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
+    for stage in ("index", "firststage", "tokens", "collection", "negatives", "verify"):
+        assert main(["status", *base, "--why", stage]) == 0, stage
+        out = capsys.readouterr().out
+        assert out.startswith((f"{stage}/", f"{stage}:")) and ": key " in out, out[:300]
+    assert main(["status", *base, "model.maxdoclen=400", "--why", "tokens"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens/" in out and "maxdoclen" in out and "400" in out  # both tokens artifacts of the cell re-keyed
