@@ -188,8 +188,8 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
 def render(info: dict) -> str:
     head = (f"leakexp plan (throughput measured by the GPU benchmark where marked: {info['bench_file']})"
             if info.get("bench_file") else
-            "leakexp plan (estimates from the config's plan: throughput table, not measurements; "
-            "`python benchmarks/run.py gpu` on the GPU machine measures them)")
+            "leakexp plan (throughput from the config's plan: table, measured on one H100, not on your machine; "
+            "`python benchmarks/run.py gpu` on your GPU machine measures it there)")
     lines = [
         head,
         f"  training queries: {info['queries_total']:,} ({', '.join(f'{k} {v:,}' for k, v in info['queries'].items())})",

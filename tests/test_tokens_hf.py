@@ -277,3 +277,24 @@ def test_scores_from_stored_tokens_equal_scores_from_the_tokenizers_tensors(kind
     docs.keys = run["docno"].tolist()
     out = model.transformer(batch_size=16, docs=docs)(run).set_index("docno")["score"]
     assert np.allclose(out.loc[run["docno"]].to_numpy(), ref, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("kind", ["monobert", "monot5"])
+def test_the_4d_padding_mask_scores_as_transformers_own_mask(kind, attn, toy, tiny_bert, t5_dir):
+    """On CUDA the HF models hand transformers a ready (B, 1, 1, L) padding mask (no host sync on the mask's
+    contents); built from the same 0/1 mask it scores a padded batch as transformers' own mask does."""
+    import torch
+
+    from leakexp.models.base import as_4d_mask
+
+    set_seed(0)
+    model = (MonoBERT(checkpoint=tiny_bert, max_length=64, attn_implementation=attn) if kind == "monobert" else
+             MonoT5(checkpoint=t5_dir, max_length=64, truncation="pygaggle", attn_implementation=attn)).eval()
+    feats = model.featurize(["short query", "another query"], ["a short document", " ".join(toy["docs"][:40])])
+    assert (feats["attention_mask"] == 0).any()  # the batch is padded
+    hf = model.bert if kind == "monobert" else model.t5
+    with torch.inference_mode():
+        own = model(**feats)
+        ready = model(**dict(feats, attention_mask=as_4d_mask(feats["attention_mask"], hf.config)))
+    assert torch.allclose(own, ready, atol=1e-6), (own, ready)

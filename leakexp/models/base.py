@@ -183,6 +183,28 @@ class HFReranker(Reranker):
         return cls(**dict(cfg, checkpoint=str(path)))
 
 
+def padding_mask_4d(attention_mask: torch.Tensor, config) -> torch.Tensor:
+    """A (B, L) 0/1 padding mask as the (B, 1, 1, L) mask transformers would build from it, built here where it lives.
+
+    On CUDA, transformers (>= 5) first asks whether the mask has any padding (``padding_mask.all()`` in
+    ``masking_utils._ignore_bidirectional_mask_sdpa``), which copies a result to the host and stalls every forward
+    pass; a 4D mask is passed through as is. Only for CUDA tensors: on a CPU the check costs nothing and transformers'
+    own path (no mask for an unpadded batch) keeps today's numbers. The form follows the attention implementation:
+    boolean (keep = True) for SDPA, additive (0 or the dtype's minimum) for eager attention."""
+    if attention_mask is None or attention_mask.device.type != "cuda" or attention_mask.dim() != 2:
+        return attention_mask
+    return as_4d_mask(attention_mask, config)
+
+
+def as_4d_mask(attention_mask: torch.Tensor, config) -> torch.Tensor:
+    """(B, L) 0/1 -> (B, 1, 1, L): boolean for SDPA, additive fp32 for eager attention (see :func:`padding_mask_4d`)."""
+    keep = attention_mask[:, None, None, :].bool()
+    if getattr(config, "_attn_implementation", "sdpa") == "sdpa":
+        return keep
+    dtype = torch.float32
+    return torch.zeros(keep.shape, dtype=dtype, device=keep.device).masked_fill_(~keep, torch.finfo(dtype).min)
+
+
 def autocast_off(device_type: str):
     """A context with autocast disabled on ``device_type`` (nothing to disable where autocast does not exist,
     e.g. the ``meta`` device)."""

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from leakexp.models.base import HFReranker, fp32, keep_fp32
+from leakexp.models.base import HFReranker, fp32, keep_fp32, padding_mask_4d
 from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
 from leakexp.models.tokens import Tokens
 
@@ -69,6 +69,8 @@ class MonoBERT(HFReranker):
                             pad_id=t.pad_token_id, pad_type_id=t.pad_token_type_id)
 
     def logits(self, **feats) -> torch.Tensor:
+        if "attention_mask" in feats:
+            feats = dict(feats, attention_mask=padding_mask_4d(feats["attention_mask"], self.bert.config))
         return self.bert(**feats).logits  # (B, 2)
 
     def forward(self, **feats) -> torch.Tensor:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from leakexp.models.base import HFReranker, fp32
+from leakexp.models.base import HFReranker, fp32, padding_mask_4d
 from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
 from leakexp.models.tokens import Tokens
 from leakexp.stage import Ask, Context, Stage
@@ -131,6 +131,7 @@ class MonoT5(HFReranker):
     def _decoder_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                         decoder_input_ids: torch.Tensor) -> torch.Tensor:
         """(B, T, d_model) decoder outputs as the LM head reads them (scaled when the config says so)."""
+        attention_mask = padding_mask_4d(attention_mask, self.t5.config)
         enc = self.t5.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         dec = self.t5.decoder(input_ids=decoder_input_ids, encoder_hidden_states=enc,
                               encoder_attention_mask=attention_mask).last_hidden_state
