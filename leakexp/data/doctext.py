@@ -46,8 +46,8 @@ def html_text(fragment: str) -> str:
     except (etree.ParserError, ValueError):  # not parseable as HTML (e.g. only a comment): strip tags by pattern
         return html.unescape(_TAG.sub(" ", fragment))
     for el in root.iter():
-        if isinstance(el.tag, str) and el.tag.lower() in BREAKS:
-            el.tail = " " + (el.tail or "")
+        if isinstance(el.tag, str) and el.tag.lower() in BREAKS:  # a space before and after a break or block
+            el.text, el.tail = " " + (el.text or ""), " " + (el.tail or "")
     return root.text_content()
 
 
