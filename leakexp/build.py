@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from leakexp.corpus_stats import docstats_input
 from leakexp.data.types import SOURCES, Collection, TrainPool
 from leakexp.stage import Ask, Config, Context, Stage
 from leakexp.schema import NonNegativeInt, PositiveInt, Section
@@ -428,6 +429,7 @@ def _set_inputs(p: dict, c: Config) -> dict:
         inputs["negatives"].append(Ask.of("negatives", part="leaks"))
     if p["leakage"] == "test":
         inputs["collection"] = Ask.of("collection", corpus=p["corpus"])
+        inputs["stats"] = docstats_input(p["corpus"])  # the corpus passed its check before its documents are read
     return inputs
 
 

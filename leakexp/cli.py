@@ -21,6 +21,8 @@ import traceback
 STAGES = {
     "toy": "generate the toy world into the store and print where it is",
     "index": "build the PISA BM25 indexes of the training pool and every test corpus",
+    "corpus-stats": "per test corpus and the training pool: documents, median words, empty documents, repeated "
+                    "document ids, topics and judged topics (exit 2 when a corpus fails its check)",
     "detect": "SBERT + Faiss leakage candidates; prints Table 1 counts",
     "verify": "review the top candidates per topic and import annotations; prints verified leaks per corpus",
     "build": "build the training sets of the grid (corpus x leakage x size); prints a summary "
@@ -243,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     from leakexp import commands as c
 
     handlers = {
-        "toy": c.cmd_toy, "index": c.cmd_index, "detect": c.cmd_detect, "verify": c.cmd_verify,
+        "toy": c.cmd_toy, "index": c.cmd_index, "corpus-stats": c.cmd_corpus_stats, "detect": c.cmd_detect, "verify": c.cmd_verify,
         "tables": c.cmd_tables, "memorization": c.cmd_memorization, "robustness": c.cmd_robustness,
         "plan": c.cmd_plan, "grid": c.cmd_grid, "demo": lambda o: c.cmd_grid(o, demo=True),
         "train": lambda o: c.cmd_cells("train", o), "rerank": lambda o: c.cmd_cells("rerank", o),

@@ -169,6 +169,23 @@ def cmd_index(overrides: list[str]) -> int:
     return 0
 
 
+def cmd_corpus_stats(overrides: list[str]) -> int:
+    """``name: value`` lines per test corpus and for the training pool; exit 2 (the errors on stderr) when a corpus
+    fails its check (duplicate ids, an implausibly short median document)."""
+    from leakexp.config import compose
+    from leakexp.corpus_stats import corpus_stats
+    from leakexp.stage import Ask
+
+    cfg = compose(overrides)  # the runner (and its checks of Java, variants, ...) only for the toy world it makes
+    toy = _runner(overrides)[1].get(Ask.of("toy")) if cfg.data.kind == "toy" else None
+    lines, errors = corpus_stats(cfg, toy)
+    for name, value in lines:
+        print(f"{name}: {value:g}" if isinstance(value, float) else f"{name}: {value}")
+    for e in errors:
+        print(f"leakexp: {e}", file=sys.stderr)
+    return 2 if errors else 0
+
+
 def cmd_detect(overrides: list[str]) -> int:
     from leakexp.stage import Ask
     from leakexp.tables import write_table1

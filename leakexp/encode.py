@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from leakexp.corpus_stats import docstats_input
 from leakexp.models.tokens import Tokens
 from leakexp.stage import Ask, Context, Stage
 
@@ -32,7 +33,8 @@ def _inputs(p: dict, c) -> dict:
     if p["docs"] == "set":
         inputs = {"set": Ask.of("sets", **set_params(p))}
     else:
-        inputs = {"run": Ask.of("firststage", corpus=p["corpus"]), "collection": Ask.of("collection", corpus=p["corpus"])}
+        inputs = {"run": Ask.of("firststage", corpus=p["corpus"]), "collection": Ask.of("collection", corpus=p["corpus"]),
+                  "stats": docstats_input(p["corpus"])}  # the corpus passed its check before its documents are read
     if _embedded(c, p["model"]):
         inputs["vocab"] = Ask.of("t5vocab")
     return inputs

@@ -35,6 +35,7 @@ from typing import Iterable, Iterator, Mapping
 import pandas as pd
 
 from leakexp.data.files import DataFormatError
+from leakexp.corpus_stats import docstats_input, stats_figures
 from leakexp.data.sources import file_fingerprint
 from leakexp.stage import Ask, Config, Context, Stage
 from leakexp.schema import Fraction, NonNegativeFloat, PositiveInt, Section
@@ -634,7 +635,7 @@ def _docs_input(name: str) -> Ask:
 
 def _index(ctx: Context, tmp: Path) -> dict:
     docs = ctx.inputs["docs"].docs
-    return write_index(tmp, iter(docs), **bm25_options(ctx))
+    return {**write_index(tmp, iter(docs), **bm25_options(ctx)), **stats_figures(ctx.inputs["stats"])}
 
 
 def check(cfg) -> None:
@@ -652,7 +653,8 @@ def check(cfg) -> None:
 INDEX = Stage(
     # 2: leakexp's own analysis (analyze(), for stemmer=porter); 3: Lucene's Porter (bli->ble, logi->log), backend
     "index", version=3,
-    reads=BM25, inputs=lambda p, c: {"docs": _docs_input(p["name"])}, compute=_index, check=check,
+    reads=BM25, inputs=lambda p, c: {"docs": _docs_input(p["name"]), "stats": docstats_input(p["name"])},
+    compute=_index, check=check,
     external=backend_identity,
     describe="BM25 index (PISA or Anserini, bm25.backend) of a test collection or of the training pool (name=train)",
 )

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from leakexp import (build, cell, config, demo, detect, encode, evaluate, memorization, rerank, retrieval, robustness,
-                     train, verify)
+from leakexp import (build, cell, config, corpus_stats, demo, detect, encode, evaluate, memorization, rerank,
+                     retrieval, robustness, train, verify)
 from leakexp.data import sources
 from leakexp.models import capreolus, monot5
 from leakexp.pipeline import Runner
@@ -18,7 +18,7 @@ from leakexp.schema import check_files, check_sections, validate
 from leakexp.stage import ConfigError
 
 STAGES = (
-    sources.TOY, sources.POOL, sources.COLLECTION,
+    sources.TOY, sources.POOL, sources.COLLECTION, corpus_stats.DOCSTATS,
     retrieval.INDEX, retrieval.FIRST_STAGE,
     detect.EMBED, detect.DETECT,
     verify.VERIFY, verify.LEAKS,

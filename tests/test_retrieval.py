@@ -20,7 +20,7 @@ def _corpus(tmp_path, name: str, docs, topics: dict[str, str]) -> dict:
     write_qrels(d / "qrels.txt", pd.DataFrame({"qid": [next(iter(topics))], "docno": [docs[0][0]], "label": [1]}))
     write_docs_jsonl(d / "docs.jsonl", docs)
     return {"kind": "local", "name": name, "topics": str(d / "topics.txt"), "qrels": str(d / "qrels.txt"),
-            "docs": str(d / "docs.jsonl")}
+            "docs": str(d / "docs.jsonl"), "accept_short_documents": True}  # documents of a few words, on purpose
 
 
 def _runner(tmp_path, corpora: dict, *, depth: int = 100, stemmer: str = "porter2", stopwords: str = "terrier"):
@@ -46,12 +46,12 @@ def test_bm25_ranks_and_caches(tmp_path):
     assert run.loc[0, "query"] == "lyme disease?"  # the original text is kept
     store = r.store
     computed = store.computed()
-    assert [c.rsplit("/", 1)[0] for c in computed] == ["index/tiny", "firststage/tiny"]
+    assert [c.rsplit("/", 1)[0] for c in computed] == ["docstats/tiny", "index/tiny", "firststage/tiny"]
     _runner(tmp_path, corpora, depth=2).ensure(ask)  # a fresh runner of the same settings finds both
     assert store.computed() == computed  # cached
     other = _runner(tmp_path, corpora, depth=1)  # another depth is another artifact, beside the first
     assert len(other.get(ask)) == 2
-    assert len(store.computed()) == 3 and len(store.others(store.path(store.computed()[-1]))) == 1
+    assert len(store.computed()) == 4 and len(store.others(store.path(store.computed()[-1]))) == 1
     assert other.path(Ask.of("index", name="tiny")) == r.path(Ask.of("index", name="tiny"))  # one index
 
 

@@ -7,6 +7,7 @@ from typing import Callable, Iterator, TypeVar
 
 import pandas as pd
 
+from leakexp.data.doctext import document_text
 from leakexp.data.files import DataFormatError, DataUnavailable, read_variants
 from leakexp.data.types import Collection, Topic, TrainPool
 
@@ -56,7 +57,7 @@ def load_dataset(dataset_id: str):
 
 
 class IrdsDocStore:
-    """DocStore over an ir_datasets docstore; text = the document's default text."""
+    """DocStore over an ir_datasets docstore; text = what the collection holds (leakexp.data.doctext)."""
 
     def __init__(self, dataset_id: str):
         self.dataset_id = dataset_id
@@ -66,7 +67,7 @@ class IrdsDocStore:
     def __getitem__(self, docno: str) -> str:
         if self._store is None:
             self._store = _guard(self.dataset_id, "documents", self._ds.docs_store)
-        return _guard(self.dataset_id, "documents", lambda: self._store.get(docno)).default_text()
+        return _guard(self.dataset_id, "documents", lambda: document_text(self._store.get(docno)))
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         it = iter(_guard(self.dataset_id, "documents", self._ds.docs_iter))
@@ -74,7 +75,7 @@ class IrdsDocStore:
             doc = _guard(self.dataset_id, "documents", lambda: next(it, None))
             if doc is None:
                 return
-            yield doc.doc_id, doc.default_text()
+            yield doc.doc_id, document_text(doc)
 
     def __len__(self) -> int:
         return _guard(self.dataset_id, "documents", self._ds.docs_count)

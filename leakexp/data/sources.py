@@ -183,7 +183,8 @@ TOY = Stage(
     path=lambda p, c: ["toy", f"seed-{c.at('data.seed')}"], describe="the generated toy world",
 )
 POOL = Stage(
-    "pool", version=1, reads=("data", "!data.corpora"), inputs=_toy,
+    "pool", version=2,  # 2: document texts as their collection holds them (leakexp.data.doctext)
+    reads=("data", "!data.corpora"), inputs=_toy,
     external=lambda p, c: pool_files(c["data"]),
     value=lambda ctx: load_train_pool(ctx.config["data"], ctx.inputs["toy"] if "toy" in ctx.input_names else None),
     describe="the training pool (queries, qrels, documents)",
@@ -204,13 +205,19 @@ def check(cfg) -> None:
 
 
 COLLECTION = Stage(
-    "collection", version=1, reads=("data.kind", "data.name", "corpora.{corpus}"),
+    "collection", version=2,  # 2: document texts as their collection holds them (leakexp.data.doctext)
+    reads=("data.kind", "data.name", "corpora.{corpus}"),
     inputs=lambda p, c: _toy(p, c) if c.at(f"corpora.{p['corpus']}.kind") == "toy" else {},
     external=lambda p, c: corpus_files(c["corpora"][p["corpus"]]),
     value=lambda ctx: load_collection(ctx.config["data"], ctx.config["corpora"][ctx.params["corpus"]],
                                       ctx.inputs["toy"] if "toy" in ctx.input_names else None),
     check=check, describe="a test collection (topics, qrels, documents)",
 )
+
+
+# The kind of a collection's documents: it sets the shortest plausible median document (leakexp.corpus_stats);
+# accept_short_documents / accept_duplicate_docnos let a run go on with a corpus that fails that check, on purpose.
+DocumentKind = Literal["news", "web", "passages"]
 
 
 class DataSettings(Section):
@@ -227,6 +234,9 @@ class DataSettings(Section):
     msmarco_qrels: Name | None = None
     orcas_qrels: Name | None = None
     docs: Name | None = None
+    documents: DocumentKind = "web"
+    accept_short_documents: bool = False
+    accept_duplicate_docnos: bool = False
 
     def files(self):
         if self.kind != "local":
@@ -248,6 +258,9 @@ class CorpusSettings(Section):
     docs: Name | None = None
     fixed_leak_queries: NonNegativeInt
     test_leak_queries: NonNegativeInt
+    documents: DocumentKind = "news"
+    accept_short_documents: bool = False
+    accept_duplicate_docnos: bool = False
 
     def files(self, prefix: str = "corpus"):
         keys = ("variants", "topics", "qrels", "docs") if self.kind == "local" else ("variants",)

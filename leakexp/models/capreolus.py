@@ -17,6 +17,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from leakexp.corpus_stats import docstats_input, stats_figures
 from leakexp.models.base import Reranker
 from leakexp.models.tokens import Tokens
 from leakexp.stage import Ask, Context, Stage
@@ -257,12 +258,13 @@ def _df(ctx: Context, tmp: Path) -> dict:
     docs = ctx.inputs["docs"].docs
     table = IdfTable.from_docs((t for _, t in docs), progress=bool(ctx.runtime.get("verbose")))
     table.save(tmp / "df.parquet")
-    return {"documents": table.n_docs, "terms": len(table.df)}
+    return {"documents": table.n_docs, "terms": len(table.df), **stats_figures(ctx.inputs["stats"])}
 
 
 DF = Stage(
     "df", version=1,  # the analyzer is part of the table (TOKENIZER_VERSION, checked when it is loaded)
-    inputs=lambda p, c: {"docs": Ask.of("pool") if p["name"] == "train" else Ask.of("collection", corpus=p["name"])},
+    inputs=lambda p, c: {"docs": Ask.of("pool") if p["name"] == "train" else Ask.of("collection", corpus=p["name"]),
+                         "stats": docstats_input(p["name"])},
     compute=_df, opener=lambda path: IdfTable.load(path / "df.parquet"),
     describe="document frequencies of a collection (name=train: the training pool), the idf KNRM/PACRR/DUET read",
 )
