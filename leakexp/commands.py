@@ -421,14 +421,17 @@ def cmd_build(overrides: list[str], export: bool = False) -> int:
 
 def split_overrides(items: list[str], what: str) -> tuple[list[str], list[str]]:
     """(Hydra overrides, other arguments) of a command whose positional arguments are ``what`` (e.g. edge files
-    as SPLIT=PATH): ``key=value`` with a config key is an override, unless its value is also an existing file,
-    which could be either and is an error saying so."""
-    from leakexp.config import ConfigError, top_level_keys
+    as SPLIT=PATH): ``key=value`` with a config key is an override. A whole section (``train=PATH``: ``train`` holds
+    the training budget) takes no file path, so there an existing file is ``what``; a group or a leaf whose value is
+    also an existing file could be either and is an error saying so."""
+    from leakexp.config import ConfigError, section_keys, top_level_keys
 
-    keys, overrides, rest = top_level_keys(), [], []
+    keys, sections, overrides, rest = top_level_keys(), section_keys(), [], []
     for item in items:
         key, eq, value = item.partition("=")
-        if eq and key.lstrip("+~").split(".")[0] in keys:
+        if eq and key in sections and Path(value).is_file():
+            rest.append(item)
+        elif eq and key.lstrip("+~").split(".")[0] in keys:
             if Path(value).exists():
                 raise ConfigError(f"{item!r} could be the setting {key}={value} or {what} named {key!r}; leakexp "
                                   f"takes it for neither: name that {what.split()[-1]} otherwise")

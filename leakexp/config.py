@@ -40,6 +40,12 @@ def top_level_keys() -> list[str]:
     return list(GROUPS) + sorted(k for k in OmegaConf.load(conf_dir() / "config.yaml").keys() if k != "defaults")
 
 
+def section_keys() -> list[str]:
+    """The keys of conf/config.yaml that hold a section (a mapping), not a value: ``train``, ``bm25``, ``detect``, ..."""
+    raw = OmegaConf.load(conf_dir() / "config.yaml")
+    return sorted(k for k in raw.keys() if k != "defaults" and OmegaConf.is_dict(raw[k]))
+
+
 def corpus_config(name: str) -> DictConfig:
     return _group_file("corpus", name)
 

@@ -35,7 +35,7 @@ def _cases(tmp, existing, edges):
          "is an existing file"),
         (["resample", "resttest", "--train", str(existing), "--test", str(existing), "--buckets", "0", "--out",
           str(tmp / "r")], 2, "--buckets"),
-        (["graph-audit", f"train={edges}"], 2, "could be the setting train="),
+        (["graph-audit", f"seed={edges}"], 2, "could be the setting seed="),
         (["graph-audit", str(tmp / "none.tsv")], 2, "none.tsv"),
         (["split-eval", str(existing), "--qrels", str(existing), "--audit", str(tmp / "no-audit")], 2, "no audit"),
         (["annotations", "kappa", str(tmp / "a.jsonl"), str(tmp / "b.jsonl")], 2, "a.jsonl"),

@@ -333,3 +333,19 @@ def test_cli_strict_labels_header_lines_and_keyed_outputs(tmp_path, capsys, monk
     assert len(reports) == 2  # one folder per configuration, none overwritten
     printed = capsys.readouterr().out
     assert all(f"report: {p} " in printed for p in reports)
+
+
+def test_cli_graph_audit_reads_split_files_named_like_a_setting_section(tmp_path, capsys):
+    """The README's `leakexp graph-audit train=adj.train val=adj.val test=adj.test`: `train` is also a config section,
+    but a section takes no file path, so `train=PATH` names the training split's edge file; `store=DIR` stays a setting."""
+    from leakexp.cli import main
+
+    (tmp_path / "adj.train").write_text("a\tb\tsynonym\nb\tc\tantonym\nd\te\tsynonym\n")
+    (tmp_path / "adj.val").write_text("b\ta\tsynonym\n")
+    (tmp_path / "adj.test").write_text("a\tc\tantonym\nc\ta\tantonym\na\tx\tsynonym\n")
+    rc = main(["graph-audit", f"train={tmp_path / 'adj.train'}", f"val={tmp_path / 'adj.val'}",
+               f"test={tmp_path / 'adj.test'}", f"store={tmp_path / 'store'}"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "split test: 3 held-out edges" in out and "  a_parity_applicable: 2 of 3\n" in out
+    assert list((tmp_path / "store" / "graph").iterdir())  # the store setting was read as one
