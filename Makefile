@@ -16,7 +16,7 @@ CELL_EXPERIMENT = $(if $(filter toy_%,$(CORPUS)),demo,paper)
 EXPERIMENT ?= demo
 ARGS ?=
 
-.PHONY: help setup test test-all test-gpu demo grid cell tables status plan bench clean
+.PHONY: help setup test test-kernels test-all test-gpu demo grid cell tables status plan bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -38,6 +38,12 @@ $(STAMP): pyproject.toml
 
 test: setup ## the default test suite (CPU, toy data; slow tests excluded)
 	$(BIN)/python -m pytest -m "not slow and not gpu" -q $(ARGS)
+
+# the numerically sensitive tests again under PyTorch's portable CPU kernels (no AVX2 / AVX-512), so a test that
+# holds only for one instruction set fails here, not on a user's machine
+KERNEL_TESTS := tests/test_tokens_words.py tests/test_tokens_hf.py tests/test_knrm.py tests/test_models.py
+test-kernels: setup ## the numerically sensitive tests under ATEN_CPU_CAPABILITY=default (CI runs them too)
+	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest -m "not slow and not gpu" -q $(KERNEL_TESTS) $(ARGS)
 
 test-all: setup ## every CPU test, slow ones included
 	$(BIN)/python -m pytest -m "not gpu" -q $(ARGS)

@@ -12,6 +12,7 @@ import random
 import numpy as np
 import pytest
 import torch
+from floats import EPS32, assert_close_float32
 
 from leakexp.data.files import iter_docs, read_queries, read_trec_topics
 from leakexp.data.toy import generate
@@ -286,11 +287,15 @@ def score_pairs(world) -> tuple[list[str], list[str]]:
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_scores_equal_the_former_scores(name, models, world):
-    """One batch holds every pair: the same tensors, in another row order, and the same scores."""
+    """One batch holds every pair: the same tensors, in another row order, and the same scores up to float32 rounding
+    (a kernel may block rows differently by their order: on some CPUs the last bits differ). The reductions are at
+    most 800 document tokens x 300 dimensions long."""
     m = models[name]
     qs, ds = score_pairs(world)
     assert len(qs) <= 64
-    assert m.score(qs, ds, batch_size=64) == old_score(m, qs, ds, batch_size=64)
+    new, former = m.score(qs, ds, batch_size=64), old_score(m, qs, ds, batch_size=64)
+    assert_close_float32(new, former, terms=800)
+    assert np.std(new) > 10 * 800 * EPS32  # the tolerance is far below the spread of the scores it compares
 
 
 @pytest.mark.parametrize("name", list(MODELS))
