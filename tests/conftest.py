@@ -19,6 +19,9 @@ def _irds_home(tmp_path_factory):
     os.environ["IR_DATASETS_HOME"] = str(tmp_path_factory.mktemp("irds"))
 
 
+from irds_corpora import irds_corpora  # noqa: E402,F401  the raw corpora fixture, registered once for the session
+
+
 @pytest.fixture(scope="session")
 def small_store(tmp_path_factory):
     return tmp_path_factory.mktemp("store")

@@ -8,7 +8,6 @@ import statistics
 import pytest
 from archive_text import ARCHIVES
 from conftest import SMALL, paper_env
-from irds_corpora import irds_corpora  # noqa: F401  (the fixture)
 
 from leakexp.corpus_stats import DocumentStats, check_documents, document_figures
 from leakexp.data.files import DataFormatError

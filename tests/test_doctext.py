@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 from archive_text import ARCHIVES
-from irds_corpora import irds_corpora, write_corpora  # noqa: F401  (the fixture)
+from irds_corpora import write_corpora
 
 from leakexp.data.doctext import html_text
 from leakexp.data.irds import IrdsDocStore, load_irds_collection, load_irds_train_pool
