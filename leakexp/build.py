@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from leakexp.data.types import SOURCES, Collection, TrainPool
+from leakexp.seeded import draw_two, stable_rng, stable_seeds
 from leakexp.stage import Ask, Config, Context, Stage
 from leakexp.schema import NonNegativeInt, PositiveInt, Section
 
@@ -43,12 +44,6 @@ INSTANCE_COLUMNS = ["pair", "qid", "query", "docno", "text", "label", "origin", 
 
 class BuildError(ValueError):
     """A training set that cannot be built as configured; the message names corpus, type, size, numbers."""
-
-
-def stable_rng(*parts) -> np.random.Generator:
-    """A generator seeded by a stable hash of ``parts`` (independent of PYTHONHASHSEED and call order)."""
-    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
 def filler_order(pool: TrainPool, excluded: set[tuple[str, str]], seed: int) -> pd.DataFrame:
@@ -85,10 +80,16 @@ def split_query_key(keys: pd.Series) -> tuple[pd.Series, pd.Series]:
 
 @dataclass
 class Negatives:
-    """Positive and negative documents of training queries, from their qrels and BM25 top-k, by (source, qid)."""
+    """Positive and negative documents of training queries, from their qrels and BM25 top-k, by (source, qid).
 
-    qrels: dict[tuple[str, str], list[str]]  # (source, qid) -> relevant docnos (sorted)
-    ranked: dict[tuple[str, str], list[str]]  # (source, qid) -> BM25 top-k docnos, in rank order
+    Held as frames, so that a million queries are paired at once (:meth:`pairs`, no Python per query): ``rel``
+    (source, qid, docno) the distinct relevant documents of each query in docno order; ``run`` (source, qid,
+    docno, relevant) the BM25 top-k in rank order (ties in input order), ``relevant`` marking the query's own
+    relevant documents. A query's candidate negatives are its run's non-relevant rows (a docno listed twice counts
+    twice)."""
+
+    rel: pd.DataFrame
+    run: pd.DataFrame
     seed: int
 
     @classmethod
@@ -97,22 +98,59 @@ class Negatives:
         for frame, what in ((qrels, "qrels"), (run, "run")):
             if "source" not in frame.columns:
                 raise ValueError(f"training {what} need a 'source' column: queries are keyed by (source, qid)")
-        rel = qrels.groupby(["source", "qid"]).docno.apply(lambda s: sorted(set(s))).to_dict()
-        run = run.sort_values(["source", "qid", "rank"], kind="mergesort")
-        ranked = run.groupby(["source", "qid"], sort=False).docno.apply(list).to_dict()
-        return cls(rel, ranked, seed)
+        keys = ["source", "qid"]
+        rel = (qrels[keys + ["docno"]].dropna(subset=keys).drop_duplicates()
+               .sort_values(keys + ["docno"], kind="mergesort").reset_index(drop=True))
+        run = run.dropna(subset=keys).sort_values(keys + ["rank"], kind="mergesort")[keys + ["docno"]]
+        marked = run.merge(rel.assign(relevant=True), on=keys + ["docno"], how="left", sort=False)
+        marked["relevant"] = marked["relevant"].notna().to_numpy()
+        return cls(rel, marked.reset_index(drop=True), int(seed))
+
+    @property
+    def qrels(self) -> dict[tuple[str, str], list[str]]:
+        """(source, qid) -> relevant docnos (sorted)."""
+        return {k: list(g.docno) for k, g in self.rel.groupby(["source", "qid"], sort=False)}
+
+    @property
+    def ranked(self) -> dict[tuple[str, str], list[str]]:
+        """(source, qid) -> BM25 top-k docnos, in rank order."""
+        return {k: list(g.docno) for k, g in self.run.groupby(["source", "qid"], sort=False)}
+
+    @staticmethod
+    def _spans(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+        """(source, qid, <name>_start, <name>_count) of each query's contiguous rows in ``frame``."""
+        sizes = frame.groupby(["source", "qid"], sort=False).size()
+        counts = sizes.to_numpy(np.int64)
+        return pd.DataFrame({f"{name}_start": np.cumsum(counts) - counts, f"{name}_count": counts},
+                            index=sizes.index).reset_index()
+
+    def pairs(self, queries: pd.DataFrame) -> pd.DataFrame:
+        """Per row of ``queries`` (source, qid), in order: ``pos`` and ``neg`` docnos (None without a relevant or
+        without a candidate negative document) and ``ok``. The draws are those of the seeded generator of
+        ``(seed, "pair", source, qid)``: a relevant document, then a candidate negative, uniformly."""
+        keys = ["source", "qid"]
+        negs = self.run[~self.run.relevant.to_numpy()]
+        q = queries[keys].reset_index(drop=True)
+        found = (q.merge(self._spans(self.rel, "rel"), on=keys, how="left", sort=False)
+                 .merge(self._spans(negs, "neg"), on=keys, how="left", sort=False))
+        n_rel = found.rel_count.fillna(0).to_numpy(np.int64)
+        n_neg = found.neg_count.fillna(0).to_numpy(np.int64)
+        ok = (n_rel > 0) & (n_neg > 0)
+        pos = np.full(len(q), None, dtype=object)
+        neg = np.full(len(q), None, dtype=object)
+        at = np.flatnonzero(ok)
+        if len(at):
+            prefix = f"{self.seed}:pair:"
+            seeds = stable_seeds([f"{prefix}{s}:{i}" for s, i in zip(q.source.to_numpy()[at], q.qid.to_numpy()[at])])
+            a, b = draw_two(seeds, n_rel[at], n_neg[at])
+            pos[at] = self.rel.docno.to_numpy()[found.rel_start.to_numpy()[at].astype(np.int64) + a]
+            neg[at] = negs.docno.to_numpy()[found.neg_start.to_numpy()[at].astype(np.int64) + b]
+        return pd.DataFrame({"pos": pos, "neg": neg, "ok": ok})
 
     def pair(self, source: str, qid: str) -> tuple[str, str] | None:
         """(relevant docno, non-relevant docno) for a query, or None if it has no candidate negative."""
-        rel = self.qrels.get((source, qid))
-        if not rel:
-            return None
-        rel_set = set(rel)
-        negs = [d for d in self.ranked.get((source, qid), []) if d not in rel_set]
-        if not negs:
-            return None
-        rng = stable_rng(self.seed, "pair", source, qid)
-        return rel[int(rng.integers(len(rel)))], negs[int(rng.integers(len(negs)))]
+        r = self.pairs(pd.DataFrame({"source": [source], "qid": [qid]})).iloc[0]
+        return (r.pos, r.neg) if r.ok else None
 
 
 def leaking_queries(pool: TrainPool, leaks: pd.DataFrame) -> pd.DataFrame:
@@ -153,17 +191,18 @@ def excluded_queries(pool: TrainPool, candidates: pd.DataFrame, annotations: pd.
 
 
 def _pairs_from_queries(queries: pd.DataFrame, negatives: Negatives, need: int, origin: str) -> tuple[list, int]:
-    """Walk ``queries`` in order and keep the first ``need`` that have a positive and a negative."""
-    out, skipped = [], 0
-    for r in queries.itertuples(index=False):
-        if len(out) == need:
-            break
-        p = negatives.pair(r.source, r.qid)
-        if p is None:
-            skipped += 1
-            continue
-        out.append((r.qid, r.text, r.source, p[0], p[1], origin))
-    return out, skipped
+    """Walk ``queries`` in order and keep the first ``need`` that have a positive and a negative; the count of
+    those skipped before the last one kept (all of them when fewer than ``need`` qualify)."""
+    if need <= 0 or not len(queries):
+        return [], 0
+    p = negatives.pairs(queries)
+    ok = p.ok.to_numpy()
+    kept = np.flatnonzero(ok)[:need]
+    end = kept[-1] + 1 if len(kept) == need else len(ok)
+    skipped = int((~ok[:end]).sum())
+    cols = [queries[c].to_numpy()[kept].tolist() for c in ("qid", "text", "source")]
+    docs = [p[c].to_numpy()[kept].tolist() for c in ("pos", "neg")]
+    return [(q, t, s, a, b, origin) for q, t, s, a, b in zip(*cols, *docs)], skipped
 
 
 def test_pairs(
