@@ -82,14 +82,19 @@ def split_query_key(keys: pd.Series) -> tuple[pd.Series, pd.Series]:
 class Negatives:
     """Positive and negative documents of training queries, from their qrels and BM25 top-k, by (source, qid).
 
-    Held as frames, so that a million queries are paired at once (:meth:`pairs`, no Python per query): ``rel``
-    (source, qid, docno) the distinct relevant documents of each query in docno order; ``run`` (source, qid,
-    docno, relevant) the BM25 top-k in rank order (ties in input order), ``relevant`` marking the query's own
-    relevant documents. A query's candidate negatives are its run's non-relevant rows (a docno listed twice counts
-    twice)."""
+    Held as arrays, so that a million queries are paired at once (:meth:`pairs`, no Python per query). Each
+    (source, qid) is a query code (``qids`` x ``sources`` positions); ``rel_q``/``rel_doc``: the distinct relevant
+    documents of each query, grouped by code, in docno order; ``run_q``/``run_doc``/``run_rel``: the BM25 top-k
+    grouped by code, in rank order (ties in input order), ``run_rel`` marking the query's own relevant documents.
+    A query's candidate negatives are its run's other rows (a docno listed twice counts twice)."""
 
-    rel: pd.DataFrame
-    run: pd.DataFrame
+    sources: pd.Index
+    qids: pd.Index
+    rel_q: np.ndarray
+    rel_doc: np.ndarray
+    run_q: np.ndarray
+    run_doc: np.ndarray
+    run_rel: np.ndarray
     seed: int
 
     @classmethod
@@ -99,52 +104,82 @@ class Negatives:
             if "source" not in frame.columns:
                 raise ValueError(f"training {what} need a 'source' column: queries are keyed by (source, qid)")
         keys = ["source", "qid"]
-        rel = (qrels[keys + ["docno"]].dropna(subset=keys).drop_duplicates()
-               .sort_values(keys + ["docno"], kind="mergesort").reset_index(drop=True))
-        run = run.dropna(subset=keys).sort_values(keys + ["rank"], kind="mergesort")[keys + ["docno"]]
-        marked = run.merge(rel.assign(relevant=True), on=keys + ["docno"], how="left", sort=False)
-        marked["relevant"] = marked["relevant"].notna().to_numpy()
-        return cls(rel, marked.reset_index(drop=True), int(seed))
+        qrels, run = qrels.dropna(subset=keys), run.dropna(subset=keys)
+        n_rel = len(qrels)
+        src_codes, sources = pd.factorize(pd.concat([qrels.source, run.source], ignore_index=True))
+        qid_codes, qids = pd.factorize(pd.concat([qrels.qid, run.qid], ignore_index=True))
+        q = qid_codes.astype(np.int64) * max(1, len(sources)) + src_codes
+        # relevant documents: distinct, grouped by query, in docno order (codes of the sorted distinct docnos)
+        doc_codes, docnos = pd.factorize(qrels.docno, sort=True)
+        n_docs = max(1, len(docnos))
+        rel_pairs = np.sort(q[:n_rel] * n_docs + doc_codes)
+        rel_pairs = rel_pairs[np.concatenate([[True], rel_pairs[1:] != rel_pairs[:-1]])] if n_rel else rel_pairs
+        rel_q, rel_doc = rel_pairs // n_docs, np.asarray(docnos, dtype=object)[rel_pairs % n_docs]
+        # the run grouped by query in rank order, ties in input order (a stable sort; none when already so)
+        run_q, rank = q[n_rel:], run["rank"].to_numpy()
+        run_doc = run.docno.to_numpy(dtype=object)
+        dq, dr = np.diff(run_q), np.diff(rank)
+        if not ((dq > 0) | ((dq == 0) & (dr >= 0))).all():
+            order = np.lexsort((rank, run_q))
+            run_q, run_doc = run_q[order], run_doc[order]
+        # a run row is relevant when its docno is one of its query's relevant docnos (compared in place)
+        start = np.searchsorted(rel_q, run_q, "left")
+        count = np.searchsorted(rel_q, run_q, "right") - start
+        run_rel = np.zeros(len(run_q), dtype=bool)
+        rows, k = np.flatnonzero(count > 0), 0
+        while len(rows):
+            run_rel[rows] |= run_doc[rows] == rel_doc[start[rows] + k]
+            k += 1
+            rows = rows[count[rows] > k]
+        return cls(pd.Index(sources), pd.Index(qids), rel_q, rel_doc, run_q, run_doc, run_rel, int(seed))
+
+    def _decode(self, codes: np.ndarray) -> list[tuple]:
+        n = max(1, len(self.sources))
+        return list(zip(self.sources[codes % n], self.qids[codes // n]))
+
+    @staticmethod
+    def _lists(q: np.ndarray, docs: np.ndarray, decode) -> dict:
+        cuts = np.flatnonzero(np.diff(q)) + 1
+        return dict(zip(decode(q[np.concatenate([[0], cuts])] if len(q) else q),
+                        (list(d) for d in np.split(docs, cuts)) if len(q) else []))
 
     @property
     def qrels(self) -> dict[tuple[str, str], list[str]]:
         """(source, qid) -> relevant docnos (sorted)."""
-        return {k: list(g.docno) for k, g in self.rel.groupby(["source", "qid"], sort=False)}
+        return self._lists(self.rel_q, self.rel_doc, self._decode)
 
     @property
     def ranked(self) -> dict[tuple[str, str], list[str]]:
         """(source, qid) -> BM25 top-k docnos, in rank order."""
-        return {k: list(g.docno) for k, g in self.run.groupby(["source", "qid"], sort=False)}
+        return self._lists(self.run_q, self.run_doc, self._decode)
 
-    @staticmethod
-    def _spans(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-        """(source, qid, <name>_start, <name>_count) of each query's contiguous rows in ``frame``."""
-        sizes = frame.groupby(["source", "qid"], sort=False).size()
-        counts = sizes.to_numpy(np.int64)
-        return pd.DataFrame({f"{name}_start": np.cumsum(counts) - counts, f"{name}_count": counts},
-                            index=sizes.index).reset_index()
+    def codes(self, queries: pd.DataFrame) -> np.ndarray:
+        """The query code of each row of ``queries`` (source, qid); -1 for a query in neither frame."""
+        s = self.sources.get_indexer(queries.source)
+        i = self.qids.get_indexer(queries.qid)
+        return np.where((s >= 0) & (i >= 0), i.astype(np.int64) * max(1, len(self.sources)) + s, -1)
 
     def pairs(self, queries: pd.DataFrame) -> pd.DataFrame:
         """Per row of ``queries`` (source, qid), in order: ``pos`` and ``neg`` docnos (None without a relevant or
         without a candidate negative document) and ``ok``. The draws are those of the seeded generator of
         ``(seed, "pair", source, qid)``: a relevant document, then a candidate negative, uniformly."""
-        keys = ["source", "qid"]
-        negs = self.run[~self.run.relevant.to_numpy()]
-        q = queries[keys].reset_index(drop=True)
-        found = (q.merge(self._spans(self.rel, "rel"), on=keys, how="left", sort=False)
-                 .merge(self._spans(negs, "neg"), on=keys, how="left", sort=False))
-        n_rel = found.rel_count.fillna(0).to_numpy(np.int64)
-        n_neg = found.neg_count.fillna(0).to_numpy(np.int64)
-        ok = (n_rel > 0) & (n_neg > 0)
-        pos = np.full(len(q), None, dtype=object)
-        neg = np.full(len(q), None, dtype=object)
+        code = self.codes(queries)
+        neg_q, neg_doc = self.run_q[~self.run_rel], self.run_doc[~self.run_rel]
+        rel_start = np.searchsorted(self.rel_q, code, "left")
+        n_rel = np.searchsorted(self.rel_q, code, "right") - rel_start
+        neg_start = np.searchsorted(neg_q, code, "left")
+        n_neg = np.searchsorted(neg_q, code, "right") - neg_start
+        ok = (code >= 0) & (n_rel > 0) & (n_neg > 0)
+        pos = np.full(len(code), None, dtype=object)
+        neg = np.full(len(code), None, dtype=object)
         at = np.flatnonzero(ok)
         if len(at):
             prefix = f"{self.seed}:pair:"
-            seeds = stable_seeds([f"{prefix}{s}:{i}" for s, i in zip(q.source.to_numpy()[at], q.qid.to_numpy()[at])])
+            source, qid = queries.source.to_numpy()[at], queries.qid.to_numpy()[at]
+            seeds = stable_seeds([f"{prefix}{s}:{i}" for s, i in zip(source, qid)])
             a, b = draw_two(seeds, n_rel[at], n_neg[at])
-            pos[at] = self.rel.docno.to_numpy()[found.rel_start.to_numpy()[at].astype(np.int64) + a]
-            neg[at] = negs.docno.to_numpy()[found.neg_start.to_numpy()[at].astype(np.int64) + b]
+            pos[at] = self.rel_doc[rel_start[at] + a]
+            neg[at] = neg_doc[neg_start[at] + b]
         return pd.DataFrame({"pos": pos, "neg": neg, "ok": ok})
 
     def pair(self, source: str, qid: str) -> tuple[str, str] | None:

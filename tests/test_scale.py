@@ -170,3 +170,39 @@ def test_toy_world_negatives_and_sets_equal_the_reference(small_cfg, monkeypatch
             ref_frame, ref_digest = one_set(ref, leakage)
         assert digest == ref_digest
         pd.testing.assert_frame_equal(frame, ref_frame)
+
+
+# -- the df table -----------------------------------------------------------------------------------------------
+TRICKY = ["The Man's car; the man’s CARS", "3.5 U.S. e-mail don't", "", "   ", "Ünïcödé naïve CAFÉ café", "😀 emoji 👍🏽",
+          "x" * 600 + "'s tail", "中文字符 日本語", "it's It'S ITS", "a.b.c 1,000,000 $5 @home #tag", "İstanbul ǅemal"]
+
+
+def synthetic_docs(n, words=60, seed=0):
+    rng = np.random.default_rng(seed)
+    vocab = np.array(["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyzABC'"), size=k))
+                      for k in rng.integers(1, 10, 3000)])
+    zipf = 1 / np.arange(1, len(vocab) + 1)
+    return [" ".join(rng.choice(vocab, size=words, p=zipf / zipf.sum())) + ". " + TRICKY[i % len(TRICKY)]
+            for i in range(n)]
+
+
+def test_df_table_equals_the_per_document_reference_byte_for_byte(tmp_path):
+    texts = synthetic_docs(3000) + TRICKY
+    ref = ref_df(texts)
+    new = IdfTable.from_docs(texts, chunk=700)
+    assert new == ref and new.n_docs == len(texts) and len(new) > 2000
+    assert new.df["man"] == ref.df["man"] and new.df.get("") == ref.df.get("")
+    # a small segment memo (cleared many times) and worker processes give the same table
+    assert IdfTable.from_docs(iter(texts), chunk=300, processes=2, parallel_from=900) == ref
+    a, b = new.save(tmp_path / "a.parquet"), ref.save(tmp_path / "b.parquet")
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_distinct_tokens_are_the_analyzers_sets_with_any_memo():
+    from leakexp.models.vectors import distinct_tokens
+
+    texts = TRICKY + synthetic_docs(200, seed=1)
+    assert list(distinct_tokens(texts)) == [set(analyze(t)) for t in texts]
+    memo = {}
+    assert list(distinct_tokens(texts, memo=memo, memo_size=50)) == [set(analyze(t)) for t in texts]
+    assert 0 < len(memo) <= 50 + max(len(set(analyze(t))) * 3 for t in texts)
