@@ -110,6 +110,93 @@ def bench_build(root: Path) -> None:
     # BM25 for 64k filler queries + leaks on MS MARCO docs is slower per query than the toy index;
     # the estimate scales the measured toy rates linearly (a lower bound).
     emit("build_paper_estimate_s", 66000 / qps + sets_s / instances * paper_instances)
+    bench_cpu_scale()
+
+
+def synthetic_negatives_frames(n_queries: int, depth: int, seed: int = 0):
+    """Training qrels (one relevant document per query, a tenth of the queries two), a BM25 run of ``depth``
+    candidates per query (the relevant one among them; a twentieth of the queries without a run) and the queries
+    walked, as the sets stage has them."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    qid = pd.Series(np.arange(n_queries).astype(str), dtype=str)
+    source = pd.Series(np.where(np.arange(n_queries) % 2, "orcas", "msmarco"), dtype=str)
+    docs = pd.Series("D" + pd.Series(np.arange(3_000_000)).astype(str), dtype=str).to_numpy()
+    rel = rng.integers(0, len(docs), n_queries)
+    two = np.flatnonzero(np.arange(n_queries) % 10 == 0)
+    qrels = pd.DataFrame({"source": pd.concat([source, source.iloc[two]], ignore_index=True),
+                          "qid": pd.concat([qid, qid.iloc[two]], ignore_index=True),
+                          "docno": docs[np.concatenate([rel, rng.integers(0, len(docs), len(two))])]})
+    has_run = np.flatnonzero(np.arange(n_queries) % 20 != 0)
+    cands = rng.integers(0, len(docs), (len(has_run), depth))
+    cands[:, rng.integers(0, depth)] = rel[has_run]
+    run = pd.DataFrame({"source": np.repeat(source.to_numpy()[has_run], depth),
+                        "qid": np.repeat(qid.to_numpy()[has_run], depth),
+                        "docno": docs[cands.ravel()], "rank": np.tile(np.arange(depth), len(has_run))})
+    walk = pd.DataFrame({"qid": qid, "text": "query " + qid, "source": source})
+    return qrels, run, walk
+
+
+def bench_negatives(n_queries: int, depth: int, negatives_cls=None, walk_fn=None) -> float:
+    """Training queries per second (CPU time of this process) that pairing with negatives handles: the sets
+    stage's ``Negatives.from_frames`` over qrels and run, then walking every query for its pair."""
+    from leakexp import build
+
+    negatives_cls = negatives_cls or build.Negatives
+    walk_fn = walk_fn or build._pairs_from_queries
+    qrels, run, walk = synthetic_negatives_frames(n_queries, depth)
+    start = time.process_time()
+    neg = negatives_cls.from_frames(qrels, run, 0)
+    pairs, skipped = walk_fn(walk, neg, len(walk), "filler")
+    took = time.process_time() - start
+    assert len(pairs) + skipped == len(walk) and skipped >= n_queries // 20
+    return n_queries / took
+
+
+def synthetic_documents(n_docs: int, words: int, seed: int = 0) -> list[str]:
+    """Documents of ``words`` words drawn from a Zipf-like 200k-word vocabulary with capitals, possessives,
+    numbers and punctuation (what the analyzer sees in web text)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("etaoinshrdlcumwfgypbvkjxqz"))
+    lengths = rng.integers(1, 12, 200_000)
+    vocab = np.array(["".join(rng.choice(letters, size=k)) for k in lengths], dtype=object)
+    vocab[::50] = [w.capitalize() for w in vocab[::50]]
+    vocab[1::97] = [w + "'s" for w in vocab[1::97]]
+    vocab[2::31] = [w + "," for w in vocab[2::31]]
+    vocab[3::43] = [w + "." for w in vocab[3::43]]
+    vocab[4::71] = [str(i) for i in range(len(vocab[4::71]))]
+    p = 1 / np.arange(1, len(vocab) + 1) ** 1.05
+    p /= p.sum()
+    return [" ".join(vocab[rng.choice(len(vocab), size=words, p=p)]) for _ in range(n_docs)]
+
+
+def bench_df(texts: list[str], count=None) -> tuple[float, float]:
+    """(words/s, documents/s) of one df count over ``texts`` in this process (CPU time; one core)."""
+    from leakexp.models.capreolus import IdfTable
+
+    count = count or IdfTable.from_docs
+    words = sum(len(t.split()) for t in texts)
+    start = time.process_time()
+    count(texts)
+    took = time.process_time() - start
+    return words / took, len(texts) / took
+
+
+def bench_cpu_scale() -> None:
+    """The CPU work that grows with the real data: pairing training queries with negatives (1M synthetic queries
+    with 10 BM25 candidates each; and 100k at the real depth 100) and counting the df table (10k synthetic
+    documents of 1,100 words, MS MARCO documents' length; one core: the df stage spreads chunks over
+    ``bm25.threads`` processes). ``leakexp plan`` counts their hours with these rates (plan.negatives_queries_per_s,
+    plan.df_words_per_s). CPU time of this process, so other load on the machine matters less."""
+    emit("negatives_queries_per_s", bench_negatives(1_000_000, 10))
+    emit("negatives_queries_per_s_depth100", bench_negatives(100_000, 100))
+    words, docs = bench_df(synthetic_documents(10_000, 1100))
+    emit("df_words_per_s", words)
+    emit("df_docs_per_s_1100_words", docs)
 
 
 def bench_rerank(root: Path) -> None:

@@ -32,6 +32,7 @@ import pandas as pd
 
 from leakexp.corpus_stats import docstats_input
 from leakexp.data.types import SOURCES, Collection, TrainPool
+from leakexp.seeded import draw_two, stable_rng, stable_seeds
 from leakexp.stage import Ask, Config, Context, Stage
 from leakexp.schema import NonNegativeInt, PositiveInt, Section
 
@@ -44,12 +45,6 @@ INSTANCE_COLUMNS = ["pair", "qid", "query", "docno", "text", "label", "origin", 
 
 class BuildError(ValueError):
     """A training set that cannot be built as configured; the message names corpus, type, size, numbers."""
-
-
-def stable_rng(*parts) -> np.random.Generator:
-    """A generator seeded by a stable hash of ``parts`` (independent of PYTHONHASHSEED and call order)."""
-    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
 
 
 def filler_order(pool: TrainPool, excluded: set[tuple[str, str]], seed: int) -> pd.DataFrame:
@@ -86,10 +81,21 @@ def split_query_key(keys: pd.Series) -> tuple[pd.Series, pd.Series]:
 
 @dataclass
 class Negatives:
-    """Positive and negative documents of training queries, from their qrels and BM25 top-k, by (source, qid)."""
+    """Positive and negative documents of training queries, from their qrels and BM25 top-k, by (source, qid).
 
-    qrels: dict[tuple[str, str], list[str]]  # (source, qid) -> relevant docnos (sorted)
-    ranked: dict[tuple[str, str], list[str]]  # (source, qid) -> BM25 top-k docnos, in rank order
+    Held as arrays, so that a million queries are paired at once (:meth:`pairs`, no Python per query). Each
+    (source, qid) is a query code (``qids`` x ``sources`` positions); ``rel_q``/``rel_doc``: the distinct relevant
+    documents of each query, grouped by code, in docno order; ``run_q``/``run_doc``/``run_rel``: the BM25 top-k
+    grouped by code, in rank order (ties in input order), ``run_rel`` marking the query's own relevant documents.
+    A query's candidate negatives are its run's other rows (a docno listed twice counts twice)."""
+
+    sources: pd.Index
+    qids: pd.Index
+    rel_q: np.ndarray
+    rel_doc: np.ndarray
+    run_q: np.ndarray
+    run_doc: np.ndarray
+    run_rel: np.ndarray
     seed: int
 
     @classmethod
@@ -98,22 +104,89 @@ class Negatives:
         for frame, what in ((qrels, "qrels"), (run, "run")):
             if "source" not in frame.columns:
                 raise ValueError(f"training {what} need a 'source' column: queries are keyed by (source, qid)")
-        rel = qrels.groupby(["source", "qid"]).docno.apply(lambda s: sorted(set(s))).to_dict()
-        run = run.sort_values(["source", "qid", "rank"], kind="mergesort")
-        ranked = run.groupby(["source", "qid"], sort=False).docno.apply(list).to_dict()
-        return cls(rel, ranked, seed)
+        keys = ["source", "qid"]
+        qrels, run = qrels.dropna(subset=keys), run.dropna(subset=keys)
+        n_rel = len(qrels)
+        src_codes, sources = pd.factorize(pd.concat([qrels.source, run.source], ignore_index=True))
+        qid_codes, qids = pd.factorize(pd.concat([qrels.qid, run.qid], ignore_index=True))
+        q = qid_codes.astype(np.int64) * max(1, len(sources)) + src_codes
+        # relevant documents: distinct, grouped by query, in docno order (codes of the sorted distinct docnos)
+        doc_codes, docnos = pd.factorize(qrels.docno, sort=True)
+        n_docs = max(1, len(docnos))
+        rel_pairs = np.sort(q[:n_rel] * n_docs + doc_codes)
+        rel_pairs = rel_pairs[np.concatenate([[True], rel_pairs[1:] != rel_pairs[:-1]])] if n_rel else rel_pairs
+        rel_q, rel_doc = rel_pairs // n_docs, np.asarray(docnos, dtype=object)[rel_pairs % n_docs]
+        # the run grouped by query in rank order, ties in input order (a stable sort; none when already so)
+        run_q, rank = q[n_rel:], run["rank"].to_numpy()
+        run_doc = run.docno.to_numpy(dtype=object)
+        dq, dr = np.diff(run_q), np.diff(rank)
+        if not ((dq > 0) | ((dq == 0) & (dr >= 0))).all():
+            order = np.lexsort((rank, run_q))
+            run_q, run_doc = run_q[order], run_doc[order]
+        # a run row is relevant when its docno is one of its query's relevant docnos (compared in place)
+        start = np.searchsorted(rel_q, run_q, "left")
+        count = np.searchsorted(rel_q, run_q, "right") - start
+        run_rel = np.zeros(len(run_q), dtype=bool)
+        rows, k = np.flatnonzero(count > 0), 0
+        while len(rows):
+            run_rel[rows] |= run_doc[rows] == rel_doc[start[rows] + k]
+            k += 1
+            rows = rows[count[rows] > k]
+        return cls(pd.Index(sources), pd.Index(qids), rel_q, rel_doc, run_q, run_doc, run_rel, int(seed))
+
+    def _decode(self, codes: np.ndarray) -> list[tuple]:
+        n = max(1, len(self.sources))
+        return list(zip(self.sources[codes % n], self.qids[codes // n]))
+
+    @staticmethod
+    def _lists(q: np.ndarray, docs: np.ndarray, decode) -> dict:
+        cuts = np.flatnonzero(np.diff(q)) + 1
+        return dict(zip(decode(q[np.concatenate([[0], cuts])] if len(q) else q),
+                        (list(d) for d in np.split(docs, cuts)) if len(q) else []))
+
+    @property
+    def qrels(self) -> dict[tuple[str, str], list[str]]:
+        """(source, qid) -> relevant docnos (sorted)."""
+        return self._lists(self.rel_q, self.rel_doc, self._decode)
+
+    @property
+    def ranked(self) -> dict[tuple[str, str], list[str]]:
+        """(source, qid) -> BM25 top-k docnos, in rank order."""
+        return self._lists(self.run_q, self.run_doc, self._decode)
+
+    def codes(self, queries: pd.DataFrame) -> np.ndarray:
+        """The query code of each row of ``queries`` (source, qid); -1 for a query in neither frame."""
+        s = self.sources.get_indexer(queries.source)
+        i = self.qids.get_indexer(queries.qid)
+        return np.where((s >= 0) & (i >= 0), i.astype(np.int64) * max(1, len(self.sources)) + s, -1)
+
+    def pairs(self, queries: pd.DataFrame) -> pd.DataFrame:
+        """Per row of ``queries`` (source, qid), in order: ``pos`` and ``neg`` docnos (None without a relevant or
+        without a candidate negative document) and ``ok``. The draws are those of the seeded generator of
+        ``(seed, "pair", source, qid)``: a relevant document, then a candidate negative, uniformly."""
+        code = self.codes(queries)
+        neg_q, neg_doc = self.run_q[~self.run_rel], self.run_doc[~self.run_rel]
+        rel_start = np.searchsorted(self.rel_q, code, "left")
+        n_rel = np.searchsorted(self.rel_q, code, "right") - rel_start
+        neg_start = np.searchsorted(neg_q, code, "left")
+        n_neg = np.searchsorted(neg_q, code, "right") - neg_start
+        ok = (code >= 0) & (n_rel > 0) & (n_neg > 0)
+        pos = np.full(len(code), None, dtype=object)
+        neg = np.full(len(code), None, dtype=object)
+        at = np.flatnonzero(ok)
+        if len(at):
+            prefix = f"{self.seed}:pair:"
+            source, qid = queries.source.to_numpy()[at], queries.qid.to_numpy()[at]
+            seeds = stable_seeds([f"{prefix}{s}:{i}" for s, i in zip(source, qid)])
+            a, b = draw_two(seeds, n_rel[at], n_neg[at])
+            pos[at] = self.rel_doc[rel_start[at] + a]
+            neg[at] = neg_doc[neg_start[at] + b]
+        return pd.DataFrame({"pos": pos, "neg": neg, "ok": ok})
 
     def pair(self, source: str, qid: str) -> tuple[str, str] | None:
         """(relevant docno, non-relevant docno) for a query, or None if it has no candidate negative."""
-        rel = self.qrels.get((source, qid))
-        if not rel:
-            return None
-        rel_set = set(rel)
-        negs = [d for d in self.ranked.get((source, qid), []) if d not in rel_set]
-        if not negs:
-            return None
-        rng = stable_rng(self.seed, "pair", source, qid)
-        return rel[int(rng.integers(len(rel)))], negs[int(rng.integers(len(negs)))]
+        r = self.pairs(pd.DataFrame({"source": [source], "qid": [qid]})).iloc[0]
+        return (r.pos, r.neg) if r.ok else None
 
 
 def leaking_queries(pool: TrainPool, leaks: pd.DataFrame) -> pd.DataFrame:
@@ -154,17 +227,18 @@ def excluded_queries(pool: TrainPool, candidates: pd.DataFrame, annotations: pd.
 
 
 def _pairs_from_queries(queries: pd.DataFrame, negatives: Negatives, need: int, origin: str) -> tuple[list, int]:
-    """Walk ``queries`` in order and keep the first ``need`` that have a positive and a negative."""
-    out, skipped = [], 0
-    for r in queries.itertuples(index=False):
-        if len(out) == need:
-            break
-        p = negatives.pair(r.source, r.qid)
-        if p is None:
-            skipped += 1
-            continue
-        out.append((r.qid, r.text, r.source, p[0], p[1], origin))
-    return out, skipped
+    """Walk ``queries`` in order and keep the first ``need`` that have a positive and a negative; the count of
+    those skipped before the last one kept (all of them when fewer than ``need`` qualify)."""
+    if need <= 0 or not len(queries):
+        return [], 0
+    p = negatives.pairs(queries)
+    ok = p.ok.to_numpy()
+    kept = np.flatnonzero(ok)[:need]
+    end = kept[-1] + 1 if len(kept) == need else len(ok)
+    skipped = int((~ok[:end]).sum())
+    cols = [queries[c].to_numpy()[kept].tolist() for c in ("qid", "text", "source")]
+    docs = [p[c].to_numpy()[kept].tolist() for c in ("pos", "neg")]
+    return [(q, t, s, a, b, origin) for q, t, s, a, b in zip(*cols, *docs)], skipped
 
 
 def test_pairs(

@@ -239,6 +239,13 @@ class ReportSettings(Section):
     figure_model: Name
 
 
+class CollectionSize(Section):
+    """A collection's size for the plan's df-table hours: documents and mean words per document."""
+
+    docs: PositiveInt
+    words_per_doc: PositiveFloat
+
+
 class PlanSettings(Section):
     """``plan``: assumed throughput (used until ``make bench`` measures it on the GPU) and topic counts."""
 
@@ -251,3 +258,6 @@ class PlanSettings(Section):
     data_pipeline_instances_per_s: dict[str, PositiveFloat] = {}
     loader_workers: PositiveInt = 4
     cells_per_job: PositiveInt = 1
+    negatives_queries_per_s: PositiveFloat = 25_000
+    df_words_per_s: PositiveFloat = 450_000
+    collections: dict[str, CollectionSize] = {}

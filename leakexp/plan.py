@@ -127,6 +127,35 @@ def robustness_jobs(cfg: DictConfig, runner, grid_reranks: list, topics: dict[st
     return {"jobs": counts, "docs": docs, "shared_ood_reranks": len(ood_reranks & grid)}
 
 
+def cpu_jobs(cfg: DictConfig, runner, jobs: dict) -> dict:
+    """CPU work that grows with the real data, in one-core hours: pairing training queries with negatives (every
+    distinct training set pairs the queries of the negatives chunks it reads: ``NEGATIVES_CHUNK`` per chunk) at
+    ``plan.negatives_queries_per_s``, and each distinct df table (the training collection's, each ranked corpus's:
+    KNRM / PACRR / Duet) at ``plan.df_words_per_s``, sized by ``plan.collections`` (documents x words per
+    document); a table without a size there is listed as unknown."""
+    from leakexp.build import NEGATIVES_CHUNK
+
+    p = cfg.plan
+    queries = sum(NEGATIVES_CHUNK * sum(1 for n in runner.inputs(a).get("negatives", []) if n.params["part"] != "leaks")
+                  for a in jobs["training sets"][1])
+    tables = {}
+    for a in jobs["train"][1] + jobs["rerank"][1]:
+        df = runner.inputs(a).get("df")
+        if df is not None:
+            tables.setdefault(str(df.params["name"]), runner.normal(df))
+    sizes = p.get("collections") or {}
+    df_hours, unknown = {}, []
+    for name in tables:
+        if name in sizes:
+            words = float(sizes[name]["docs"]) * float(sizes[name]["words_per_doc"])
+            df_hours[name] = words / float(p.get("df_words_per_s", 450_000)) / 3600
+        else:
+            unknown.append(name)
+    return {"negatives_queries": queries,
+            "negatives_cpu_hours": queries / float(p.get("negatives_queries_per_s", 25_000)) / 3600,
+            "df_cpu_hours": df_hours, "df_unknown": unknown}
+
+
 def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
     """Job counts (after sharing) and hours. ``bench`` (default ``<store>/bench/gpu.json``): measured throughput,
     when present."""
@@ -172,6 +201,7 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
                      else float(p.rerank_docs_per_s[m])) for m in robust["docs"]}
         robust["gpu_hours"] = {m: d / rates[m] / 3600 for m, d in robust["docs"].items()}
     return {
+        "cpu": cpu_jobs(cfg, runner, jobs),
         "robustness": robust,
         "queries": counts, "queries_total": n, "embedding_dim": dim,
         "embedding_bytes": embed_bytes, "embed_hours": n / float(p.embed_queries_per_s) / 3600,
@@ -206,6 +236,15 @@ def render(info: dict) -> str:
     if info.get("encode_cpu_hours"):
         lines.append("  encoding documents once (CPU, one core; plan.encode_docs_per_s): " + ", ".join(
             f"{m} ~{h:.1f} h" for m, h in info["encode_cpu_hours"].items()))
+    cpu = info.get("cpu")
+    if cpu:
+        lines.append(f"  negatives (CPU, one core; plan.negatives_queries_per_s): {cpu['negatives_queries']:,} training "
+                     f"queries paired over all sets ~{cpu['negatives_cpu_hours']:.2f} h")
+        if cpu["df_cpu_hours"] or cpu["df_unknown"]:
+            lines.append("  df tables (CPU, one core; plan.df_words_per_s, sizes plan.collections; bm25.threads "
+                         "processes share it): " + ", ".join(
+                             [f"{n} ~{h:.2f} h" for n, h in cpu["df_cpu_hours"].items()]
+                             + [f"{n} size unknown" for n in cpu["df_unknown"]]))
     slow = [f"{m} ({f['cpu_instances_per_s']:,.0f} < {f['gpu_instances_per_s']:,.0f} instances/s)"
             for m, f in info.get("data_pipeline", {}).items() if 0 < f["cpu_instances_per_s"] < f["gpu_instances_per_s"]]
     if slow:

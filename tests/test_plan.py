@@ -115,3 +115,33 @@ def test_each_training_process_pays_its_start_up_assumed_or_measured(cfg, tmp_pa
     info = plan(cfg, fake_runner(cfg))
     assert info["startup_hours"]["knrm"] == pytest.approx(processes)  # one hour per process, as measured
     assert "job start-up" in render(info)
+
+
+def test_plan_counts_the_cpu_hours_of_negatives_and_df_tables(cfg):
+    info = plan(cfg, fake_runner(cfg))
+    cpu = info["cpu"]
+    # every distinct set (7 per size) pairs the queries of one 8,192-query negatives chunk at these sizes
+    assert cpu["negatives_queries"] == 2 * TRAINED_PER_SIZE * 8192
+    assert cpu["negatives_cpu_hours"] == pytest.approx(cpu["negatives_queries"] / 25_000 / 3600)
+    text = render(info)
+    assert "negatives (CPU, one core; plan.negatives_queries_per_s): 114,688 training queries" in text
+    # KNRM (Capreolus' defaults) and monoT5 read no idf: no df table to count
+    assert cpu["df_cpu_hours"] == {} and cpu["df_unknown"] == [] and "df tables" not in text
+
+
+def test_plan_df_hours_at_the_papers_scale(tmp_path):
+    cfg = compose([f"store={tmp_path}", "grid.models=[duet]", "grid.sizes=[128000]", "plan.df_words_per_s=440000",
+                   "plan.negatives_queries_per_s=20000", "+plan.collections.toy_robust={docs: 1000, words_per_doc: 100}"])
+    info = plan(cfg, fake_runner(cfg))
+    cpu = info["cpu"]
+    # Duet reads the training pool's df table and each ranked corpus's; MS MARCO documents: 3,213,835 x 1,100 words
+    # at 440k words/s on one core, about 2.2 hours
+    assert cpu["df_cpu_hours"]["train"] == pytest.approx(3_213_835 * 1100 / 440_000 / 3600)
+    assert 2.1 < cpu["df_cpu_hours"]["train"] < 2.3
+    assert cpu["df_cpu_hours"]["toy_robust"] == pytest.approx(1000 * 100 / 440_000 / 3600)
+    assert sorted(cpu["df_unknown"]) == ["toy_core17", "toy_core18"]  # toy corpora have no size in the plan
+    # a 128k set reads 9 chunks of 8,192 queries (64k pairs + slack); 7 distinct sets
+    assert cpu["negatives_queries"] == 7 * 9 * 8192
+    assert cpu["negatives_cpu_hours"] == pytest.approx(7 * 9 * 8192 / 20_000 / 3600)
+    text = render(info)
+    assert "train ~2.23 h" in text and "toy_core17 size unknown" in text

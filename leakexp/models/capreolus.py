@@ -4,13 +4,14 @@ token ids with exact-match ids for out-of-vocabulary words, and the idf of the c
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import math
 import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -21,7 +22,11 @@ from leakexp.corpus_stats import docstats_input, stats_figures
 from leakexp.models.base import Reranker
 from leakexp.models.tokens import Tokens
 from leakexp.stage import Ask, Context, Stage
-from leakexp.models.vectors import TOKENIZER_VERSION, analyze, batch_ids, load_word_vectors, word_ids
+from leakexp.models.vectors import (TOKENIZER_VERSION, analyze, batch_ids, distinct_tokens, load_word_vectors,
+                                    word_ids)
+
+
+PARALLEL_FROM = 50_000  # documents a df count takes in its own process before worker processes start
 
 
 class IdfTable:
@@ -40,13 +45,42 @@ class IdfTable:
 
     @classmethod
     def from_docs(cls, texts: Iterable[str], *, analyzer: Callable[[str], list[str]] = analyze,
-                  progress: bool = False) -> "IdfTable":
-        """Count df over ``texts`` (one per document) with the models' analyzer; N = number of documents."""
+                  progress: bool = False, processes: int = 1, chunk: int = 2000,
+                  parallel_from: int = PARALLEL_FROM) -> "IdfTable":
+        """Count df over ``texts`` (one per document) with the models' analyzer; N = number of documents.
+
+        With the models' own analyzer the distinct tokens of each document come from
+        :func:`~leakexp.models.vectors.distinct_tokens` (the same sets, faster); with ``processes`` > 1 the
+        documents after the first ``parallel_from`` are counted in chunks of ``chunk`` by that many worker
+        processes. Counts are summed, so the table is the same for any of these."""
         df: Counter = Counter()
         n = 0
-        for t in tqdm(texts, desc="document frequencies", unit="doc", disable=not progress):
-            df.update(set(analyzer(t)))
-            n += 1
+        bar = tqdm(desc="document frequencies", unit="doc", disable=not progress)
+        if analyzer is not analyze:
+            for t in texts:
+                df.update(set(analyzer(t)))
+                n += 1
+                bar.update()
+            bar.close()
+            return cls(dict(df), n)
+        memo: dict = {}
+        batches, more = _chunks(texts, chunk), False
+        for batch in batches:
+            df.update(itertools.chain.from_iterable(distinct_tokens(batch, memo=memo)))
+            n += len(batch)
+            bar.update(len(batch))
+            if processes > 1 and n >= parallel_from:
+                more = True
+                break
+        if more:
+            import multiprocessing
+
+            with multiprocessing.get_context("spawn").Pool(processes) as pool:
+                for part, count in pool.imap(_count_chunk, batches):
+                    df.update(part)
+                    n += count
+                    bar.update(count)
+        bar.close()
         return cls(dict(df), n)
 
     def idf(self, term: str) -> float:
@@ -106,6 +140,20 @@ class IdfTable:
                              f"{TOKENIZER_VERSION!r}; rebuild the df table")
         return cls(dict(zip(table.column("term").to_pylist(), table.column("df").to_pylist())), info["n_docs"],
                    info["tokenizer"])
+
+
+def _chunks(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+    it = iter(texts)
+    while batch := list(itertools.islice(it, size)):
+        yield batch
+
+
+_WORKER_MEMO: dict = {}  # a worker process's segment memo (distinct_tokens), kept between its chunks
+
+
+def _count_chunk(texts: list[str]) -> tuple[Counter, int]:
+    """Documents among ``texts`` that hold each token (a worker's share of a df count), and len(texts)."""
+    return Counter(itertools.chain.from_iterable(distinct_tokens(texts, memo=_WORKER_MEMO))), len(texts)
 
 
 class CapreolusReranker(Reranker):
@@ -256,7 +304,9 @@ class WordCollator:
 # -- the df stage -----------------------------------------------------------------------------------------
 def _df(ctx: Context, tmp: Path) -> dict:
     docs = ctx.inputs["docs"].docs
-    table = IdfTable.from_docs((t for _, t in docs), progress=bool(ctx.runtime.get("verbose")))
+    # runtime threads (bm25.threads): worker processes; the table is the same for any number
+    table = IdfTable.from_docs((t for _, t in docs), progress=bool(ctx.runtime.get("verbose")),
+                               processes=int(ctx.runtime.get("threads", 1)))
     table.save(tmp / "df.parquet")
     return {"documents": table.n_docs, "terms": len(table.df), **stats_figures(ctx.inputs["stats"])}
 

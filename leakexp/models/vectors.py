@@ -11,7 +11,7 @@ from array import array
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 import regex
@@ -52,6 +52,52 @@ def analyze(text: str) -> list[str]:
                 tok = tok[:-2]
             out.append(tok.lower())  # LowerCaseFilter runs after the possessive filter
     return out
+
+
+_MULTI = object()  # distinct_tokens' key of its multi-token segments in a memo
+
+
+def _segment_tokens(seg: str) -> tuple[str, ...]:
+    """The tokens :func:`analyze` makes of one word-boundary segment (none for spaces and punctuation)."""
+    if not _WORDLIKE.search(seg):
+        return ()
+    out = []
+    for start in range(0, len(seg), MAX_TOKEN_LENGTH):
+        tok = seg[start : start + MAX_TOKEN_LENGTH]
+        if tok.endswith(_POSSESSIVE):
+            tok = tok[:-2]
+        out.append(tok.lower())
+    return tuple(out)
+
+
+def distinct_tokens(texts: Iterable[str], *, memo: dict | None = None, memo_size: int = 2_000_000
+                    ) -> Iterator[set[str]]:
+    """``set(analyze(text))`` for each text, what a document-frequency count needs, ~2-3x faster: each distinct
+    segment of a text is analysed once, through a memo of segments seen before (a collection's words repeat; pass
+    one ``memo`` dict to share it between calls), and the rest runs in C (set operations, ``map``). The memo is
+    cleared when it would hold more than ``memo_size`` segments."""
+    memo = {} if memo is None else memo  # segment -> its one token, or None (no token, or several: in `multi`)
+    multi = memo.setdefault(_MULTI, {})  # segment -> its tokens, for segments of several tokens (> 255 chars)
+    split = _BOUNDARY.split
+    for text in texts:
+        segs = set(split(text))
+        new = segs.difference(memo)
+        if new:
+            if len(memo) + len(new) > memo_size:
+                memo.clear()
+                multi = memo.setdefault(_MULTI, {})
+                new = segs
+            for seg in new:
+                toks = _segment_tokens(seg)
+                memo[seg] = toks[0] if len(toks) == 1 else None
+                if len(toks) > 1:
+                    multi[seg] = toks
+        out = set(map(memo.__getitem__, segs))
+        out.discard(None)
+        if multi and not segs.isdisjoint(multi):
+            for seg in segs.intersection(multi):
+                out.update(multi[seg])
+        yield out
 
 
 @dataclass
