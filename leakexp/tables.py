@@ -389,14 +389,17 @@ def write_table1(cfg: DictConfig, runner) -> Path:
 
 def write_table2(cfg: DictConfig, runner) -> Path:
     """Table 2 (a) and (b) from the verify artifact's annotations."""
+    from leakexp.detect import leak_pairs
     from leakexp.report import write_table as write
     from leakexp.verify import table2
 
     ann = runner.get(Ask.of("verify"))
-    a, b = table2(ann, _topic_ids(cfg, runner))
+    pairs = leak_pairs(runner.get(Ask.of("detect")), float(cfg.detect.threshold))
+    a, b = table2(ann, _topic_ids(cfg, runner), pairs)
     out = tables_dir(cfg)
     source = "the toy world's ground truth" if cfg.verify.annotations == "truth" else "the annotation files"
     write(a, out, "table2a", f"Table 2 (a). Reviewed leakage candidates (top-{cfg.verify.review_top_k} per topic above "
-          f"{cfg.detect.threshold}) judged by {source}: true and false candidates as queries and topics per corpus.")
+          f"{cfg.detect.threshold}) judged by {source}: true and false candidates as queries and topics per corpus; "
+          "a query annotated for two topics counts for each.")
     write(b, out, "table2b", "Table 2 (b). Annotated query reformulation types (queries; all corpora and per corpus).")
     return out / "table2a.md"

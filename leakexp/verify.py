@@ -183,16 +183,16 @@ def read_annotations(paths: list[Path], *, allow_empty: bool = False) -> pd.Data
     return pd.DataFrame(rows, columns=ANNOTATION_COLUMNS)
 
 
-def verified_leaks(annotations: pd.DataFrame, topic_ids: list[str], *, corpus: str | None = None,
-                   pairs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """True leaks of one corpus: annotations whose topic is one of the corpus's topics.
+def corpus_annotations(annotations: pd.DataFrame, topic_ids: list[str], *, corpus: str | None = None,
+                       pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The annotated candidates (true and false) of one corpus: those whose topic is one of the corpus's topics.
 
     Core 2017 / 2018 reuse Robust04 topics, so one annotation counts for every corpus with its topic, unless a
     corpus uses the id with another text: given the ``corpus`` name and the candidate ``pairs`` of
     :func:`leakexp.detect.leak_pairs` (with their ``corpora``), an annotated pair that is a candidate counts
     only for the corpora whose text of the topic it matched (by training query id, query text and topic).
     """
-    a = annotations[annotations.leak & annotations.topic_qid.isin({str(t) for t in topic_ids})]
+    a = annotations[annotations.topic_qid.isin({str(t) for t in topic_ids})]
     if corpus is not None and pairs is not None and "corpora" in pairs.columns and len(a):
         exact, by_id = {}, {}
         for r in pairs.itertuples(index=False):
@@ -205,6 +205,14 @@ def verified_leaks(annotations: pd.DataFrame, topic_ids: list[str], *, corpus: s
             keep.append(names is None or corpus in names)  # not a candidate here: attributed by topic id
         a = a[keep]
     return a.drop_duplicates(["train_qid", "topic_qid"]).reset_index(drop=True)
+
+
+def verified_leaks(annotations: pd.DataFrame, topic_ids: list[str], *, corpus: str | None = None,
+                   pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """True leaks of one corpus (:func:`corpus_annotations` judged leaks), one per training query and topic: a
+    query verified for two topics is a leak of each, as Table 2 (a) counts (Robust04: 648 leaks of 642 queries)."""
+    a = corpus_annotations(annotations, topic_ids, corpus=corpus, pairs=pairs)
+    return a[a.leak].reset_index(drop=True)
 
 
 # -- calibration -------------------------------------------------------------------------------------
@@ -256,12 +264,16 @@ def calibrate(judged: pd.DataFrame, target: float) -> tuple[float | None, pd.Dat
 TYPES = ("Identical", "Specialization", "Generalization", "Reformulation", DIFFERENT)
 
 
-def table2(annotations: pd.DataFrame, corpora: dict[str, list[str]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(a) true / false candidates as queries and topics per corpus; (b) queries per reformulation type."""
+def table2(annotations: pd.DataFrame, corpora: dict[str, list[str]],
+           pairs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(a) true / false candidates as queries and topics per corpus; (b) queries per reformulation type.
+
+    A query counts once per topic it was annotated for (Robust04: 648 true of 642 distinct queries, 172 topics).
+    ``pairs`` (:func:`leakexp.detect.leak_pairs`) attribute a topic id that corpora use with different texts to
+    the corpus whose text the candidate matched, as :func:`verified_leaks` does."""
     rows_a, per_corpus = [], {}
     for corpus, topic_ids in corpora.items():
-        a = annotations[annotations.topic_qid.isin({str(t) for t in topic_ids})]
-        a = a.drop_duplicates(["train_qid", "topic_qid"])
+        a = corpus_annotations(annotations, topic_ids, corpus=corpus, pairs=pairs)
         per_corpus[corpus] = a
         for flag in (True, False):
             s = a[a.leak == flag]
@@ -423,10 +435,11 @@ VERIFY = Stage(
     path=lambda p, c: [], describe="the verified candidates (annotations, or the toy world's ground truth)",
 )
 LEAKS = Stage(
-    "leaks", version=1, reads=("detect.threshold",),
+    # 2: one row per verified leak (a query verified for two topics leaks for each), no longer per query
+    "leaks", version=2, reads=("detect.threshold",),
     inputs=lambda p, c: {"pool": Ask.of("pool"), "candidates": Ask.of("detect"), "annotations": Ask.of("verify"),
                          "collection": Ask.of("collection", corpus=p["corpus"])},
-    value=_leaks, describe="the verified leaking training queries of one corpus",
+    value=_leaks, describe="the verified leaks of one corpus (training query and topic)",
 )
 
 
