@@ -160,12 +160,20 @@ def cmd_toy(overrides: list[str]) -> int:
 
 
 def cmd_index(overrides: list[str]) -> int:
-    from leakexp.stage import Ask
+    """The BM25 indexes the grid reads, and no other: a corpus that re-ranks a bundled or file run needs none."""
+    from leakexp.grid import needed_indexes
+    from leakexp.retrieval import first_stage_file
 
     cfg, r = _runner(overrides)
-    for name in ["train", *cfg.data.corpora]:
-        path = r.ensure(Ask.of("index", name=name))
-        print(f"{name}: {path} ({r.store.marker(path).figures['documents']} documents)")
+    needed = needed_indexes(cfg, r)
+    for ask in needed:
+        path = r.ensure(ask)
+        print(f"{ask.params['name']}: {path} ({r.store.marker(path).figures['documents']} documents)")
+    built = {a.params["name"] for a in needed}
+    for corpus in dict.fromkeys(cfg.grid.corpora):
+        run = first_stage_file(cfg.rerank.get("first_stage"), corpus)
+        if corpus not in built and run is not None:
+            print(f"{corpus}: no index needed (its first stage is the run {run.name})")
     return 0
 
 

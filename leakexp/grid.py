@@ -45,14 +45,32 @@ class StageStatus:
             self.notes.append((state, artifact, detail))
 
 
-def shared_asks(cfg: DictConfig) -> dict[str, list[Ask]]:
-    """The artifacts every cell of the grid builds on, per status row: toy world, indexes, embeddings, detection,
-    verification, and the first-stage runs of the corpora the grid re-ranks."""
+def needed_indexes(cfg: DictConfig, runner: Runner | None = None) -> list[Ask]:
+    """The BM25 indexes the grid reads, as the stages declare them: the training pool's (the negatives of every
+    training set), a corpus's where its first stage is leakexp's own BM25 (a bundled or file run, e.g. Core 2017 /
+    2018 in experiment=paper, needs none), and those robustness re-runs BM25 on (``robustness.first_stage=bm25``)."""
+    from leakexp import robustness
+    from leakexp.stages import runner as make_runner
+
+    r = runner or make_runner(cfg, readonly=True)
+    asks = [Ask.of("negatives", part="0"), *(Ask.of("firststage", corpus=c) for c in dict.fromkeys(cfg.grid.corpora))]
+    if cfg.robustness.get("enabled", False):
+        corpora = dict.fromkeys(c.corpus for c in robustness.robustness_cells(cfg))
+        asks += [robustness.queries_ask(cfg, c, a) for c in corpora for a in robustness.settings(cfg).query_attacks]
+    found = [r.normal(b) for a in asks for v in r.inputs(a).values() for b in (v if isinstance(v, list) else [v])
+             if b.stage == "index"]
+    return list(dict.fromkeys(found))
+
+
+def shared_asks(cfg: DictConfig, runner: Runner | None = None) -> dict[str, list[Ask]]:
+    """The artifacts every cell of the grid builds on, per status row: toy world, the indexes it reads
+    (:func:`needed_indexes`), embeddings, detection, verification, and the first-stage runs of the corpora the grid
+    re-ranks."""
     from leakexp.data.types import SOURCES
 
     corpora = list(dict.fromkeys(cfg.grid.corpora))
     rows = {"data": [Ask.of("toy")] if cfg.data.kind == "toy" else [],
-            "index": [Ask.of("index", name=n) for n in ["train", *corpora]],
+            "index": needed_indexes(cfg, runner),
             "embed": [Ask.of("embed", source=s) for s in SOURCES],
             "detect": [Ask.of("detect")], "verify": [Ask.of("verify")],
             "firststage": [Ask.of("firststage", corpus=c) for c in corpora]}
@@ -83,7 +101,7 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
 
     r = runner or make_runner(cfg, readonly=True)
     out: dict[str, StageStatus] = {}
-    rows = {**shared_asks(cfg), **cell_asks(cfg, grid_cells(cfg))}
+    rows = {**shared_asks(cfg, r), **cell_asks(cfg, grid_cells(cfg))}
     for row, asks in rows.items():
         st = out.setdefault(row, StageStatus())
         seen = set()

@@ -239,7 +239,7 @@ def _tables_key(cfg: DictConfig, runner) -> str:
     from leakexp.grid import cell_asks, shared_asks
     from leakexp.store import config_hash
 
-    asks = [a for rows in (shared_asks(cfg), cell_asks(cfg, grid_cells(cfg))) for v in rows.values() for a in v]
+    asks = [a for rows in (shared_asks(cfg, runner), cell_asks(cfg, grid_cells(cfg))) for v in rows.values() for a in v]
     code = {f: (Path(leakexp.__file__).parent / f).read_text(encoding="utf-8")
             for f in ("tables.py", "memorization_tables.py", "robustness_tables.py", "report.py", "stats.py")}
     return config_hash({"settings": runner.settings, "code": config_hash(code),
