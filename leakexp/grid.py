@@ -30,6 +30,7 @@ class StageStatus:
     stale: int = 0
     missing: int = 0
     notes: list[tuple[str, str, str]] = field(default_factory=list)  # (state, artifact, detail)
+    unkeyed: dict[str, int] = field(default_factory=dict)  # why -> missing artifacts whose key cannot be made
 
     @property
     def total(self) -> int:
@@ -99,6 +100,8 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
     every finished artifact's files against their checksums). An artifact several cells share counts once."""
     from leakexp.stages import runner as make_runner
 
+    from leakexp.stage import ConfigError
+
     r = runner or make_runner(cfg, readonly=True)
     out: dict[str, StageStatus] = {}
     rows = {**shared_asks(cfg, r), **cell_asks(cfg, grid_cells(cfg))}
@@ -109,7 +112,14 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
             try:
                 path = r.path(ask)
             except Exception as exc:  # e.g. annotation files not given yet: nothing of it can exist
-                st.add("missing", str(ask), f"{type(exc).__name__}: {exc}".splitlines()[0])
+                normal = r.normal(ask)  # shared artifacts count once, as they do when keyed
+                if normal in seen:
+                    continue
+                seen.add(normal)
+                why = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+                why = why.splitlines()[0]
+                st.add("missing", str(normal))
+                st.unkeyed[why] = st.unkeyed.get(why, 0) + 1
                 continue
             if path in seen:
                 continue
@@ -177,6 +187,12 @@ def render_status(status: dict[str, StageStatus]) -> str:
     for stage, st in status.items():
         for state, path, detail in st.notes:
             lines.append(f"{state.upper()} {path}: {detail}" if detail else f"{state.upper()} {path}")
+    unkeyed: dict[str, list[str]] = {}  # one line per reason (e.g. no annotation files), not one per artifact
+    for stage, st in status.items():
+        for why, n in st.unkeyed.items():
+            unkeyed.setdefault(why, []).append(f"{n} {stage}")
+    for why, counts in unkeyed.items():
+        lines.append(f"MISSING {', '.join(counts)}: {why}")
     stale = sum(st.stale for st in status.values())
     if stale:
         lines.append(f"{stale} artifact(s) exist only for other configurations (stale for this one): they are "

@@ -28,7 +28,7 @@ import pandas as pd
 from leakexp.data.files import DataFormatError
 from leakexp.data.sources import file_fingerprint
 from leakexp.data.types import Collection
-from leakexp.stage import Ask, Stage
+from leakexp.stage import Ask, ConfigError, Stage
 from leakexp.schema import Name, PositiveInt, Section
 
 LABELS = (
@@ -43,6 +43,11 @@ FINAL_FILES = (
     "the study's four final files query-reformulation-classification-iteration-01-annotated-by-maik-and-cakiki.jsonl, "
     "-02-annotated-by-chris.jsonl, -03-annotated-by-maik.jsonl and -04-annotated-by-maik.jsonl"
 )
+FINAL_NAMES = ("query-reformulation-classification-iteration-01-annotated-by-maik-and-cakiki.jsonl",
+               "query-reformulation-classification-iteration-02-annotated-by-chris.jsonl",
+               "query-reformulation-classification-iteration-03-annotated-by-maik.jsonl",
+               "query-reformulation-classification-iteration-04-annotated-by-maik.jsonl")
+SPIRE22_ANNOTATIONS = "webis-de/SPIRE-22 src/main/resources/manual-annotations/"
 
 log = logging.getLogger(__name__)
 
@@ -357,15 +362,23 @@ def detection_quality(pairs: pd.DataFrame, truth: pd.DataFrame) -> dict:
 
 
 # -- stages ----------------------------------------------------------------------------------------------
+def missing_annotations(why: str) -> ConfigError:
+    """The one-line error of real data without annotation files: which setting, which files, where they are."""
+    return ConfigError(
+        f"{why}: the real data's candidates are verified by the study's manual annotations; give the four final "
+        f"files of {SPIRE22_ANNOTATIONS} as verify.annotations=[DIR/{',DIR/'.join(FINAL_NAMES)}] (DIR: where you "
+        f"saved them), or your own annotations of `leakexp annotations review`")
+
+
 def annotation_files(spec, data_kind: str) -> list[Path]:
     """The annotation files ``verify.annotations`` names ([] for the toy world's ground truth, ``truth``)."""
     if spec == "truth":
         if data_kind != "toy":
-            raise ValueError("verify.annotations=truth needs the toy world (data=toy); give annotation files")
+            raise missing_annotations(f"verify.annotations=truth (the toy world's ground truth) needs data.kind=toy, "
+                                      f"not {data_kind}")
         return []
     if spec is None or spec == "???":
-        raise ValueError("verify.annotations is not set: give the annotation files, e.g. "
-                         "verify.annotations=[a.jsonl,b.jsonl] (see `leakexp annotations review`)")
+        raise missing_annotations("verify.annotations is not set")
     files = [Path(p) for p in (spec if isinstance(spec, list) else [spec])]
     for f in files:
         if not f.is_file():
@@ -376,6 +389,13 @@ def annotation_files(spec, data_kind: str) -> list[Path]:
 
 def _files(c) -> list[Path]:
     return annotation_files(c.at("verify.annotations"), c.at("data.kind"))
+
+
+def require_annotations(cfg) -> None:
+    """Real data needs annotation files (``verify.annotations``), before any work of a command that verifies."""
+    from omegaconf import OmegaConf
+
+    annotation_files(OmegaConf.to_container(cfg.verify, resolve=True).get("annotations"), str(cfg.data.kind))
 
 
 def _verify_inputs(p: dict, c) -> dict:
@@ -432,7 +452,8 @@ VERIFY = Stage(
     reads=("detect.threshold", "verify.annotations", "verify.review_top_k", "data.corpora", "data.kind", "data.seed"),
     inputs=_verify_inputs, compute=_verify, opener=open_annotations,
     external=lambda p, c: (lambda fs: file_fingerprint(*fs) if fs else None)(_files(c)),
-    path=lambda p, c: [], describe="the verified candidates (annotations, or the toy world's ground truth)",
+    path=lambda p, c: [], require=require_annotations,
+    describe="the verified candidates (annotations, or the toy world's ground truth)",
 )
 LEAKS = Stage(
     # 2: one row per verified leak (a query verified for two topics leaks for each), no longer per query
@@ -446,11 +467,11 @@ LEAKS = Stage(
 class VerifySettings(Section):
     """``verify``: the annotation files (or the toy world's ground truth) and how many candidates are reviewed."""
 
-    annotations: Literal["truth", "???"] | Annotated[list[Name], Field(min_length=1)] | Name
+    annotations: Literal["truth", "???"] | Annotated[list[Name], Field(min_length=1)] | Name | None
     review_top_k: PositiveInt
 
     def files(self):
-        if self.annotations in ("truth", "???"):
+        if self.annotations in ("truth", "???", None):
             return []
         files = self.annotations if isinstance(self.annotations, list) else [self.annotations]
         return [("verify.annotations", Path(f)) for f in files]

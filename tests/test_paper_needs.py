@@ -56,3 +56,81 @@ def test_index_builds_only_the_indexes_the_grid_reads(paper, capsys):
     assert [line.split(":")[0] for line in out] == ["train", "robust04", "core17", "core18"]
     assert out[2] == "core17: no index needed (its first stage is the run core17.bm25-anserini.top100.run.gz)"
     assert not Store(cfg.store).path("index", "core17").exists()
+
+
+PAPER_MODELS = ("sentence-transformers/paraphrase-MiniLM-L6-v2", "t5-base", "bert-base-uncased")
+
+
+def test_computing_commands_find_the_papers_models_in_the_cache_before_any_work(paper, tmp_path, monkeypatch):
+    from test_hub import fake_cache
+
+    from leakexp.stage import ConfigError
+
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = compose([*paper, "grid.models=[monot5,monobert,knrm]"])
+    store = Store(cfg.store, create=False).root
+    for setting, name in zip(("detect.sbert", "model_overrides.monot5.checkpoint",
+                              "model_overrides.monobert.checkpoint"), PAPER_MODELS):
+        with pytest.raises(ConfigError) as err:
+            runner(cfg)
+        assert str(err.value).startswith(f"{setting}={name}: the Hugging Face model {name} is not in the local cache")
+        assert "\n" not in str(err.value) and not store.exists()
+        runner(cfg, readonly=True)  # status and plan do not refuse
+        fake_cache(cache, name)
+    runner(cfg)
+    # a command's own needs: indexes need no model, candidates only the SBERT model
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(bare))
+    fake_cache(bare, PAPER_MODELS[0])
+    runner(cfg, needs=("embed",))
+    runner(cfg, needs=())
+    with pytest.raises(ConfigError, match="^model_overrides.monot5.checkpoint=t5-base: "):
+        runner(cfg, needs=("embed", "verify", "train"))
+    # the command line's checkpoint is named as the command line's
+    with pytest.raises(ConfigError, match="^model.checkpoint=castorini/monot5-base-msmarco: the Hugging Face model"):
+        runner(compose([*paper, "model=monot5", "model.checkpoint=castorini/monot5-base-msmarco",
+                        "grid.models=[monot5]"]), needs=("train",))
+
+
+def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_once(tmp_path, monkeypatch, capsys):
+    """experiment=paper's verify.annotations is null (a ??? would not replace the toy world's `truth`): commands
+    that verify stop with one line naming the setting and the study's four files; status counts what it can."""
+    from test_hub import fake_cache
+
+    from leakexp.stage import ConfigError
+    from leakexp.verify import FINAL_NAMES
+
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    fake_cache(cache, *PAPER_MODELS)
+    overrides = [paper_env(tmp_path, monkeypatch)[0], f"store={tmp_path / 'store'}"]  # no annotation files
+    cfg = compose(overrides)
+    assert cfg.verify.annotations is None
+    with pytest.raises(ConfigError) as err:
+        runner(cfg)
+    message = str(err.value)
+    assert message.startswith("verify.annotations is not set: ") and "\n" not in message
+    assert "webis-de/SPIRE-22 src/main/resources/manual-annotations/" in message
+    assert all(name in message for name in FINAL_NAMES)
+    assert main(["grid", *overrides]) == 2
+    assert capsys.readouterr().err == f"leakexp: config error: {message}\n"
+    assert not (tmp_path / "store").exists()
+    runner(cfg, needs=("embed",))  # detection and `annotations review` come before the annotations
+    with pytest.raises(ConfigError, match="^verify.annotations=truth .* needs data.kind=toy, not irds: the real "
+                                          "data's candidates are verified by the study's manual annotations"):
+        runner(compose([*overrides, "verify.annotations=truth"]))
+    # status: the artifacts it can key, the others counted once each, and one line that says why
+    assert main(["status", *overrides]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) < 20
+    rows = {line.split()[0]: [int(x) for x in line.split()[1:]] for line in out[1:12]}
+    assert rows["sets"][-1] == rows["sets"][-2] == 56 and rows["index"][-1] == 2  # 3 corpora x 2 types x 8 + 8
+    assert rows["train"][-1] == 1400  # the No-Leakage models are one for every corpus
+    why = [line for line in out if "verify.annotations" in line]
+    assert len(why) == 1 and why[0].startswith("MISSING 1 verify, 56 sets, 280 tokens, 1400 train, 1800 rerank, ")
+    assert why[0].endswith(message)
