@@ -481,7 +481,7 @@ def _pair_kwargs(args) -> dict:
     options = AuditOptions(k=k, threshold=threshold, ngrams=tuple(getattr(args, "ngrams", (13, 3))),
                            train_rel=getattr(args, "train_rel", 1), test_rel=getattr(args, "test_rel", 1))
     sbert = args.model or str(default("sbert"))
-    if args.train or args.command != "audit":  # before any input is read; a qrels-only audit embeds nothing
+    if args.train and args.test:  # before any input is read; a qrels-only audit embeds nothing
         from leakexp.hub import require_sbert
 
         if args.model:
