@@ -3,7 +3,11 @@
 Per test corpus, three types × the configured sizes:
 
 - ``none``: random non-leaking training queries, balanced between MS MARCO and ORCAS (±1);
-- ``msm``: a fixed number of verified leaking queries of the corpus, then non-leaking fillers;
+- ``msm``: a fixed number of verified leaking queries of the corpus, then non-leaking fillers. A query verified for
+  several topics (Robust04's "industrial espionage" for topics 311 and 389) is a leak of each (Table 2 counts 648
+  Robust04 leaks of 642 queries) but one training query: its instance (the query, its relevant document and a
+  BM25 negative) is the same whatever the topic, and the paper draws "a fixed number of random manually verified
+  leaking queries", so it is drawn once; memorization scores it for every topic it leaks for;
 - ``test``: the corpus's own topics (each ``k`` times, different TREC-judged documents each time), then fillers.
   A topic without a relevant or without a judged non-relevant document cannot leak a pair: it is skipped and
   listed in the manifest, and the leaked part falls short by its occurrences (the authors' Robust04 Test sets
@@ -190,7 +194,9 @@ class Negatives:
 
 
 def leaking_queries(pool: TrainPool, leaks: pd.DataFrame) -> pd.DataFrame:
-    """The pool queries (qid, text, source, topic_qid, type) that verified leaks (train_qid, query, ...) name.
+    """The pool queries (qid, text, source, topic_qid, type) that verified leaks (train_qid, query, ...) name, one
+    row per leak: a query verified for two topics is a leak of each, as Table 2 (a) counts them
+    (:func:`training_queries` gives each query once).
 
     Annotations carry no source, so the query text tells which source's query an id names (exactly, else up
     to case and white space); an id that only one source has needs no text. An id that both sources have and
@@ -204,8 +210,14 @@ def leaking_queries(pool: TrainPool, leaks: pd.DataFrame) -> pd.DataFrame:
             r = bad.iloc[0]
             raise ValueError(f"annotated training query {r.train_qid} ({r.query!r}) {problem} {pool.name} "
                              f"({bad.train_qid.nunique()} such annotated queries); check the annotation files")
-    found = found.drop_duplicates(["source", "qid"])
+    found = found.drop_duplicates(["source", "qid", "topic_qid"])
     return found[["qid", "text", "source", "topic_qid", "type"]].reset_index(drop=True)
+
+
+def training_queries(leaks: pd.DataFrame) -> pd.DataFrame:
+    """Each leaking training query once, in the order of its first leak: a query verified for two topics is one
+    query to train on (its instance does not depend on the topic)."""
+    return leaks.drop_duplicates(["source", "qid"]).reset_index(drop=True)
 
 
 def excluded_queries(pool: TrainPool, candidates: pd.DataFrame, annotations: pd.DataFrame,
@@ -340,14 +352,15 @@ def build_set(
     if leakage == "msm":
         if leaks is None or len(leaks) == 0:
             raise BuildError(f"{where}: no verified leaking queries for this corpus")
-        perm = stable_rng(seed, "msm", corpus).permutation(len(leaks))
-        ordered = leaks.iloc[perm][["qid", "text", "source"]].reset_index(drop=True)
+        queries = training_queries(leaks)  # a query leaking for two topics is drawn once
+        perm = stable_rng(seed, "msm", corpus).permutation(len(queries))
+        ordered = queries.iloc[perm][["qid", "text", "source"]].reset_index(drop=True)
         leaked, skipped = _pairs_from_queries(ordered, negatives, fixed_queries, "msm-leak")
         if len(leaked) < fixed_queries:
             usable = len(leaked)
             if not take_all_leaks:
                 raise BuildError(
-                    f"{where}: {usable} verified leaking queries are usable ({len(leaks)} verified, {skipped} "
+                    f"{where}: {usable} verified leaking queries are usable ({len(queries)} verified, {skipped} "
                     f"without a BM25 negative) but {fixed_queries} are requested; annotate more candidates, "
                     "lower corpus.fixed_leak_queries, or set build.take_all_leaks=true"
                 )

@@ -20,7 +20,8 @@ import traceback
 
 STAGES = {
     "toy": "generate the toy world into the store and print where it is",
-    "index": "build the PISA BM25 indexes of the training pool and every test corpus",
+    "index": "build the BM25 indexes the grid reads: the training pool's and those of the corpora whose first "
+             "stage is leakexp's BM25 (not a bundled or file run)",
     "corpus-stats": "per test corpus and the training pool: documents, median words, empty documents, repeated "
                     "document ids, topics and judged topics (exit 2 when a corpus fails its check)",
     "detect": "SBERT + Faiss leakage candidates; prints Table 1 counts",

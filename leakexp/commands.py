@@ -15,12 +15,14 @@ log = logging.getLogger("leakexp")
 _OVERRIDE_KEYS = {"store", "experiment", "device", "verbose", "seed"}
 
 
-def _runner(overrides: list[str]):
+def _runner(overrides: list[str], needs: tuple[str, ...] | None = None):
+    """The config and runner of a computing command; ``needs``: the stages whose requirements (annotations,
+    models in the Hugging Face cache) must be met before any work (None: every stage, as a grid cell needs)."""
     from leakexp.config import compose
     from leakexp.stages import runner
 
     cfg = compose(overrides)
-    return cfg, runner(cfg)
+    return cfg, runner(cfg, needs=needs)
 
 
 def expand_sweeps(overrides: list[str]) -> list[list[str]]:
@@ -154,18 +156,26 @@ def cmd_tables(overrides: list[str]) -> int:
 def cmd_toy(overrides: list[str]) -> int:
     from leakexp.stage import Ask
 
-    cfg, r = _runner(overrides)
+    cfg, r = _runner(overrides, needs=())
     print(r.ensure(Ask.of("toy")))
     return 0
 
 
 def cmd_index(overrides: list[str]) -> int:
-    from leakexp.stage import Ask
+    """The BM25 indexes the grid reads, and no other: a corpus that re-ranks a bundled or file run needs none."""
+    from leakexp.grid import needed_indexes
+    from leakexp.retrieval import first_stage_file
 
-    cfg, r = _runner(overrides)
-    for name in ["train", *cfg.data.corpora]:
-        path = r.ensure(Ask.of("index", name=name))
-        print(f"{name}: {path} ({r.store.marker(path).figures['documents']} documents)")
+    cfg, r = _runner(overrides, needs=())  # indexes need no model and no annotation
+    needed = needed_indexes(cfg, r)
+    for ask in needed:
+        path = r.ensure(ask)
+        print(f"{ask.params['name']}: {path} ({r.store.marker(path).figures['documents']} documents)")
+    built = {a.params["name"] for a in needed}
+    for corpus in dict.fromkeys(cfg.grid.corpora):
+        run = first_stage_file(cfg.rerank.get("first_stage"), corpus)
+        if corpus not in built and run is not None:
+            print(f"{corpus}: no index needed (its first stage is the run {run.name})")
     return 0
 
 
@@ -190,7 +200,7 @@ def cmd_detect(overrides: list[str]) -> int:
     from leakexp.stage import Ask
     from leakexp.tables import write_table1
 
-    cfg, r = _runner(overrides)
+    cfg, r = _runner(overrides, needs=("embed",))  # candidates need the SBERT model, no annotation
     path = write_table1(cfg, r)
     print(f"{len(r.get(Ask.of('detect')))} candidate rows; threshold {cfg.detect.threshold}")
     print(path.read_text())
@@ -235,7 +245,7 @@ def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str
     out_dir = Path(".")
     if corpus is not None:
         cfg = compose(overrides)
-        r = runner(cfg)
+        r = runner(cfg, needs=())  # a first stage needs no model and no annotation
         frames.insert(0, r.get(Ask.of("firststage", corpus=corpus)))
         names.insert(0, f"leakexp's first stage of {corpus} (bm25.backend={cfg.bm25.get('backend', 'pisa')})")
         out_dir = r.store.path("compare-runs")
@@ -339,7 +349,7 @@ def cmd_annotations(args) -> int:
 
     from leakexp.stage import Ask
 
-    cfg, r = _runner(args.overrides)
+    cfg, r = _runner(args.overrides, needs=("embed",))  # candidates to annotate: no annotation needed yet
     collections = [r.get(Ask.of("collection", corpus=c)) for c in cfg.data.corpora]
     if args.action == "sample":
         pairs = d.leak_pairs(r.get(Ask.of("detect")), args.lower)
@@ -364,7 +374,7 @@ def cmd_verify(overrides: list[str]) -> int:
     from leakexp.stage import Ask
     from leakexp.tables import write_table2
 
-    cfg, r = _runner(overrides)
+    cfg, r = _runner(overrides, needs=("embed", "verify"))
     ann = r.get(Ask.of("verify"))
     print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
     if cfg.data.kind == "toy":
@@ -378,9 +388,12 @@ def cmd_verify(overrides: list[str]) -> int:
         print(f"detection vs planted leaks at threshold {cfg.detect.threshold}: recall {q['recall']:.3f} "
               f"precision {q['precision']:.3f} ({q['true_positives']} of {q['planted']} planted, "
               f"{q['candidates']} candidate pairs)")
-    for c in cfg.data.corpora:
+    from leakexp.build import training_queries
+
+    for c in cfg.data.corpora:  # Table 2 (a)'s true candidates: a query verified for two topics leaks for each
         leaks = r.get(Ask.of("leaks", corpus=c))
-        print(f"{c}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics")
+        print(f"{c}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics "
+              f"({len(training_queries(leaks))} distinct training queries)")
     print(f"table 2: {write_table2(cfg, r).parent}/table2{{a,b}}.{{md,csv,tex}}")
     return 0
 
@@ -394,7 +407,7 @@ def cmd_build(overrides: list[str], export: bool = False) -> int:
     from leakexp.build import export_monot5
     from leakexp.cell import Cell
 
-    cfg, r = _runner(overrides)
+    cfg, r = _runner(overrides, needs=("embed", "verify"))  # training sets: no model is loaded
 
     rows = []
     for corpus in cfg.grid.corpora:
@@ -487,9 +500,19 @@ def _pair_kwargs(args) -> dict:
                           and not ("experiment" in given or f"detect.{name}" in given)]
     options = AuditOptions(k=k, threshold=threshold, ngrams=tuple(getattr(args, "ngrams", (13, 3))),
                            train_rel=getattr(args, "train_rel", 1), test_rel=getattr(args, "test_rel", 1))
+    sbert = args.model or str(default("sbert"))
+    if args.train and args.test:  # before any input is read; a qrels-only audit embeds nothing
+        from leakexp.hub import require_sbert
+
+        if args.model:
+            require_sbert(sbert, "--model")
+        elif "experiment" in given or "detect.sbert" in given:
+            require_sbert(sbert, "detect.sbert")
+        else:
+            require_sbert(sbert, "--model", default="not given: the default, seed 000's model")
     return dict(train=args.train, test=args.test, train_qrels=args.train_qrels, test_qrels=args.test_qrels,
                 fields=args.fields, test_variants=args.test_variants, out=Path(args.out), store=Path(cfg.store),
-                sbert=args.model or str(default("sbert")), batch_size=int(d.batch_size), options=options)
+                sbert=sbert, batch_size=int(d.batch_size), options=options)
 
 
 def _defaults_line(args, kwargs) -> str | None:

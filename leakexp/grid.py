@@ -30,6 +30,7 @@ class StageStatus:
     stale: int = 0
     missing: int = 0
     notes: list[tuple[str, str, str]] = field(default_factory=list)  # (state, artifact, detail)
+    unkeyed: dict[str, int] = field(default_factory=dict)  # why -> missing artifacts whose key cannot be made
 
     @property
     def total(self) -> int:
@@ -45,14 +46,32 @@ class StageStatus:
             self.notes.append((state, artifact, detail))
 
 
-def shared_asks(cfg: DictConfig) -> dict[str, list[Ask]]:
-    """The artifacts every cell of the grid builds on, per status row: toy world, indexes, embeddings, detection,
-    verification, and the first-stage runs of the corpora the grid re-ranks."""
+def needed_indexes(cfg: DictConfig, runner: Runner | None = None) -> list[Ask]:
+    """The BM25 indexes the grid reads, as the stages declare them: the training pool's (the negatives of every
+    training set), a corpus's where its first stage is leakexp's own BM25 (a bundled or file run, e.g. Core 2017 /
+    2018 in experiment=paper, needs none), and those robustness re-runs BM25 on (``robustness.first_stage=bm25``)."""
+    from leakexp import robustness
+    from leakexp.stages import runner as make_runner
+
+    r = runner or make_runner(cfg, readonly=True)
+    asks = [Ask.of("negatives", part="0"), *(Ask.of("firststage", corpus=c) for c in dict.fromkeys(cfg.grid.corpora))]
+    if cfg.robustness.get("enabled", False):
+        corpora = dict.fromkeys(c.corpus for c in robustness.robustness_cells(cfg))
+        asks += [robustness.queries_ask(cfg, c, a) for c in corpora for a in robustness.settings(cfg).query_attacks]
+    found = [r.normal(b) for a in asks for v in r.inputs(a).values() for b in (v if isinstance(v, list) else [v])
+             if b.stage == "index"]
+    return list(dict.fromkeys(found))
+
+
+def shared_asks(cfg: DictConfig, runner: Runner | None = None) -> dict[str, list[Ask]]:
+    """The artifacts every cell of the grid builds on, per status row: toy world, the indexes it reads
+    (:func:`needed_indexes`), embeddings, detection, verification, and the first-stage runs of the corpora the grid
+    re-ranks."""
     from leakexp.data.types import SOURCES
 
     corpora = list(dict.fromkeys(cfg.grid.corpora))
     rows = {"data": [Ask.of("toy")] if cfg.data.kind == "toy" else [],
-            "index": [Ask.of("index", name=n) for n in ["train", *corpora]],
+            "index": needed_indexes(cfg, runner),
             "embed": [Ask.of("embed", source=s) for s in SOURCES],
             "detect": [Ask.of("detect")], "verify": [Ask.of("verify")],
             "firststage": [Ask.of("firststage", corpus=c) for c in corpora]}
@@ -81,9 +100,11 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
     every finished artifact's files against their checksums). An artifact several cells share counts once."""
     from leakexp.stages import runner as make_runner
 
+    from leakexp.stage import ConfigError
+
     r = runner or make_runner(cfg, readonly=True)
     out: dict[str, StageStatus] = {}
-    rows = {**shared_asks(cfg), **cell_asks(cfg, grid_cells(cfg))}
+    rows = {**shared_asks(cfg, r), **cell_asks(cfg, grid_cells(cfg))}
     for row, asks in rows.items():
         st = out.setdefault(row, StageStatus())
         seen = set()
@@ -91,7 +112,14 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
             try:
                 path = r.path(ask)
             except Exception as exc:  # e.g. annotation files not given yet: nothing of it can exist
-                st.add("missing", str(ask), f"{type(exc).__name__}: {exc}".splitlines()[0])
+                normal = r.normal(ask)  # shared artifacts count once, as they do when keyed
+                if normal in seen:
+                    continue
+                seen.add(normal)
+                why = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+                why = why.splitlines()[0]
+                st.add("missing", str(normal))
+                st.unkeyed[why] = st.unkeyed.get(why, 0) + 1
                 continue
             if path in seen:
                 continue
@@ -159,6 +187,12 @@ def render_status(status: dict[str, StageStatus]) -> str:
     for stage, st in status.items():
         for state, path, detail in st.notes:
             lines.append(f"{state.upper()} {path}: {detail}" if detail else f"{state.upper()} {path}")
+    unkeyed: dict[str, list[str]] = {}  # one line per reason (e.g. no annotation files), not one per artifact
+    for stage, st in status.items():
+        for why, n in st.unkeyed.items():
+            unkeyed.setdefault(why, []).append(f"{n} {stage}")
+    for why, counts in unkeyed.items():
+        lines.append(f"MISSING {', '.join(counts)}: {why}")
     stale = sum(st.stale for st in status.values())
     if stale:
         lines.append(f"{stale} artifact(s) exist only for other configurations (stale for this one): they are "

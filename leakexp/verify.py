@@ -28,7 +28,7 @@ import pandas as pd
 from leakexp.data.files import DataFormatError
 from leakexp.data.sources import file_fingerprint
 from leakexp.data.types import Collection
-from leakexp.stage import Ask, Stage
+from leakexp.stage import Ask, ConfigError, Stage
 from leakexp.schema import Name, PositiveInt, Section
 
 LABELS = (
@@ -43,6 +43,11 @@ FINAL_FILES = (
     "the study's four final files query-reformulation-classification-iteration-01-annotated-by-maik-and-cakiki.jsonl, "
     "-02-annotated-by-chris.jsonl, -03-annotated-by-maik.jsonl and -04-annotated-by-maik.jsonl"
 )
+FINAL_NAMES = ("query-reformulation-classification-iteration-01-annotated-by-maik-and-cakiki.jsonl",
+               "query-reformulation-classification-iteration-02-annotated-by-chris.jsonl",
+               "query-reformulation-classification-iteration-03-annotated-by-maik.jsonl",
+               "query-reformulation-classification-iteration-04-annotated-by-maik.jsonl")
+SPIRE22_ANNOTATIONS = "webis-de/SPIRE-22 src/main/resources/manual-annotations/"
 
 log = logging.getLogger(__name__)
 
@@ -183,16 +188,16 @@ def read_annotations(paths: list[Path], *, allow_empty: bool = False) -> pd.Data
     return pd.DataFrame(rows, columns=ANNOTATION_COLUMNS)
 
 
-def verified_leaks(annotations: pd.DataFrame, topic_ids: list[str], *, corpus: str | None = None,
-                   pairs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """True leaks of one corpus: annotations whose topic is one of the corpus's topics.
+def corpus_annotations(annotations: pd.DataFrame, topic_ids: list[str], *, corpus: str | None = None,
+                       pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The annotated candidates (true and false) of one corpus: those whose topic is one of the corpus's topics.
 
     Core 2017 / 2018 reuse Robust04 topics, so one annotation counts for every corpus with its topic, unless a
     corpus uses the id with another text: given the ``corpus`` name and the candidate ``pairs`` of
     :func:`leakexp.detect.leak_pairs` (with their ``corpora``), an annotated pair that is a candidate counts
     only for the corpora whose text of the topic it matched (by training query id, query text and topic).
     """
-    a = annotations[annotations.leak & annotations.topic_qid.isin({str(t) for t in topic_ids})]
+    a = annotations[annotations.topic_qid.isin({str(t) for t in topic_ids})]
     if corpus is not None and pairs is not None and "corpora" in pairs.columns and len(a):
         exact, by_id = {}, {}
         for r in pairs.itertuples(index=False):
@@ -205,6 +210,14 @@ def verified_leaks(annotations: pd.DataFrame, topic_ids: list[str], *, corpus: s
             keep.append(names is None or corpus in names)  # not a candidate here: attributed by topic id
         a = a[keep]
     return a.drop_duplicates(["train_qid", "topic_qid"]).reset_index(drop=True)
+
+
+def verified_leaks(annotations: pd.DataFrame, topic_ids: list[str], *, corpus: str | None = None,
+                   pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """True leaks of one corpus (:func:`corpus_annotations` judged leaks), one per training query and topic: a
+    query verified for two topics is a leak of each, as Table 2 (a) counts (Robust04: 648 leaks of 642 queries)."""
+    a = corpus_annotations(annotations, topic_ids, corpus=corpus, pairs=pairs)
+    return a[a.leak].reset_index(drop=True)
 
 
 # -- calibration -------------------------------------------------------------------------------------
@@ -256,12 +269,16 @@ def calibrate(judged: pd.DataFrame, target: float) -> tuple[float | None, pd.Dat
 TYPES = ("Identical", "Specialization", "Generalization", "Reformulation", DIFFERENT)
 
 
-def table2(annotations: pd.DataFrame, corpora: dict[str, list[str]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(a) true / false candidates as queries and topics per corpus; (b) queries per reformulation type."""
+def table2(annotations: pd.DataFrame, corpora: dict[str, list[str]],
+           pairs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(a) true / false candidates as queries and topics per corpus; (b) queries per reformulation type.
+
+    A query counts once per topic it was annotated for (Robust04: 648 true of 642 distinct queries, 172 topics).
+    ``pairs`` (:func:`leakexp.detect.leak_pairs`) attribute a topic id that corpora use with different texts to
+    the corpus whose text the candidate matched, as :func:`verified_leaks` does."""
     rows_a, per_corpus = [], {}
     for corpus, topic_ids in corpora.items():
-        a = annotations[annotations.topic_qid.isin({str(t) for t in topic_ids})]
-        a = a.drop_duplicates(["train_qid", "topic_qid"])
+        a = corpus_annotations(annotations, topic_ids, corpus=corpus, pairs=pairs)
         per_corpus[corpus] = a
         for flag in (True, False):
             s = a[a.leak == flag]
@@ -345,15 +362,23 @@ def detection_quality(pairs: pd.DataFrame, truth: pd.DataFrame) -> dict:
 
 
 # -- stages ----------------------------------------------------------------------------------------------
+def missing_annotations(why: str) -> ConfigError:
+    """The one-line error of real data without annotation files: which setting, which files, where they are."""
+    return ConfigError(
+        f"{why}: the real data's candidates are verified by the study's manual annotations; give the four final "
+        f"files of {SPIRE22_ANNOTATIONS} as verify.annotations=[DIR/{',DIR/'.join(FINAL_NAMES)}] (DIR: where you "
+        f"saved them), or your own annotations of `leakexp annotations review`")
+
+
 def annotation_files(spec, data_kind: str) -> list[Path]:
     """The annotation files ``verify.annotations`` names ([] for the toy world's ground truth, ``truth``)."""
     if spec == "truth":
         if data_kind != "toy":
-            raise ValueError("verify.annotations=truth needs the toy world (data=toy); give annotation files")
+            raise missing_annotations(f"verify.annotations=truth (the toy world's ground truth) needs data.kind=toy, "
+                                      f"not {data_kind}")
         return []
     if spec is None or spec == "???":
-        raise ValueError("verify.annotations is not set: give the annotation files, e.g. "
-                         "verify.annotations=[a.jsonl,b.jsonl] (see `leakexp annotations review`)")
+        raise missing_annotations("verify.annotations is not set")
     files = [Path(p) for p in (spec if isinstance(spec, list) else [spec])]
     for f in files:
         if not f.is_file():
@@ -364,6 +389,13 @@ def annotation_files(spec, data_kind: str) -> list[Path]:
 
 def _files(c) -> list[Path]:
     return annotation_files(c.at("verify.annotations"), c.at("data.kind"))
+
+
+def require_annotations(cfg) -> None:
+    """Real data needs annotation files (``verify.annotations``), before any work of a command that verifies."""
+    from omegaconf import OmegaConf
+
+    annotation_files(OmegaConf.to_container(cfg.verify, resolve=True).get("annotations"), str(cfg.data.kind))
 
 
 def _verify_inputs(p: dict, c) -> dict:
@@ -420,24 +452,26 @@ VERIFY = Stage(
     reads=("detect.threshold", "verify.annotations", "verify.review_top_k", "data.corpora", "data.kind", "data.seed"),
     inputs=_verify_inputs, compute=_verify, opener=open_annotations,
     external=lambda p, c: (lambda fs: file_fingerprint(*fs) if fs else None)(_files(c)),
-    path=lambda p, c: [], describe="the verified candidates (annotations, or the toy world's ground truth)",
+    path=lambda p, c: [], require=require_annotations,
+    describe="the verified candidates (annotations, or the toy world's ground truth)",
 )
 LEAKS = Stage(
-    "leaks", version=1, reads=("detect.threshold",),
+    # 2: one row per verified leak (a query verified for two topics leaks for each), no longer per query
+    "leaks", version=2, reads=("detect.threshold",),
     inputs=lambda p, c: {"pool": Ask.of("pool"), "candidates": Ask.of("detect"), "annotations": Ask.of("verify"),
                          "collection": Ask.of("collection", corpus=p["corpus"])},
-    value=_leaks, describe="the verified leaking training queries of one corpus",
+    value=_leaks, describe="the verified leaks of one corpus (training query and topic)",
 )
 
 
 class VerifySettings(Section):
     """``verify``: the annotation files (or the toy world's ground truth) and how many candidates are reviewed."""
 
-    annotations: Literal["truth", "???"] | Annotated[list[Name], Field(min_length=1)] | Name
+    annotations: Literal["truth", "???"] | Annotated[list[Name], Field(min_length=1)] | Name | None
     review_top_k: PositiveInt
 
     def files(self):
-        if self.annotations in ("truth", "???"):
+        if self.annotations in ("truth", "???", None):
             return []
         files = self.annotations if isinstance(self.annotations, list) else [self.annotations]
         return [("verify.annotations", Path(f)) for f in files]

@@ -57,6 +57,27 @@ def test_counts_balance_and_no_candidate_fillers(world):
     assert (f.origin == "msm-leak").sum() == 6 and set(f[f.origin == "msm-leak"].source) == {"orcas"}
 
 
+def test_a_query_leaking_for_two_topics_is_one_training_query(world):
+    """A verified leak per topic (o30 leaks for 301 and 302) draws the query once: the set is the one its distinct
+    queries give, and with all leaks taken every query is in it exactly once."""
+    pool, neg, coll, leaks, excluded = world
+    per_topic = leaks.assign(topic_qid="301")
+    per_topic = pd.concat([per_topic.iloc[:1], per_topic.iloc[:1].assign(topic_qid="302"), per_topic.iloc[1:]],
+                          ignore_index=True)
+    assert len(per_topic) == 7 and per_topic.qid.nunique() == 6
+    kw = dict(corpus="c", leakage="msm", size=20, fillers=filler_order(pool, excluded, 0), negatives=neg,
+              pool_docs=pool.docs, seed=0)
+    for fixed in (3, 6):
+        once, m1 = build_set(**kw, fixed_queries=fixed, leaks=per_topic)
+        distinct, m2 = build_set(**kw, fixed_queries=fixed, leaks=leaks)
+        pd.testing.assert_frame_equal(once, distinct)
+        assert m1 == m2
+    leaked = once[(once.origin == "msm-leak") & (once.label == 1)]
+    assert sorted(leaked.qid) == [f"o{i}" for i in range(30, 36)]  # all six, none twice
+    with pytest.raises(BuildError, match=r"6 verified leaking queries are usable \(6 verified"):
+        build_set(**kw, fixed_queries=7, leaks=per_topic)
+
+
 def test_sizes_nest_and_types_share_the_filler_prefix(world):
     key = lambda f: list(zip(f[f.origin == "filler"].qid, f[f.origin == "filler"].docno))
     small, _ = _build(world, "none", 20)

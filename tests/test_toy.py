@@ -128,3 +128,17 @@ def test_toy_text_has_accents_and_curly_quotes_as_utf8(hazards):
     raw = (root / "robust" / "docs.jsonl").read_bytes()
     assert "communiqué".encode() in raw  # written as UTF-8, not as JSON escapes
     assert "’".encode() in (root / "train" / "docs.jsonl").read_bytes()
+
+
+def test_toy_query_leaks_for_two_topics(hazards):
+    """As SPIRE-22's "industrial espionage" (Robust04 311's title, and 389's only leak through the variant
+    "technology espionage"): one training query is a planted leak of two robust topics, the second's only one."""
+    root, hz = hazards
+    first, second = hz["double_leak_topics"]
+    robust = {t.qid: t for t in read_trec_topics(root / "robust" / "topics.txt")}
+    assert robust[first].title in read_variants(root / "robust" / "variants.tsv")[second]
+    truth = pd.read_csv(root / "truth" / "leaks.tsv", sep="\t", dtype=str)
+    leaks = truth[truth.type.isin(LEAK_TYPES)]
+    topics = leaks.groupby(["source", "train_qid"]).topic_qid.apply(set)
+    assert topics[topics.map(len) > 1].tolist() == [{first, second}]
+    assert (leaks.topic_qid == second).sum() == 1  # its only leak (seed 42)

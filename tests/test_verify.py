@@ -104,3 +104,81 @@ def test_an_empty_file_may_be_allowed_for_the_toy_truth(tmp_path):
     empty.write_text("")
     ann = read_annotations([empty], allow_empty=True)
     assert len(ann) == 0 and list(ann.columns)[:4] == ["id", "train_qid", "query", "topic_qid"]
+
+
+def test_a_query_verified_for_two_topics_is_a_leak_of_each_as_table_2a_counts(tmp_path):
+    """SPIRE-22's 12107344 "industrial espionage": Title-Identical for Robust04 311, Title-Generalization for 389,
+    389's only leak. Table 2 (a) counts 648 leaks for 172 topics (642 distinct queries): one per query and topic."""
+    from leakexp.build import leaking_queries, training_queries
+    from leakexp.data.types import DictDocStore, TrainPool
+    from leakexp.verify import table2
+
+    f = _write(tmp_path / "a.jsonl", [
+        _rec(45760, "12107344", "311", ["Title-Identical", "Variant-Identical"], "industrial espionage"),
+        _rec(1, "555", "311", ["Title-Specialization"], "industrial espionage cases"),
+        _rec(46208, "12107344", "389", ["Variant-Reformulation", "Title-Generalization"], "industrial espionage"),
+        _rec(2, "777", "389", ["Different Topic"], "technology transfer")])
+    ann = read_annotations([f])
+    leaks = verified_leaks(ann, ["311", "389"])
+    assert sorted(zip(leaks.train_qid, leaks.topic_qid)) == [("12107344", "311"), ("12107344", "389"),
+                                                             ("555", "311")]
+    a, b = table2(ann, {"robust04": ["311", "389"]})
+    assert a.set_index("candidates").loc["true", ["queries", "topics"]].tolist() == [3, 2]
+    assert a.set_index("candidates").loc["false", ["queries", "topics"]].tolist() == [1, 1]
+    assert b.set_index("type").loc["Generalization", "robust04"] == 1
+    # the pool's queries: one row per leak, so topic 389 keeps its leak; one training query to draw
+    pool = TrainPool(pd.DataFrame([("12107344", "industrial espionage", "orcas"),
+                                   ("555", "industrial espionage cases", "msmarco")], columns=["qid", "text", "source"]),
+                     pd.DataFrame([("orcas", "12107344", "d1"), ("msmarco", "555", "d2")],
+                                  columns=["source", "qid", "docno"]), DictDocStore({"d1": "x", "d2": "y"}))
+    rows = leaking_queries(pool, leaks)
+    assert len(rows) == 3 and sorted(rows.topic_qid.unique()) == ["311", "389"]
+    assert sorted(zip(training_queries(rows).source, training_queries(rows).qid)) == [("msmarco", "555"),
+                                                                                      ("orcas", "12107344")]
+
+
+def test_table_2a_attributes_a_reused_topic_id_to_the_corpus_whose_text_matched(tmp_path):
+    """Core 2018 may reuse a Robust04 id with another text (the toy world's 330): a candidate counts for the corpus
+    whose topic text it matched, in Table 2 (a) as in the verified leaks."""
+    from leakexp.verify import table2
+
+    f = _write(tmp_path / "a.jsonl", [_rec(0, "1", "330", ["Title-Identical"], "obesity in children"),
+                                      _rec(1, "2", "330", ["Title-Identical"], "iran nuclear program")])
+    ann = read_annotations([f])
+    pairs = pd.DataFrame({"train_qid": ["1", "2"], "query": ["obesity in children", "iran nuclear program"],
+                          "topic_qid": ["330", "330"], "corpora": ["robust", "core18"]})
+    corpora = {"robust": ["330"], "core18": ["330", "801"]}
+    a, _ = table2(ann, corpora, pairs)
+    true = a[a.candidates == "true"].set_index("corpus")
+    assert true.queries.to_dict() == {"robust": 1, "core18": 1}
+    for corpus, ids in corpora.items():
+        assert len(verified_leaks(ann, ids, corpus=corpus, pairs=pairs)) == true.queries[corpus]
+    assert table2(ann, corpora)[0].set_index(["corpus", "candidates"]).queries[("robust", "true")] == 2  # no pairs
+
+
+def test_verify_prints_table_2a_counts_and_keeps_the_topic_of_a_query_leaking_twice(small_cfg, capsys):
+    """On the toy world: `leakexp verify` counts a query verified for two topics for each (toy_robust 99 leaks of
+    98 queries for 22 topics; counted per query it was 98 for 21, topic 323 lost), as Table 2 (a) does."""
+    from conftest import SMALL
+
+    from leakexp.cli import main
+    from leakexp.stage import Ask
+    from leakexp.stages import runner
+
+    assert main(["verify", f"store={small_cfg.store}", *SMALL]) == 0
+    printed = {line.split(":")[0]: line for line in capsys.readouterr().out.splitlines()}
+    table = pd.read_csv(f"{small_cfg.store}/tables/toy/table2a.csv", dtype={"corpus": str, "candidates": str})
+    true = table[table.candidates == "true"].set_index("corpus")
+    for corpus in small_cfg.data.corpora:
+        assert printed[corpus].startswith(f"{corpus}: {true.queries[corpus]} verified leaking queries for "
+                                          f"{true.topics[corpus]} topics")
+    assert printed["toy_robust"] == ("toy_robust: 99 verified leaking queries for 22 topics "
+                                     "(98 distinct training queries)")
+    r = runner(small_cfg, readonly=True)
+    leaks = r.get(Ask.of("leaks", corpus="toy_robust"))
+    twice = leaks[leaks.duplicated(["source", "qid"], keep=False)]
+    assert sorted(twice.topic_qid) == ["311", "323"] and "323" in set(leaks.topic_qid)
+    sets = [pd.read_parquet(r.ensure(Ask.of("sets", corpus="toy_robust", leakage="msm", size=s)) / "instances.parquet")
+            for s in small_cfg.grid.sizes]
+    for f in sets:  # drawn once as a training query
+        assert not f[f.origin == "msm-leak"].duplicated(["source", "qid", "label"]).any()

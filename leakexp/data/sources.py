@@ -178,7 +178,8 @@ def _generate(ctx: Context, tmp: Path) -> dict:
 
 
 TOY = Stage(
-    "toy", version=5,  # the generator: 5 = the real data's hazards (see leakexp.data.toy)
+    # the generator: 5 = the real data's hazards (see leakexp.data.toy); 6 = a query that leaks for two topics
+    "toy", version=6,
     reads=("data.seed", "data.queries_per_source", "data.leak_fraction"), compute=_generate,
     path=lambda p, c: ["toy", f"seed-{c.at('data.seed')}"], describe="the generated toy world",
 )

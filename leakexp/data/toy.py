@@ -17,8 +17,9 @@ does (DESIGN.md, "Dependencies"): a robust topic without any relevant judgment (
 with a single relevant document; documents longer than 512 subword tokens and than Capreolus' 800-token
 ``maxdoclen``; an empty document in a test collection and in the training pool; ORCAS queries whose ids are
 also MS MARCO query ids, with other texts and other judgments (so the training judgments come per source);
-a core18 topic that reuses a robust topic id with another text; accents and curly quotes in topics, queries
-and documents.
+a core18 topic that reuses a robust topic id with another text; a training query that leaks for two topics
+(Robust04's "industrial espionage", the title of topic 311 and, through the variant "technology espionage", the
+only leak of topic 389); accents and curly quotes in topics, queries and documents.
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ LONG_DOC_WORDS = (850, 950)  # > 512 WordPiece / SentencePiece tokens (each word
 LONG_DOC_TOPICS = 2  # the first topics of each collection (and topic 327) get a long highly relevant document
 LONG_TRAIN_DOC_EVERY = 250  # every 250th training query's relevant document is long
 SHARED_QID_EVERY = 20  # every 20th ORCAS query carries the id of an MS MARCO query (another text)
+# A query that leaks for two topics: robust topic 323 ("counterfeit currency") gets topic 311's title ("stolen art
+# recovery") as an expert variant, so 311's title-identical queries are leaks of 323 too (its only ones with the
+# default seed), as Robust04 389's variant "technology espionage" makes 311's "industrial espionage" a leak of 389.
+# Theme 10 always leaks; neither choice draws from the generator's random stream (the rest of the world is unchanged).
+DOUBLE_LEAK = (10, 22)  # (theme whose identical queries leak twice, theme that gets its title as a variant)
+DOUBLE_LEAK_TYPE = "Generalization"  # the study's annotators: 389 is Title-Generalization of "industrial espionage"
 
 
 @dataclass(frozen=True)
@@ -209,7 +216,8 @@ def generate(
                 f"A relevant document discusses ‘{th.title}’ and mentions {w[3]} or {w[4]}. "
                 f"Documents about {th.decoy} aren’t relevant."
             ),
-            variants=tuple(_variants(th, rng)),
+            variants=tuple(_variants(th, rng))
+            + ((test_themes[DOUBLE_LEAK[0]].title,) if i == DOUBLE_LEAK[1] else ()),
         )
     figures: dict = {"collections": {}, "hazards": {"long_docs": {}, "empty_docs": {}}}
     for cname, spec in COLLECTIONS.items():
@@ -284,7 +292,8 @@ def generate(
     # both topics that share id 330 leak, so that leak attribution must tell their texts apart
     forced = {i for i in used if theme_qid(i) in REUSED_QIDS.values()}
     others = [i for i in used if i not in forced]
-    leaking = sorted(forced | set(rng.sample(others, max(round(leak_fraction * len(used)) - len(forced), 0))))
+    leaking = sorted(forced | set(rng.sample(others, max(round(leak_fraction * len(used)) - len(forced), 0)))
+                     | {DOUBLE_LEAK[0]})
     planned: list[tuple[str, str, int, str]] = []  # (text, source, theme index or -1, type)
     seen: set[tuple[str, str]] = set()
 
@@ -344,6 +353,8 @@ def generate(
         train_qrels.append((source, qid, docno, 1))
         if i >= 0 and kind in LEAK_TYPES + (DECOY,):
             truth.append((qid, source, theme_qid(i), kind))
+        if i == DOUBLE_LEAK[0] and kind == "Identical":  # the same query, a leak of the second topic too
+            truth.append((qid, source, theme_qid(DOUBLE_LEAK[1]), DOUBLE_LEAK_TYPE))
 
     tdir = out / "train"
     tdir.mkdir(parents=True, exist_ok=True)
@@ -373,6 +384,7 @@ def generate(
     figures["hazards"].update({
         "no_relevant_topic": theme_qid(NO_RELEVANT_THEME), "single_relevant_topic": theme_qid(SINGLE_RELEVANT_THEME),
         "reused_topic_ids": sorted(REUSED_QIDS.values()), "shared_train_qids": len(shared),
+        "double_leak_topics": [theme_qid(i) for i in DOUBLE_LEAK],
         "train_empty_doc": empty_doc,
     })
     return figures

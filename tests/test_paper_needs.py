@@ -1,0 +1,136 @@
+"""experiment=paper asks only for what its grid reads, and refuses before any work what it cannot have.
+
+Core 2017 / 2018 re-rank the authors' bundled runs (``rerank.first_stage``): they need no index, so a finished
+grid's status is complete without one and ``leakexp index`` builds none.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import paper_env
+
+from leakexp.cell import grid_cells
+from leakexp.cli import main
+from leakexp.config import compose
+from leakexp.grid import cell_asks, complete, grid_status, needed_indexes, shared_asks
+from leakexp.stages import runner
+from leakexp.store import Store
+
+PAPER_TINY = ["grid.sizes=[1000]", "grid.seeds=[1]", "grid.models=[knrm]"]
+
+
+@pytest.fixture
+def paper(tmp_path, monkeypatch):
+    return [*paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}", *PAPER_TINY]
+
+
+def _finish(cfg, asks) -> None:
+    """Mark every artifact of ``asks`` done (an empty artifact with this configuration's key): a finished grid."""
+    r, store = runner(cfg, readonly=True), Store(cfg.store)
+    for ask in asks:
+        store.ensure(r.path(ask), r.record(ask), compute=lambda tmp: {"documents": 7})
+
+
+def test_status_of_a_finished_paper_grid_is_complete_without_indexes_of_the_bundled_runs_corpora(paper, capsys):
+    cfg = compose(paper)
+    r = runner(cfg, readonly=True)
+    assert [a.params["name"] for a in needed_indexes(cfg, r)] == ["train", "robust04"]
+    rows = {**shared_asks(cfg, r), **cell_asks(cfg, grid_cells(cfg))}
+    assert [a.params["name"] for a in rows["index"]] == ["train", "robust04"]
+    assert [a.params["corpus"] for a in rows["firststage"]] == ["robust04", "core17", "core18"]
+    _finish(cfg, [a for asks in rows.values() for a in asks])
+    status = grid_status(cfg)
+    assert complete(status) and status["index"].total == status["index"].done == 2
+    assert main(["status", *paper]) == 0
+    assert "missing" not in capsys.readouterr().out.split("\n", 1)[1].lower()
+    # with leakexp's own BM25 for every corpus, each corpus needs its index
+    own = compose([*paper, "rerank.first_stage=null"])
+    assert [a.params["name"] for a in needed_indexes(own)] == ["train", "robust04", "core17", "core18"]
+
+
+def test_index_builds_only_the_indexes_the_grid_reads(paper, capsys):
+    cfg = compose(paper)
+    _finish(cfg, needed_indexes(cfg))  # the two it needs are there; core17 / core18 would need their data
+    assert main(["index", *paper]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out] == ["train", "robust04", "core17", "core18"]
+    assert out[2] == "core17: no index needed (its first stage is the run core17.bm25-anserini.top100.run.gz)"
+    assert not Store(cfg.store).path("index", "core17").exists()
+
+
+PAPER_MODELS = ("sentence-transformers/paraphrase-MiniLM-L6-v2", "t5-base", "bert-base-uncased")
+
+
+def test_computing_commands_find_the_papers_models_in_the_cache_before_any_work(paper, tmp_path, monkeypatch):
+    from test_hub import fake_cache
+
+    from leakexp.stage import ConfigError
+
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = compose([*paper, "grid.models=[monot5,monobert,knrm]"])
+    store = Store(cfg.store, create=False).root
+    for setting, name in zip(("detect.sbert", "model_overrides.monot5.checkpoint",
+                              "model_overrides.monobert.checkpoint"), PAPER_MODELS):
+        with pytest.raises(ConfigError) as err:
+            runner(cfg)
+        assert str(err.value).startswith(f"{setting}={name}: the Hugging Face model {name} is not in the local cache")
+        assert "\n" not in str(err.value) and not store.exists()
+        runner(cfg, readonly=True)  # status and plan do not refuse
+        fake_cache(cache, name)
+    runner(cfg)
+    # a command's own needs: indexes need no model, candidates only the SBERT model
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(bare))
+    fake_cache(bare, PAPER_MODELS[0])
+    runner(cfg, needs=("embed",))
+    runner(cfg, needs=())
+    with pytest.raises(ConfigError, match="^model_overrides.monot5.checkpoint=t5-base: "):
+        runner(cfg, needs=("embed", "verify", "train"))
+    # the command line's checkpoint is named as the command line's
+    with pytest.raises(ConfigError, match="^model.checkpoint=castorini/monot5-base-msmarco: the Hugging Face model"):
+        runner(compose([*paper, "model=monot5", "model.checkpoint=castorini/monot5-base-msmarco",
+                        "grid.models=[monot5]"]), needs=("train",))
+
+
+def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_once(tmp_path, monkeypatch, capsys):
+    """experiment=paper's verify.annotations is null (a ??? would not replace the toy world's `truth`): commands
+    that verify stop with one line naming the setting and the study's four files; status counts what it can."""
+    from test_hub import fake_cache
+
+    from leakexp.stage import ConfigError
+    from leakexp.verify import FINAL_NAMES
+
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    fake_cache(cache, *PAPER_MODELS)
+    overrides = [paper_env(tmp_path, monkeypatch)[0], f"store={tmp_path / 'store'}"]  # no annotation files
+    cfg = compose(overrides)
+    assert cfg.verify.annotations is None
+    with pytest.raises(ConfigError) as err:
+        runner(cfg)
+    message = str(err.value)
+    assert message.startswith("verify.annotations is not set: ") and "\n" not in message
+    assert "webis-de/SPIRE-22 src/main/resources/manual-annotations/" in message
+    assert all(name in message for name in FINAL_NAMES)
+    assert main(["grid", *overrides]) == 2
+    assert capsys.readouterr().err == f"leakexp: config error: {message}\n"
+    assert not (tmp_path / "store").exists()
+    runner(cfg, needs=("embed",))  # detection and `annotations review` come before the annotations
+    with pytest.raises(ConfigError, match="^verify.annotations=truth .* needs data.kind=toy, not irds: the real "
+                                          "data's candidates are verified by the study's manual annotations"):
+        runner(compose([*overrides, "verify.annotations=truth"]))
+    # status: the artifacts it can key, the others counted once each, and one line that says why
+    assert main(["status", *overrides]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) < 20
+    rows = {line.split()[0]: [int(x) for x in line.split()[1:]] for line in out[1:12]}
+    assert rows["sets"][-1] == rows["sets"][-2] == 56 and rows["index"][-1] == 2  # 3 corpora x 2 types x 8 + 8
+    assert rows["train"][-1] == 1400  # the No-Leakage models are one for every corpus
+    why = [line for line in out if "verify.annotations" in line]
+    assert len(why) == 1 and why[0].startswith("MISSING 1 verify, 56 sets, 280 tokens, 1400 train, 1800 rerank, ")
+    assert why[0].endswith(message)
