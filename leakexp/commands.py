@@ -187,7 +187,7 @@ def cmd_corpus_stats(overrides: list[str]) -> int:
     from leakexp.stage import Ask
 
     cfg = compose(overrides)  # the runner (and its checks of Java, variants, ...) only for the toy world it makes
-    toy = _runner(overrides)[1].get(Ask.of("toy")) if cfg.data.kind == "toy" else None
+    toy = _runner(overrides, needs=())[1].get(Ask.of("toy")) if cfg.data.kind == "toy" else None  # no model read
     lines, errors = corpus_stats(cfg, toy)
     for name, value in lines:
         print(f"{name}: {value:g}" if isinstance(value, float) else f"{name}: {value}")
