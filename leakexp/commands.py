@@ -200,7 +200,7 @@ def cmd_detect(overrides: list[str]) -> int:
     from leakexp.stage import Ask
     from leakexp.tables import write_table1
 
-    cfg, r = _runner(overrides, needs=("embed",))  # candidates need the SBERT model, no annotation
+    cfg, r = _runner(overrides, needs=("embed", "detect"))  # candidates: the SBERT model and the variants, no annotation
     path = write_table1(cfg, r)
     print(f"{len(r.get(Ask.of('detect')))} candidate rows; threshold {cfg.detect.threshold}")
     print(path.read_text())
@@ -221,7 +221,18 @@ def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None
         return 0
     status = grid_status(cfg, verify=verify)
     print(render_status(status))
+    _print_unmet(cfg)
     return 0 if complete(status) else 1
+
+
+def _print_unmet(cfg) -> None:
+    """What a run will still need (read-only commands list it; only commands that compute refuse)."""
+    from leakexp.stages import unmet_requirements
+
+    unmet = unmet_requirements(cfg)
+    if unmet:
+        print(f"a run will still need ({len(unmet)}):")
+        print("\n".join(f"  - {line}" for line in unmet))
 
 
 def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str], depth: int) -> int:
@@ -282,6 +293,7 @@ def cmd_plan(overrides: list[str]) -> int:
     path = r.store.path("plan", f"{cfg.data.name}-jobs.tsv")
     atomic_write_text(path, jobs.to_csv(sep="\t", index=False))
     print(f"  job list ({len(jobs)} cells, one per line): {path}")
+    _print_unmet(cfg)
     return 0
 
 
@@ -349,7 +361,7 @@ def cmd_annotations(args) -> int:
 
     from leakexp.stage import Ask
 
-    cfg, r = _runner(args.overrides, needs=("embed",))  # candidates to annotate: no annotation needed yet
+    cfg, r = _runner(args.overrides, needs=("embed", "detect"))  # candidates to annotate: no annotation needed yet
     collections = [r.get(Ask.of("collection", corpus=c)) for c in cfg.data.corpora]
     if args.action == "sample":
         pairs = d.leak_pairs(r.get(Ask.of("detect")), args.lower)
@@ -374,7 +386,7 @@ def cmd_verify(overrides: list[str]) -> int:
     from leakexp.stage import Ask
     from leakexp.tables import write_table2
 
-    cfg, r = _runner(overrides, needs=("embed", "verify"))
+    cfg, r = _runner(overrides, needs=("embed", "detect", "verify"))
     ann = r.get(Ask.of("verify"))
     print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
     if cfg.data.kind == "toy":
@@ -407,7 +419,7 @@ def cmd_build(overrides: list[str], export: bool = False) -> int:
     from leakexp.build import export_monot5
     from leakexp.cell import Cell
 
-    cfg, r = _runner(overrides, needs=("embed", "verify"))  # training sets: no model is loaded
+    cfg, r = _runner(overrides, needs=("embed", "detect", "verify"))  # training sets: no model is loaded
 
     rows = []
     for corpus in cfg.grid.corpora:

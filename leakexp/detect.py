@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from leakexp.data.sources import require_variants_of_corpora
 from leakexp.data.types import SOURCES, Collection
 from leakexp.stage import Ask, Context, Stage
 from leakexp.schema import Name, PositiveInt, Section
@@ -307,7 +308,7 @@ DETECT = Stage(
     inputs=lambda p, c: {"pool": Ask.of("pool"), **{f"embed-{s}": Ask.of("embed", source=s) for s in SOURCES},
                          "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora")]},
     compute=_detect, opener=lambda path: pd.read_parquet(path / "candidates.parquet"),
-    path=lambda p, c: [sbert_slug(str(c.at("detect.sbert")))],
+    path=lambda p, c: [sbert_slug(str(c.at("detect.sbert")))], require=require_variants_of_corpora,
     describe="leakage candidates: the k most similar training queries of every topic field (SBERT + exact kNN)",
 )
 

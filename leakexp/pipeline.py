@@ -139,13 +139,37 @@ class Runner:
         recorded where it happens, not in each dependant), once per runner; ``load``: ``ask`` is about to be read,
         so a stage that asks for it (checkpoints) also has its files' checksums checked."""
         ask = self.normal(ask)
+        needed = self._needed(ask, deep=load and self.stage(ask).verify)
         for up in self.upstream(ask):
+            if up not in needed:
+                continue
             deep = load and up == ask and self.stage(up).verify
             if self.stage(up).stored and (up, deep) not in self._ensured and (up, True) not in self._ensured:
                 self.store.ensure(self.path(up), self.record(up), checksums=deep,
                                   compute=lambda tmp, up=up: self.stage(up).compute(self.context(up), tmp))
                 self._ensured.add((up, deep))
         return self.path(ask)
+
+    def _needed(self, ask: Ask, *, deep: bool) -> set[Ask]:
+        """``ask`` and the artifacts upstream that computing it reaches: below an intact finished artifact nothing
+        is needed (as make: a finished index does not need its inputs again, which may be data no longer at hand)."""
+        needed: set[Ask] = set()
+
+        def visit(a: Ask, top: bool) -> None:
+            a = self.normal(a)
+            if a in needed:
+                return
+            needed.add(a)
+            stage = self.stage(a)
+            if stage.stored and ((a, False) in self._ensured or (a, True) in self._ensured or self.store.is_done(
+                    self.path(a), self.record(a), checksums=deep and top)):
+                return
+            for v in self.inputs(a).values():
+                for b in (v if isinstance(v, list) else [v]):
+                    visit(b, False)
+
+        visit(ask, True)
+        return needed
 
     def get(self, ask: Ask) -> Any:
         """What a dependant receives: the in-process value, or the stored artifact (opened), memoised."""

@@ -83,16 +83,42 @@ def check(cfg: DictConfig, *, files: bool = False, needs: Iterable[str] | None =
     for fn in dict.fromkeys(s.check for s in STAGES if s.check is not None):
         fn(cfg)
     if files:
-        corpora = list(dict.fromkeys([*cfg.grid.corpora, cfg.corpus.name]))
-        entries = [e for s in sections for e in (s.files_for(corpora) if hasattr(s, "files_for") else s.files())]
-        check_files(entries)
-        wanted = None if needs is None else set(needs)
-        unknown = sorted((wanted or set()) - {s.name for s in STAGES})
-        if unknown:
-            raise ValueError(f"needs names no stage: {', '.join(unknown)}")
-        for fn in dict.fromkeys(s.require for s in STAGES
-                                if s.require is not None and (wanted is None or s.name in wanted)):
+        check_files(_file_entries(cfg, sections))
+        for fn in _requirements(needs):
             fn(cfg)
+
+
+def _file_entries(cfg: DictConfig, sections: list) -> list:
+    corpora = list(dict.fromkeys([*cfg.grid.corpora, cfg.corpus.name]))
+    return [e for s in sections for e in (s.files_for(corpora) if hasattr(s, "files_for") else s.files())]
+
+
+def _requirements(needs: Iterable[str] | None) -> list:
+    wanted = None if needs is None else set(needs)
+    unknown = sorted((wanted or set()) - {s.name for s in STAGES})
+    if unknown:
+        raise ValueError(f"needs names no stage: {', '.join(unknown)}")
+    return list(dict.fromkeys(s.require for s in STAGES
+                              if s.require is not None and (wanted is None or s.name in wanted)))
+
+
+def unmet_requirements(cfg: DictConfig) -> list[str]:
+    """What a run of ``cfg`` still needs from outside the store (input files, query variants, annotations, models in
+    the Hugging Face cache), one line each naming the setting: what `plan` and `status` list instead of refusing."""
+    from leakexp.data.files import DataUnavailable
+
+    unmet = []
+    for entry in _file_entries(cfg, _schemas(cfg)):
+        try:
+            check_files([entry])
+        except ConfigError as exc:
+            unmet.append(str(exc))
+    for fn in _requirements(None):
+        try:
+            fn(cfg)
+        except (ConfigError, DataUnavailable) as exc:
+            unmet.append(str(exc))
+    return list(dict.fromkeys(unmet))
 
 
 def compose(overrides: list[str] | None = None) -> DictConfig:

@@ -126,11 +126,34 @@ def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_onc
         runner(compose([*overrides, "verify.annotations=truth"]))
     # status: the artifacts it can key, the others counted once each, and one line that says why
     assert main(["status", *overrides]) == 1
-    out = capsys.readouterr().out.splitlines()
-    assert len(out) < 20
+    out, needs = capsys.readouterr().out.split("a run will still need")
+    out = out.splitlines()
+    assert len(out) < 20 and "verify.annotations is not set" in needs  # then the list of what a run needs
     rows = {line.split()[0]: [int(x) for x in line.split()[1:]] for line in out[1:12]}
     assert rows["sets"][-1] == rows["sets"][-2] == 56 and rows["index"][-1] == 2  # 3 corpora x 2 types x 8 + 8
     assert rows["train"][-1] == 1400  # the No-Leakage models are one for every corpus
     why = [line for line in out if "verify.annotations" in line]
     assert len(why) == 1 and why[0].startswith("MISSING 1 verify, 56 sets, 280 tokens, 1400 train, 1800 rerank, ")
     assert why[0].endswith(message)
+
+
+def test_plan_and_status_of_the_paper_run_without_any_input_and_list_what_a_run_needs(tmp_path, monkeypatch, capsys):
+    """The README's first command for the real grid works before the data is in place: no variants, annotations,
+    GloVe or hub models. plan and status read nothing, so they list what a run will need (each with its setting);
+    the commands that compute refuse."""
+    for corpus in ("ROBUST04", "CORE17", "CORE18"):
+        monkeypatch.delenv(f"LEAKEXP_VARIANTS_{corpus}", raising=False)
+    monkeypatch.delenv("LEAKEXP_GLOVE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    store = f"store={tmp_path / 'store'}"
+    assert main(["plan", "experiment=paper", store]) == 0
+    out = capsys.readouterr().out
+    assert "job list (1800 cells" in out
+    needs = out.split("a run will still need (")[1]
+    for setting in ("corpus robust04 has no query variants", "verify.annotations is not set",
+                    "model.embeddings names glove.6B.300d.txt", "detect.sbert="):
+        assert setting in needs, setting
+    assert main(["status", "experiment=paper", store]) == 1  # nothing done yet, and it says why
+    assert "corpus robust04 has no query variants" in capsys.readouterr().out
+    assert main(["detect", "experiment=paper", store]) == 2  # computing refuses, before any work
+    assert not (tmp_path / "store" / "detect").exists()

@@ -190,8 +190,9 @@ POOL = Stage(
     value=lambda ctx: load_train_pool(ctx.config["data"], ctx.inputs["toy"] if "toy" in ctx.input_names else None),
     describe="the training pool (queries, qrels, documents)",
 )
-def check(cfg) -> None:
-    """Every corpus of the data names the query variants detection searches, before any work."""
+def require_variants_of_corpora(cfg) -> None:
+    """Every corpus of the data names the query variants detection searches, before detection runs (a requirement,
+    not a check: `plan` and `status` list it instead of refusing)."""
     from omegaconf import OmegaConf
 
     from leakexp.config import corpus_config
@@ -212,7 +213,7 @@ COLLECTION = Stage(
     external=lambda p, c: corpus_files(c["corpora"][p["corpus"]]),
     value=lambda ctx: load_collection(ctx.config["data"], ctx.config["corpora"][ctx.params["corpus"]],
                                       ctx.inputs["toy"] if "toy" in ctx.input_names else None),
-    check=check, describe="a test collection (topics, qrels, documents)",
+    describe="a test collection (topics, qrels, documents)",
 )
 
 
