@@ -18,7 +18,11 @@ from leakexp.pipeline import Runner
 from leakexp.stage import Ask
 
 
-STATES = ("done", "running", "failed", "damaged", "stale", "missing")
+STATES = ("done", "running", "failed", "damaged", "stale", "missing", "data missing")
+
+
+def _attr(state: str) -> str:
+    return state.replace(" ", "_")
 
 
 @dataclass
@@ -29,19 +33,20 @@ class StageStatus:
     damaged: int = 0
     stale: int = 0
     missing: int = 0
+    data_missing: int = 0  # outside files it reads (ir_datasets' archives, topics, qrels) are not on this machine
     notes: list[tuple[str, str, str]] = field(default_factory=list)  # (state, artifact, detail)
 
     @property
     def total(self) -> int:
-        return sum(getattr(self, s) for s in STATES)
+        return sum(getattr(self, _attr(s)) for s in STATES)
 
     @property
     def failures(self) -> list[tuple[str, str]]:
         return [(a, d) for s, a, d in self.notes if s == "failed"]
 
     def add(self, state: str, artifact: str, detail: str = "") -> None:
-        setattr(self, state, getattr(self, state) + 1)
-        if state in ("failed", "damaged", "running") or (state == "missing" and detail and artifact):
+        setattr(self, _attr(state), getattr(self, _attr(state)) + 1)
+        if state in ("failed", "damaged", "running", "data missing") or (state == "missing" and detail and artifact):
             self.notes.append((state, artifact, detail))
 
 
@@ -153,12 +158,19 @@ def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
 
 
 def render_status(status: dict[str, StageStatus]) -> str:
-    lines = [f"{'stage':<8}" + "".join(f"{s:>9}" for s in STATES) + f"{'total':>8}"]
+    width = {s: max(9, len(s) + 2) for s in STATES}
+    lines = [f"{'stage':<8}" + "".join(f"{s:>{width[s]}}" for s in STATES) + f"{'total':>8}"]
     for stage, st in status.items():
-        lines.append(f"{stage:<8}" + "".join(f"{getattr(st, s):>9}" for s in STATES) + f"{st.total:>8}")
+        lines.append(f"{stage:<8}" + "".join(f"{getattr(st, _attr(s)):>{width[s]}}" for s in STATES) + f"{st.total:>8}")
+    absent: dict[str, list[str]] = {}  # one line per missing data, not per artifact that reads it
     for stage, st in status.items():
         for state, path, detail in st.notes:
+            if state == "data missing":
+                absent.setdefault(detail, []).append(path)
+                continue
             lines.append(f"{state.upper()} {path}: {detail}" if detail else f"{state.upper()} {path}")
+    for detail, paths in absent.items():
+        lines.append(f"DATA MISSING for {len(paths)} artifact(s) (e.g. {paths[0]}): {detail}")
     stale = sum(st.stale for st in status.values())
     if stale:
         lines.append(f"{stale} artifact(s) exist only for other configurations (stale for this one): they are "

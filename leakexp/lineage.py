@@ -18,6 +18,7 @@ def why(runner: Runner, ask: Ask, *, depth: int = 0) -> list[str]:
     if depth == 0:
         lines += [f"{pad}  reads {k} = {json.dumps(v)}" for k, v in leaves(record["config"])]
         lines += [f"{pad}  input {n} = {v}" for n, v in record["inputs"].items()]
+        lines += [f"{pad}  data missing: {m}" for m in runner.unavailable(ask)]
     if path is None or runner.store.marker(path) is not None:
         return lines
     for other in runner.store.others(path)[:1]:

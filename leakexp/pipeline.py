@@ -8,41 +8,15 @@ records are one artifact. Keys are computed once per process and need no data: s
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from leakexp.stage import Ask, Config, Context, Stage
+from leakexp.stage import Ask, Config, Context, InputsMissing, Stage, select
 from leakexp.store import KEY_LENGTH, Store, config_hash
 
 RUNNER = 2  # the key scheme; markers of other schemes are another layout (see ``Runner.state``)
-
-
-def select(settings: Mapping, paths: Iterable[str]) -> Config:
-    """The parts of ``settings`` that ``paths`` name (dotted; ``!path`` removes), as nested dicts."""
-    out: dict = {}
-    paths = list(paths)
-    for path in (p for p in paths if not p.startswith("!")):
-        node: Any = settings
-        for part in path.split("."):
-            node = node.get(part) if isinstance(node, Mapping) else None
-        *parents, leaf = path.split(".")
-        target = out
-        for part in parents:
-            target = target.setdefault(part, {})
-        target[leaf] = copy.deepcopy(node)
-    for path in (p[1:] for p in paths if p.startswith("!")):
-        *parents, leaf = path.split(".")
-        target = out
-        for part in parents:
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        if isinstance(target, dict):
-            target.pop(leaf, None)
-    config = Config(out)
-    config.declared = tuple(p for p in paths if not p.startswith("!"))
-    return config
 
 
 class Runner:
@@ -57,6 +31,7 @@ class Runner:
         self._values: dict[str, Any] = {}
         self._ensured: set[tuple[Ask, bool]] = set()
         self._upstream: dict[Ask, list[Ask]] = {}
+        self._missing: dict[Ask, str | None] = {}  # Stage.missing of each artifact asked about
 
     def stage(self, ask: Ask) -> Stage:
         try:
@@ -122,6 +97,12 @@ class Runner:
         self._upstream[ask] = list(seen)
         return self._upstream[ask]
 
+    def unavailable(self, ask: Ask) -> str:
+        """Outside files that ``ask`` or anything upstream reads and that are absent (``Stage.missing``), or ''."""
+        for up in (u for u in self.upstream(ask) if self.stage(u).missing and u not in self._missing):
+            self._missing[up] = self.stage(up).missing(up.params, self.config(up))
+        return "; ".join(dict.fromkeys(m for u in self.upstream(ask) if (m := self._missing.get(u))))
+
     def context(self, ask: Ask) -> Context:
         ask = self.normal(ask)
         inputs = self.inputs(ask)
@@ -139,6 +120,8 @@ class Runner:
         recorded where it happens, not in each dependant), once per runner; ``load``: ``ask`` is about to be read,
         so a stage that asks for it (checkpoints) also has its files' checksums checked."""
         ask = self.normal(ask)
+        if gone := self.unavailable(ask):  # nothing is keyed or computed on absent data (its loader refuses too)
+            raise InputsMissing(gone)
         for up in self.upstream(ask):
             deep = load and up == ask and self.stage(up).verify
             if self.stage(up).stored and (up, deep) not in self._ensured and (up, True) not in self._ensured:
@@ -160,12 +143,14 @@ class Runner:
         return self._values[memo]
 
     def state(self, ask: Ask, *, checksums: bool = False) -> tuple[str, Path | None, str]:
-        """(state, path, detail), computing nothing: done, damaged (files differ from the marker, or the
-        marker is unreadable), running, failed, stale (only other configurations' artifacts), or missing."""
+        """(state, path, detail), computing nothing: data missing (outside files it reads), done, damaged (files differ
+        from the marker, or it is unreadable), running, failed, stale (only other configurations'), or missing."""
         try:
             path = self.path(ask)
         except Exception as exc:  # e.g. a file the config names is missing: nothing of it can exist
             return "missing", None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if gone := self.unavailable(ask):  # whatever the store holds, it is not of the data named by the key
+            return "data missing", path, gone
         store = self.store
         if (path / "DONE.json").exists():
             marker = store.marker(path)
