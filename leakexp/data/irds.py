@@ -10,7 +10,7 @@ from typing import Callable, Iterator, TypeVar
 import pandas as pd
 
 from leakexp.data.files import DataFormatError, DataUnavailable, read_variants
-from leakexp.data.irds_files import dataset_files, identity, missing_message
+from leakexp.data.irds_files import dataset_files, identity, missing_message, shown
 from leakexp.data.types import Collection, Topic, TrainPool
 
 T = TypeVar("T")
@@ -125,7 +125,7 @@ def _check_docstore(dataset_id: str, store, fresh: bool) -> None:
             f"the ir_datasets docstore {folder} of '{dataset_id}' is damaged: it holds {entries:,} entries for {ids:,} "
             f"distinct document ids (built twice by parallel workers, or interrupted); delete the folder "
             f"(rm -r {folder}) and run again: it is rebuilt once from {source}")
-    built_from = {str(f.path): identity(f.path) for f in docs}
+    built_from = {shown(f.path): identity(f.path) for f in docs}
     sidecar = folder / SIDECAR
     if not fresh and sidecar.exists():
         try:
@@ -143,7 +143,10 @@ def _check_docstore(dataset_id: str, store, fresh: bool) -> None:
     if not fresh:
         log.info("ir_datasets docstore %s of '%s': %d documents; recording the files it reads (%s)", folder,
                  dataset_id, ids, ", ".join(built_from) or "none found")
-    atomic_write_json(sidecar, {"built_from": built_from, "documents": ids, "ir_datasets": ir_datasets.__version__})
+    try:
+        atomic_write_json(sidecar, {"built_from": built_from, "documents": ids, "ir_datasets": ir_datasets.__version__})
+    except OSError as exc:  # a read-only home: it is read as it is
+        log.warning("cannot record what the docstore %s was built from (%s)", folder, exc)
 
 
 def open_docstore(dataset_id: str, ds):
@@ -157,15 +160,19 @@ def open_docstore(dataset_id: str, ds):
 
     require_files([(dataset_id, ("docs",))], what="documents")
     lock_path = _lock_path(dataset_id)
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
     lock, start = FileLock(str(lock_path)), time.time()
     while True:
         try:
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
             lock.acquire(timeout=WAIT_NOTICE_S)
             break
         except Timeout:
             log.info("waiting for another worker to build the ir_datasets docstore of '%s' (%.0fs; lock %s)",
                      dataset_id, time.time() - start, lock_path)
+        except OSError as exc:  # a read-only home: nothing can be built there, a built store is read unlocked
+            log.warning("cannot lock %s (%s); reading the docstore of '%s' without a lock", lock_path, exc, dataset_id)
+            lock = None
+            break
     try:
         store = _guard(dataset_id, "documents", ds.docs_store)
         built = getattr(store, "built", None)
@@ -175,7 +182,8 @@ def open_docstore(dataset_id: str, ds):
             _guard(dataset_id, "documents", store.build)
         _check_docstore(dataset_id, store, fresh)
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
     return store
 
 

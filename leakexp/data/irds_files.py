@@ -152,10 +152,11 @@ def _digest(path: Path, st: os.stat_result) -> str:
     return _DIGESTS[memo]
 
 
-def _shown(path: Path) -> str:
-    """A path as keys record it: relative to $IR_DATASETS_HOME where it lies there (a moved home keeps its keys)."""
+def shown(path: Path) -> str:
+    """A path as keys record it: relative to $IR_DATASETS_HOME where it lies there (a moved home keeps its keys; a
+    symlink there stays its own name), else as given."""
     try:
-        return Path(path).resolve().relative_to(home().resolve()).as_posix() if Path(path).is_absolute() else str(path)
+        return Path(path).relative_to(home()).as_posix()
     except ValueError:
         return str(path)
 
@@ -194,7 +195,7 @@ def fingerprint(dataset_id: str, parts: Iterable[str] = PARTS) -> dict:
 
     files = dataset_files(dataset_id, parts)
     return {"irds": dataset_id, "ir_datasets": ir_datasets.__version__,
-            "files": {part: ({_shown(f.path): identity(f.path) for f in fs} if fs else "unknown")
+            "files": {part: ({shown(f.path): identity(f.path) for f in fs} if fs else "unknown")
                       for part, fs in files.items()}}
 
 
