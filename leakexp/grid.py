@@ -35,6 +35,7 @@ class StageStatus:
     missing: int = 0
     data_missing: int = 0  # outside files it reads (ir_datasets' archives, topics, qrels) are not on this machine
     notes: list[tuple[str, str, str]] = field(default_factory=list)  # (state, artifact, detail)
+    absent: dict[str, list[str]] = field(default_factory=dict)  # what data is missing -> the artifacts that need it
 
     @property
     def total(self) -> int:
@@ -46,7 +47,7 @@ class StageStatus:
 
     def add(self, state: str, artifact: str, detail: str = "") -> None:
         setattr(self, _attr(state), getattr(self, _attr(state)) + 1)
-        if state in ("failed", "damaged", "running", "data missing") or (state == "missing" and detail and artifact):
+        if state in ("failed", "damaged", "running") or (state == "missing" and detail and artifact):
             self.notes.append((state, artifact, detail))
 
 
@@ -102,7 +103,10 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
                 continue
             seen.add(path)
             state, path, detail = r.state(ask, checksums=verify)
-            st.add(state, str(path.relative_to(r.store.root)) if path is not None else str(ask), detail)
+            name = str(path.relative_to(r.store.root)) if path is not None else str(ask)
+            st.add(state, name, detail)
+            for message in (r.unavailable(ask) if state == "data missing" else []):
+                st.absent.setdefault(message, []).append(name)
     return out
 
 
@@ -162,15 +166,14 @@ def render_status(status: dict[str, StageStatus]) -> str:
     lines = [f"{'stage':<8}" + "".join(f"{s:>{width[s]}}" for s in STATES) + f"{'total':>8}"]
     for stage, st in status.items():
         lines.append(f"{stage:<8}" + "".join(f"{getattr(st, _attr(s)):>{width[s]}}" for s in STATES) + f"{st.total:>8}")
-    absent: dict[str, list[str]] = {}  # one line per missing data, not per artifact that reads it
+    absent: dict[str, list[str]] = {}  # one line per missing data, not per artifact that needs it
     for stage, st in status.items():
         for state, path, detail in st.notes:
-            if state == "data missing":
-                absent.setdefault(detail, []).append(path)
-                continue
             lines.append(f"{state.upper()} {path}: {detail}" if detail else f"{state.upper()} {path}")
-    for detail, paths in absent.items():
-        lines.append(f"DATA MISSING for {len(paths)} artifact(s) (e.g. {paths[0]}): {detail}")
+        for message, paths in st.absent.items():
+            absent.setdefault(message, []).extend(paths)
+    for message, paths in absent.items():
+        lines.append(f"DATA MISSING for {len(paths)} artifact(s) (e.g. {paths[0]}): {message}")
     stale = sum(st.stale for st in status.values())
     if stale:
         lines.append(f"{stale} artifact(s) exist only for other configurations (stale for this one): they are "

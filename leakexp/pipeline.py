@@ -31,7 +31,7 @@ class Runner:
         self._values: dict[str, Any] = {}
         self._ensured: set[tuple[Ask, bool]] = set()
         self._upstream: dict[Ask, list[Ask]] = {}
-        self._missing: dict[Ask, str | None] = {}  # Stage.missing of each artifact asked about
+        self._missing: dict[Ask, list[str]] = {}  # absent outside data of each artifact (see ``unavailable``)
 
     def stage(self, ask: Ask) -> Stage:
         try:
@@ -97,11 +97,17 @@ class Runner:
         self._upstream[ask] = list(seen)
         return self._upstream[ask]
 
-    def unavailable(self, ask: Ask) -> str:
-        """Outside files that ``ask`` or anything upstream reads and that are absent (``Stage.missing``), or ''."""
-        for up in (u for u in self.upstream(ask) if self.stage(u).missing and u not in self._missing):
-            self._missing[up] = self.stage(up).missing(up.params, self.config(up))
-        return "; ".join(dict.fromkeys(m for u in self.upstream(ask) if (m := self._missing.get(u))))
+    def unavailable(self, ask: Ask) -> list[str]:
+        """Outside files ``ask`` or anything upstream reads that are absent (``Stage.missing``), one line each;
+        memoised per artifact, so status asks each stage's hook once."""
+        ask = self.normal(ask)
+        if ask not in self._missing:
+            hook = self.stage(ask).missing
+            found = [hook(ask.params, self.config(ask))] if hook else []
+            for v in self.inputs(ask).values():
+                found += [m for b in (v if isinstance(v, list) else [v]) for m in self.unavailable(b)]
+            self._missing[ask] = list(dict.fromkeys(m for m in found if m))
+        return self._missing[ask]
 
     def context(self, ask: Ask) -> Context:
         ask = self.normal(ask)
@@ -121,7 +127,7 @@ class Runner:
         so a stage that asks for it (checkpoints) also has its files' checksums checked."""
         ask = self.normal(ask)
         if gone := self.unavailable(ask):  # nothing is keyed or computed on absent data (its loader refuses too)
-            raise InputsMissing(gone)
+            raise InputsMissing("; ".join(gone))
         for up in self.upstream(ask):
             deep = load and up == ask and self.stage(up).verify
             if self.stage(up).stored and (up, deep) not in self._ensured and (up, True) not in self._ensured:
@@ -150,7 +156,7 @@ class Runner:
         except Exception as exc:  # e.g. a file the config names is missing: nothing of it can exist
             return "missing", None, f"{type(exc).__name__}: {exc}".splitlines()[0]
         if gone := self.unavailable(ask):  # whatever the store holds, it is not of the data named by the key
-            return "data missing", path, gone
+            return "data missing", path, "; ".join(gone)
         store = self.store
         if (path / "DONE.json").exists():
             marker = store.marker(path)

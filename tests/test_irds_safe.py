@@ -154,6 +154,34 @@ def test_a_damaged_docstore_is_refused_and_deleting_it_as_told_repairs_it(wapo_h
     assert docstore_counts(folder) == (300, 300)
 
 
+def test_ids_repeated_by_the_collection_itself_are_kept_and_a_store_grown_since_is_refused(wapo_home):
+    from leakexp.data.irds import IrdsDocStore
+
+    write_wapo(wapo_home.parent, n=4)
+    archive = wapo_home / "WashingtonPost.v2.tar.gz"
+    with tarfile.open(archive) as tar:  # the collection repeats one id: a single build, not damage
+        lines = tar.extractfile(WAPO_MEMBER).read().decode().splitlines()
+    data = ("\n".join([*lines, lines[1]]) + "\n").encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo(WAPO_MEMBER)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    archive.write_bytes(buf.getvalue())
+    docs = IrdsDocStore(WAPO)
+    assert docs["wp00001"].split()[:2] == ["Title", "1"] and len(docs) == 5
+    folder = wapo_home / "WashingtonPost.v2.tar.gz.pklz4"
+    assert docstore_counts(folder) == (5, 4) and json.loads((folder / "leakexp.json").read_text())["entries"] == 5
+    assert IrdsDocStore(WAPO)["wp00002"].split()[:2] == ["Title", "2"]  # opened again: the same store
+    store = docs._store
+    with store.lookup.transaction() as t:  # a process outside leakexp adds to it
+        for doc in store.init_iter_fn():
+            t.add(doc)
+    with pytest.raises(DataUnavailable, match=r"is damaged: it holds 10 entries for 4 distinct document ids \(5 "
+                                              r"entries when it was built\); delete the folder \(rm -r "):
+        IrdsDocStore(WAPO)["wp00001"]
+
+
 # -- 2. keys name the data --------------------------------------------------------------------------------
 def _paper(tmp_path, monkeypatch, *extra):
     from conftest import paper_env

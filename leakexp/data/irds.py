@@ -39,8 +39,10 @@ def _guard(dataset_id: str, what: str, fn: Callable[[], T]) -> T:
     except ImportError as exc:
         pkg = _package(exc)
         raise DataUnavailable(
-            f"reading the {what} of ir_datasets '{dataset_id}' needs the Python package {pkg or '(see below)'}, which "
-            f"is not installed: pip install {pkg or 'ir_datasets[all]'} ({type(exc).__name__}: {exc})") from exc
+            f"reading the {what} of ir_datasets '{dataset_id}' needs the Python package {pkg}, which is not "
+            f"installed: pip install {pkg} ({type(exc).__name__}: {exc})" if pkg else
+            f"reading the {what} of ir_datasets '{dataset_id}' needs a Python package that is not installed "
+            f"({type(exc).__name__}: {exc}); install it with pip") from exc
     except Exception as exc:  # ir_datasets raises IOError, URLError, ... for missing or licensed data
         absent = missing_message([(dataset_id, (PARTS.get(what, "docs"),))])
         detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
@@ -104,9 +106,10 @@ def _counts(folder: Path) -> tuple[int, int]:
 
 
 def _check_docstore(dataset_id: str, store, fresh: bool) -> None:
-    """A damaged docstore (more entries than distinct ids: built twice by parallel workers) or one built from other
-    files than those there now is an error that names the folder to delete; a healthy one records what it was built
-    from."""
+    """Refuse a damaged docstore, naming the folder to delete: one whose entries changed since leakexp built it, or
+    (built before leakexp recorded it) one holding every document at least twice, as two workers building it at
+    once leave it; also one built from other files than those there now. A sound one records what it was built
+    from and its entry count. Duplicate ids of the source itself (a single build) are logged, not refused."""
     import json
 
     import ir_datasets
@@ -119,32 +122,37 @@ def _check_docstore(dataset_id: str, store, fresh: bool) -> None:
     folder = Path(folder)
     docs = dataset_files(dataset_id, ("docs",))["docs"]
     entries, ids = _counts(folder)
-    if entries != ids:
+    built_from = {shown(f.path): identity(f.path) for f in docs}
+    sidecar = folder / SIDECAR
+    try:
+        recorded = json.loads(sidecar.read_text()) if sidecar.exists() and not fresh else {}
+    except (OSError, ValueError):
+        recorded = {}
+    expected = recorded.get("entries") if isinstance(recorded, dict) else None
+    if (entries != expected) if isinstance(expected, int) else (not fresh and entries != ids and entries >= 2 * ids):
         source = ", ".join(str(f.path) for f in docs) or "its source files"
         raise DataUnavailable(
             f"the ir_datasets docstore {folder} of '{dataset_id}' is damaged: it holds {entries:,} entries for {ids:,} "
-            f"distinct document ids (built twice by parallel workers, or interrupted); delete the folder "
-            f"(rm -r {folder}) and run again: it is rebuilt once from {source}")
-    built_from = {shown(f.path): identity(f.path) for f in docs}
-    sidecar = folder / SIDECAR
-    if not fresh and sidecar.exists():
-        try:
-            recorded = json.loads(sidecar.read_text()).get("built_from")
-        except (OSError, ValueError, AttributeError):
-            recorded = None
-        if recorded is not None and recorded != built_from:
-            changed = ", ".join(p for p in built_from if recorded.get(p) != built_from[p]) or "its source files"
+            f"distinct document ids" + (f" ({expected:,} entries when it was built)" if isinstance(expected, int) else
+                                        " (built twice by parallel workers, or interrupted)")
+            + f"; delete the folder (rm -r {folder}) and run again: it is rebuilt once from {source}")
+    if entries != ids:
+        log.warning("ir_datasets '%s': its documents hold %d entries for %d distinct document ids (ids repeated in "
+                    "the collection itself)", dataset_id, entries, ids)
+    if isinstance(recorded, dict) and recorded.get("built_from") is not None:
+        if recorded["built_from"] != built_from:
+            changed = ", ".join(p for p in built_from if recorded["built_from"].get(p) != built_from[p]) or "its files"
             raise DataUnavailable(
                 f"the ir_datasets docstore {folder} of '{dataset_id}' was built from another version of {changed} "
                 f"(size or modification time differ), and ir_datasets would go on reading the old documents from it; "
                 f"delete the folder (rm -r {folder}) and run again: it is rebuilt once from the files there now")
-        if recorded is not None:
-            return
+        return
     if not fresh:
         log.info("ir_datasets docstore %s of '%s': %d documents; recording the files it reads (%s)", folder,
                  dataset_id, ids, ", ".join(built_from) or "none found")
     try:
-        atomic_write_json(sidecar, {"built_from": built_from, "documents": ids, "ir_datasets": ir_datasets.__version__})
+        atomic_write_json(sidecar, {"built_from": built_from, "entries": entries, "documents": ids,
+                                    "ir_datasets": ir_datasets.__version__})
     except OSError as exc:  # a read-only home: it is read as it is
         log.warning("cannot record what the docstore %s was built from (%s)", folder, exc)
 
