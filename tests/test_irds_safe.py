@@ -20,6 +20,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from leakexp.data.files import DataFormatError, DataUnavailable
@@ -247,6 +248,10 @@ def test_status_says_data_missing_with_the_paths_never_done(wapo_home, tmp_path,
     assert f"as {archive} (a symlink will do)" in detail and "licensed: the Washington Post" in detail
     with pytest.raises(InputsMissing, match=re.escape(str(archive))):
         runner(cfg, files=False).ensure(index)
+    from leakexp.lineage import why
+
+    assert any(line.startswith("  data missing: ir_datasets 'wapo/v2/trec-core-2018'") for line in
+               why(_runner(cfg), index))
     status = grid_status(cfg)
     assert all(st.done == 0 and st.data_missing == st.total > 0 for row, st in status.items() if row != "verify")
     text = render_status(status)
@@ -332,7 +337,7 @@ def test_a_missing_package_is_named_with_how_to_install_it(monkeypatch):
 # -- run readers ------------------------------------------------------------------------------------------
 def test_every_run_reader_refuses_a_document_twice_for_a_topic(tmp_path):
     from leakexp.audit import read_run
-    from leakexp.retrieval import read_anserini_run, read_trec_run
+    from leakexp.retrieval import read_anserini_run, read_trec_run, refuse_duplicates
 
     lines = "321 Q0 wp1 1 9.0 a\n321 Q0 wp2 2 8.0 a\n321 Q0 wp1 3 7.0 a\n322 Q0 wp1 1 5.0 a\n"
     anserini = tmp_path / "anserini.run"
@@ -351,6 +356,10 @@ def test_every_run_reader_refuses_a_document_twice_for_a_topic(tmp_path):
     with pytest.raises(DataFormatError, match=rf"{msmarco}:2: document D1 appears twice for query 1"):
         read_run(msmarco)
     assert read_anserini_run(_write(tmp_path / "ok.run", lines.replace("wp1 3", "wp3 3"))).shape == (4, 4)
+    pisa = pd.DataFrame({"qid": ["321", "321", "321"], "docno": ["wp1", "wp2", "wp1"], "score": [3.0, 2.0, 1.0]})
+    with pytest.raises(DataFormatError, match=r"^the PISA index x: document wp1 appears twice for topic 321 \(1 "
+                                              r"duplicate \(topic, document\) rows of 3\)"):
+        refuse_duplicates(pisa, "the PISA index x")
 
 
 def _write(path: Path, text: str) -> Path:
