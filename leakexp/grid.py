@@ -18,7 +18,11 @@ from leakexp.pipeline import Runner
 from leakexp.stage import Ask
 
 
-STATES = ("done", "running", "failed", "damaged", "stale", "missing")
+STATES = ("done", "running", "failed", "damaged", "stale", "missing", "data missing")
+
+
+def _attr(state: str) -> str:
+    return state.replace(" ", "_")
 
 
 @dataclass
@@ -29,19 +33,21 @@ class StageStatus:
     damaged: int = 0
     stale: int = 0
     missing: int = 0
+    data_missing: int = 0  # outside files it reads (ir_datasets' archives, topics, qrels) are not on this machine
     notes: list[tuple[str, str, str]] = field(default_factory=list)  # (state, artifact, detail)
     unkeyed: dict[str, int] = field(default_factory=dict)  # why -> missing artifacts whose key cannot be made
+    absent: dict[str, list[str]] = field(default_factory=dict)  # what data is missing -> the artifacts that need it
 
     @property
     def total(self) -> int:
-        return sum(getattr(self, s) for s in STATES)
+        return sum(getattr(self, _attr(s)) for s in STATES)
 
     @property
     def failures(self) -> list[tuple[str, str]]:
         return [(a, d) for s, a, d in self.notes if s == "failed"]
 
     def add(self, state: str, artifact: str, detail: str = "") -> None:
-        setattr(self, state, getattr(self, state) + 1)
+        setattr(self, _attr(state), getattr(self, _attr(state)) + 1)
         if state in ("failed", "damaged", "running") or (state == "missing" and detail and artifact):
             self.notes.append((state, artifact, detail))
 
@@ -125,7 +131,10 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
                 continue
             seen.add(path)
             state, path, detail = r.state(ask, checksums=verify)
-            st.add(state, str(path.relative_to(r.store.root)) if path is not None else str(ask), detail)
+            name = str(path.relative_to(r.store.root)) if path is not None else str(ask)
+            st.add(state, name, detail)
+            for message in (r.unavailable(ask) if state == "data missing" else []):
+                st.absent.setdefault(message, []).append(name)
     return out
 
 
@@ -181,12 +190,18 @@ def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
 
 
 def render_status(status: dict[str, StageStatus]) -> str:
-    lines = [f"{'stage':<8}" + "".join(f"{s:>9}" for s in STATES) + f"{'total':>8}"]
+    width = {s: max(9, len(s) + 2) for s in STATES}
+    lines = [f"{'stage':<8}" + "".join(f"{s:>{width[s]}}" for s in STATES) + f"{'total':>8}"]
     for stage, st in status.items():
-        lines.append(f"{stage:<8}" + "".join(f"{getattr(st, s):>9}" for s in STATES) + f"{st.total:>8}")
+        lines.append(f"{stage:<8}" + "".join(f"{getattr(st, _attr(s)):>{width[s]}}" for s in STATES) + f"{st.total:>8}")
+    absent: dict[str, list[str]] = {}  # one line per missing data, not per artifact that needs it
     for stage, st in status.items():
         for state, path, detail in st.notes:
             lines.append(f"{state.upper()} {path}: {detail}" if detail else f"{state.upper()} {path}")
+        for message, paths in st.absent.items():
+            absent.setdefault(message, []).extend(paths)
+    for message, paths in absent.items():
+        lines.append(f"DATA MISSING for {len(paths)} artifact(s) (e.g. {paths[0]}): {message}")
     unkeyed: dict[str, list[str]] = {}  # one line per reason (e.g. no annotation files), not one per artifact
     for stage, st in status.items():
         for why, n in st.unkeyed.items():

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
-from leakexp.pipeline import RUNNER, Runner, leaves
+from leakexp.pipeline import RUNNER, Runner
 from leakexp.stage import Ask
 from leakexp.store import KEY_LENGTH
 
+
+
+def leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """(dotted path, value) of every leaf of nested dicts."""
+    if isinstance(node, Mapping) and node:
+        return [kv for k, v in node.items() for kv in leaves(v, f"{prefix}{k}.")]
+    return [(prefix[:-1], node)]
 
 def why(runner: Runner, ask: Ask, *, depth: int = 0) -> list[str]:
     """What made the key of ``ask`` and, where only other configurations' artifacts are stored, which of
@@ -18,6 +27,7 @@ def why(runner: Runner, ask: Ask, *, depth: int = 0) -> list[str]:
     if depth == 0:
         lines += [f"{pad}  reads {k} = {json.dumps(v)}" for k, v in leaves(record["config"])]
         lines += [f"{pad}  input {n} = {v}" for n, v in record["inputs"].items()]
+        lines += [f"{pad}  data missing: {m}" for m in runner.unavailable(ask)]
     if path is None or runner.store.marker(path) is not None:
         return lines
     for other in runner.store.others(path)[:1]:

@@ -8,41 +8,15 @@ records are one artifact. Keys are computed once per process and need no data: s
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from leakexp.stage import Ask, Config, Context, Stage
+from leakexp.stage import Ask, Config, Context, InputsMissing, Stage, select
 from leakexp.store import KEY_LENGTH, Store, config_hash
 
 RUNNER = 2  # the key scheme; markers of other schemes are another layout (see ``Runner.state``)
-
-
-def select(settings: Mapping, paths: Iterable[str]) -> Config:
-    """The parts of ``settings`` that ``paths`` name (dotted; ``!path`` removes), as nested dicts."""
-    out: dict = {}
-    paths = list(paths)
-    for path in (p for p in paths if not p.startswith("!")):
-        node: Any = settings
-        for part in path.split("."):
-            node = node.get(part) if isinstance(node, Mapping) else None
-        *parents, leaf = path.split(".")
-        target = out
-        for part in parents:
-            target = target.setdefault(part, {})
-        target[leaf] = copy.deepcopy(node)
-    for path in (p[1:] for p in paths if p.startswith("!")):
-        *parents, leaf = path.split(".")
-        target = out
-        for part in parents:
-            target = target.get(part, {}) if isinstance(target, dict) else {}
-        if isinstance(target, dict):
-            target.pop(leaf, None)
-    config = Config(out)
-    config.declared = tuple(p for p in paths if not p.startswith("!"))
-    return config
 
 
 class Runner:
@@ -57,6 +31,7 @@ class Runner:
         self._values: dict[str, Any] = {}
         self._ensured: set[tuple[Ask, bool]] = set()
         self._upstream: dict[Ask, list[Ask]] = {}
+        self._missing: dict[Ask, list[str]] = {}  # absent outside data of each artifact (see ``unavailable``)
 
     def stage(self, ask: Ask) -> Stage:
         try:
@@ -102,6 +77,9 @@ class Runner:
         parts = stage.path(ask.params, self.config(ask)) if stage.path else ask.params.values()
         return self.store.path(stage.name, *parts, self.key(ask)[:KEY_LENGTH])
 
+    def direct(self, ask: Ask) -> list[Ask]:
+        return [b for v in self.inputs(ask).values() for b in (v if isinstance(v, list) else [v])]
+
     def upstream(self, ask: Ask) -> list[Ask]:
         """``ask`` and every artifact it needs, each once, inputs first."""
         ask = self.normal(ask)
@@ -113,14 +91,24 @@ class Runner:
             a = self.normal(a)
             if a in seen:
                 return
-            for v in self.inputs(a).values():
-                for b in (v if isinstance(v, list) else [v]):
-                    visit(b)
+            for b in self.direct(a):
+                visit(b)
             seen[a] = None
 
         visit(ask)
         self._upstream[ask] = list(seen)
         return self._upstream[ask]
+
+    def unavailable(self, ask: Ask) -> list[str]:
+        """Outside files ``ask`` or anything upstream reads that are absent (``Stage.missing``), one line each;
+        memoised per artifact, so status asks each stage's hook once."""
+        ask = self.normal(ask)
+        if ask not in self._missing:
+            hook = self.stage(ask).missing
+            found = [hook(ask.params, self.config(ask))] if hook else []
+            found += [m for b in self.direct(ask) for m in self.unavailable(b)]
+            self._missing[ask] = list(dict.fromkeys(m for m in found if m))
+        return self._missing[ask]
 
     def context(self, ask: Ask) -> Context:
         ask = self.normal(ask)
@@ -134,15 +122,15 @@ class Runner:
                        tuple(inputs), resolve)
 
     def ensure(self, ask: Ask, *, load: bool = False) -> Path:
-        """The stored artifact of ``ask``, computing it and whatever it lacks upstream. Every stored artifact
-        upstream is checked first, by its marker and file sizes (a damaged one is recomputed, and a failure is
-        recorded where it happens, not in each dependant), once per runner; ``load``: ``ask`` is about to be read,
-        so a stage that asks for it (checkpoints) also has its files' checksums checked."""
+        """The stored artifact of ``ask``, computing it and whatever it lacks upstream. Stored artifacts upstream that
+        computing it reaches are checked first, by marker and file sizes (a damaged one is recomputed, a failure is
+        recorded where it happens), once per runner; ``load``: ``ask`` is about to be read, so a stage that asks
+        for it (checkpoints) also has its files' checksums checked."""
         ask = self.normal(ask)
+        if gone := self.unavailable(ask):  # nothing is keyed or computed on absent data (its loader refuses too)
+            raise InputsMissing("; ".join(gone))
         needed = self._needed(ask, deep=load and self.stage(ask).verify)
-        for up in self.upstream(ask):
-            if up not in needed:
-                continue
+        for up in (a for a in self.upstream(ask) if a in needed):
             deep = load and up == ask and self.stage(up).verify
             if self.stage(up).stored and (up, deep) not in self._ensured and (up, True) not in self._ensured:
                 self.store.ensure(self.path(up), self.record(up), checksums=deep,
@@ -151,24 +139,16 @@ class Runner:
         return self.path(ask)
 
     def _needed(self, ask: Ask, *, deep: bool) -> set[Ask]:
-        """``ask`` and the artifacts upstream that computing it reaches: below an intact finished artifact nothing
-        is needed (as make: a finished index does not need its inputs again, which may be data no longer at hand)."""
-        needed: set[Ask] = set()
-
-        def visit(a: Ask, top: bool) -> None:
-            a = self.normal(a)
+        """``ask`` and what computing it reaches upstream; nothing below an intact finished artifact (as make)."""
+        needed, todo = set(), [(self.normal(ask), deep)]
+        while todo:
+            a, check = todo.pop()
             if a in needed:
-                return
+                continue
             needed.add(a)
-            stage = self.stage(a)
-            if stage.stored and ((a, False) in self._ensured or (a, True) in self._ensured or self.store.is_done(
-                    self.path(a), self.record(a), checksums=deep and top)):
-                return
-            for v in self.inputs(a).values():
-                for b in (v if isinstance(v, list) else [v]):
-                    visit(b, False)
-
-        visit(ask, True)
+            if not (self.stage(a).stored and ({(a, False), (a, True)} & self._ensured or self.store.is_done(
+                    self.path(a), self.record(a), checksums=check))):
+                todo += [(self.normal(b), False) for b in self.direct(a)]
         return needed
 
     def get(self, ask: Ask) -> Any:
@@ -184,12 +164,14 @@ class Runner:
         return self._values[memo]
 
     def state(self, ask: Ask, *, checksums: bool = False) -> tuple[str, Path | None, str]:
-        """(state, path, detail), computing nothing: done, damaged (files differ from the marker, or the
-        marker is unreadable), running, failed, stale (only other configurations' artifacts), or missing."""
+        """(state, path, detail), computing nothing: data missing (outside files it reads), done, damaged (files differ
+        from the marker, or it is unreadable), running, failed, stale (only other configurations'), or missing."""
         try:
             path = self.path(ask)
         except Exception as exc:  # e.g. a file the config names is missing: nothing of it can exist
             return "missing", None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if gone := self.unavailable(ask):  # whatever the store holds, it is not of the data named by the key
+            return "data missing", path, "; ".join(gone)
         store = self.store
         if (path / "DONE.json").exists():
             marker = store.marker(path)
@@ -216,9 +198,3 @@ class Runner:
             return "stale", path, detail
         return "missing", path, ""
 
-
-def leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """(dotted path, value) of every leaf of nested dicts."""
-    if isinstance(node, Mapping) and node:
-        return [kv for k, v in node.items() for kv in leaves(v, f"{prefix}{k}.")]
-    return [(prefix[:-1], node)]

@@ -148,7 +148,7 @@ def incomplete_note(states: dict, corpus: str | None = None) -> str:
     for cell, state in cells.items():
         by_state.setdefault(state, []).append(str(cell))
     parts = []
-    for state in ("failed", "damaged", "stale", "running", "missing"):
+    for state in ("failed", "damaged", "stale", "running", "missing", "data missing"):
         names = sorted(by_state.get(state, []))
         if names:
             shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")

@@ -421,6 +421,7 @@ def bm25_search(
     # PISA's threads may return queries out of order: fix the input order, then rank
     position = {qid: i for i, qid in enumerate(queries.qid)}
     res = res.assign(_pos=res.qid.map(position)).sort_values(["_pos", "rank"], kind="mergesort")
+    refuse_duplicates(res, f"the PISA index {Path(index_path) / 'pisa'}")
     return res[["qid", "query", "docno", "score", "rank"]].reset_index(drop=True)
 
 
@@ -604,11 +605,46 @@ def anserini_search(index_path: Path, queries: pd.DataFrame, *, depth: int = 100
 
 
 def read_anserini_run(path: Path) -> pd.DataFrame:
-    """A run as SearchCollection writes it (``qid Q0 docno rank score tag``), in its order, rank 0-based."""
-    rows = [line.split() for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-    run = pd.DataFrame([(r[0], r[2], float(r[4]), int(r[3]) - 1) for r in rows],
-                       columns=["qid", "docno", "score", "rank"])
+    """A run as SearchCollection writes it (``qid Q0 docno rank score tag``), in its order, rank 0-based. A document
+    twice for one topic is an error naming the file and line (its index holds the document twice)."""
+    rows, first_line = [], {}
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        r = line.split()
+        if not r:
+            continue
+        if (r[0], r[2]) in first_line:
+            dups = _duplicate_rows(path)
+            raise DataFormatError(f"{path}:{n}: document {r[2]} appears twice for topic {r[0]} (first at line "
+                                  f"{first_line[(r[0], r[2])]}; {dups:,} duplicate (topic, document) rows in the "
+                                  f"file): the index holds that document twice; rebuild it from a collection whose "
+                                  f"document ids are unique")
+        first_line[(r[0], r[2])] = n
+        rows.append((r[0], r[2], float(r[4]), int(r[3]) - 1))
+    run = pd.DataFrame(rows, columns=["qid", "docno", "score", "rank"])
     return run.astype({"rank": "int64"})
+
+
+def _duplicate_rows(path: Path) -> int:
+    """Rows of a TREC run whose (topic, document) occurred on an earlier line (for the error's count)."""
+    seen, dups = set(), 0
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        r = line.split()
+        if len(r) >= 3:
+            dups += (r[0], r[2]) in seen
+            seen.add((r[0], r[2]))
+    return dups
+
+
+def refuse_duplicates(run: pd.DataFrame, source: str) -> pd.DataFrame:
+    """``run`` unchanged if it holds each (topic, document) once; else an error naming ``source`` (where the run
+    came from) and the first duplicate."""
+    dup = run.duplicated(["qid", "docno"])
+    if dup.any():
+        first = run[dup].iloc[0]
+        raise DataFormatError(f"{source}: document {first.docno} appears twice for topic {first.qid} "
+                              f"({int(dup.sum()):,} duplicate (topic, document) rows of {len(run):,}): the index holds "
+                              f"that document twice; rebuild it from a collection whose document ids are unique")
+    return run
 
 
 # -- stages ----------------------------------------------------------------------------------------------

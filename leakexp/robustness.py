@@ -727,7 +727,7 @@ def cell_state(cfg: DictConfig, runner, cell: Cell) -> str:
     """done if every robustness part of the cell is done, else the first of failed, damaged, stale, running,
     missing among its parts. Computes nothing."""
     states = [runner.state(ask)[0] for ask in asks(cfg, cell).values()]
-    for s in ("failed", "damaged", "stale", "running", "missing"):
+    for s in ("failed", "damaged", "stale", "running", "missing", "data missing"):
         if s in states:
             return s
     return "done"
@@ -744,7 +744,7 @@ def stored_values(cfg: DictConfig, runner, cells: list[Cell]) -> tuple[pd.DataFr
     frames, states = [], {}
     for cell in cells:
         parts = {name: runner.state(ask) for name, ask in asks(cfg, cell).items()}
-        st = next((s for s in ("failed", "damaged", "stale", "running", "missing")
+        st = next((s for s in ("failed", "damaged", "stale", "running", "missing", "data missing")
                    if s in {v[0] for v in parts.values()}), "done")
         if st != "done":
             states[cell] = st

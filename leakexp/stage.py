@@ -9,6 +9,7 @@ stage reads. This module names no stage and imports nothing of leakexp.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,11 @@ from typing import Any
 
 class ConfigError(ValueError):
     """An unknown name or a value outside its domain; the message names the setting and the fix."""
+
+
+class InputsMissing(FileNotFoundError):
+    """Files outside the store that a stage reads are not on this machine; the message names them and what to do.
+    Nothing is keyed or computed without them: a key names the identity of the files read."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,31 @@ class Config(dict):
         return node
 
 
+def select(settings: Mapping, paths: Iterable[str]) -> Config:
+    """The parts of ``settings`` that ``paths`` name (dotted; ``!path`` removes), as nested dicts."""
+    out: dict = {}
+    paths = list(paths)
+    for path in (p for p in paths if not p.startswith("!")):
+        node: Any = settings
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        *parents, leaf = path.split(".")
+        target = out
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = copy.deepcopy(node)
+    for path in (p[1:] for p in paths if p.startswith("!")):
+        *parents, leaf = path.split(".")
+        target = out
+        for part in parents:
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        if isinstance(target, dict):
+            target.pop(leaf, None)
+    config = Config(out)
+    config.declared = tuple(p for p in paths if not p.startswith("!"))
+    return config
+
+
 @dataclass(frozen=True)
 class Stage:
     """One artifact kind. ``compute(ctx, tmp)`` writes a stored artifact into ``tmp`` and returns its key
@@ -78,6 +109,8 @@ class Stage:
     - ``normalise(params)``: the parameters the artifact really depends on; equal ones are one artifact.
     - ``path(params, config)``: readable directory parts under the stage's name (default: the values).
     - ``external(params, config)``: identity of files outside the store that it reads (part of the key).
+    - ``missing(params, config)``: None, or one line naming the outside files it reads that are absent and what to
+      do; such an artifact and everything below it is "data missing" in status and is not computed.
     - ``opener(path)``: what dependants receive for a stored artifact (default: its directory).
     - ``device``: the key records whether it ran on CUDA (numerics differ).
     - ``verify``: its files' checksums are checked when it is used (checkpoints: a damaged one is recomputed).
@@ -96,6 +129,7 @@ class Stage:
     normalise: Callable[[dict], dict] = _same
     path: Callable[[dict, Config], Iterable[Any]] | None = None
     external: Callable[[dict, Config], Any] | None = None
+    missing: Callable[[dict, Config], str | None] | None = None
     opener: Callable[[Path], Any] | None = None
     device: bool = False
     verify: bool = False
@@ -150,3 +184,4 @@ class _Inputs:
 
     def __getitem__(self, name: str) -> Any:
         return self._ctx.input(name)
+

@@ -15,7 +15,8 @@ from omegaconf import OmegaConf
 from leakexp.cell import grid_cells
 from leakexp.config import ConfigError, compose, settings
 from leakexp.grid import cell_asks, shared_asks
-from leakexp.pipeline import Runner, leaves as _leaves
+from leakexp.lineage import leaves as _leaves
+from leakexp.pipeline import Runner
 from leakexp.stages import STAGES
 from leakexp.store import Store
 

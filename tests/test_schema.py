@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from leakexp import config as config_module
 from leakexp import stages
 from leakexp.config import ConfigError, compose
-from leakexp.pipeline import leaves
+from leakexp.lineage import leaves
 from leakexp.train import MODEL_SETTINGS
 
 

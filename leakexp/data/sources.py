@@ -147,23 +147,60 @@ def _check_local_keys(data: Mapping) -> None:
                          "source, because one query id may name different queries in MS MARCO and ORCAS")
 
 
-def pool_files(data: Mapping) -> str | None:
-    """Identity of a local training pool's files (None for the toy world and ir_datasets: their config names them)."""
+def _irds_fingerprint(requests) -> list[dict]:
+    from leakexp.data.irds_files import fingerprint
+
+    return [fingerprint(dataset_id, parts) for dataset_id, parts in requests]
+
+
+def pool_files(data: Mapping) -> str | list | None:
+    """Identity of a training pool's files: a local pool's files, or the files ir_datasets reads for MS MARCO and
+    ORCAS (archives by size and modification time, queries and qrels by content); None for the toy world, which
+    its config makes."""
+    if data["kind"] == "irds":
+        from leakexp.data.irds import pool_requests as requests
+
+        return _irds_fingerprint(requests(data["msmarco"], data["orcas"]))
     if data["kind"] != "local":
         return None
     _check_local_keys(data)
     return file_fingerprint(*(Path(data[k]) for k in ("msmarco", "orcas", "msmarco_qrels", "orcas_qrels", "docs")))
 
 
-def corpus_files(corpus: Mapping) -> str | None:
-    """Identity of a corpus's local files (topics, qrels, docs, variants), or of an ir_datasets corpus's variants."""
+def corpus_files(corpus: Mapping) -> str | dict | None:
+    """Identity of a corpus's local files (topics, qrels, docs, variants), or of the files ir_datasets reads for an
+    ir_datasets corpus (documents, topics, qrels) and its variants."""
     if corpus["kind"] == "local":
         keys = ["topics", "qrels", "docs"] + (["variants"] if corpus.get("variants") else [])
         return file_fingerprint(*(Path(corpus[k]) for k in keys))
-    variants = corpus.get("variants")
-    if corpus["kind"] == "irds" and variants and Path(str(variants)).exists():
-        return file_fingerprint(Path(str(variants)))
+    if corpus["kind"] == "irds":
+        from leakexp.data.irds import collection_requests
+
+        variants = corpus.get("variants")
+        return {"irds": _irds_fingerprint(collection_requests(corpus["irds_id"])),
+                "variants": file_fingerprint(Path(str(variants))) if variants and Path(str(variants)).exists()
+                else None}
     return None
+
+
+def pool_missing(data: Mapping) -> str | None:
+    """The files of an ir_datasets training pool that are absent, and what to do (None: all there, or not irds)."""
+    if data["kind"] != "irds":
+        return None
+    from leakexp.data.irds import pool_requests as requests
+    from leakexp.data.irds_files import missing_message
+
+    return missing_message(requests(data["msmarco"], data["orcas"]))
+
+
+def corpus_missing(corpus: Mapping) -> str | None:
+    """The files of an ir_datasets corpus that are absent, and what to do (None: all there, or not irds)."""
+    if corpus["kind"] != "irds":
+        return None
+    from leakexp.data.irds import collection_requests
+    from leakexp.data.irds_files import missing_message
+
+    return missing_message(collection_requests(corpus["irds_id"]))
 
 
 # -- stages ----------------------------------------------------------------------------------------------
@@ -186,7 +223,7 @@ TOY = Stage(
 POOL = Stage(
     "pool", version=2,  # 2: document texts as their collection holds them (leakexp.data.doctext)
     reads=("data", "!data.corpora"), inputs=_toy,
-    external=lambda p, c: pool_files(c["data"]),
+    external=lambda p, c: pool_files(c["data"]), missing=lambda p, c: pool_missing(c["data"]),
     value=lambda ctx: load_train_pool(ctx.config["data"], ctx.inputs["toy"] if "toy" in ctx.input_names else None),
     describe="the training pool (queries, qrels, documents)",
 )
@@ -211,6 +248,7 @@ COLLECTION = Stage(
     reads=("data.kind", "data.name", "corpora.{corpus}"),
     inputs=lambda p, c: _toy(p, c) if c.at(f"corpora.{p['corpus']}.kind") == "toy" else {},
     external=lambda p, c: corpus_files(c["corpora"][p["corpus"]]),
+    missing=lambda p, c: corpus_missing(c["corpora"][p["corpus"]]),
     value=lambda ctx: load_collection(ctx.config["data"], ctx.config["corpora"][ctx.params["corpus"]],
                                       ctx.inputs["toy"] if "toy" in ctx.input_names else None),
     describe="a test collection (topics, qrels, documents)",

@@ -1,0 +1,251 @@
+"""The files ir_datasets reads for a dataset: where they are, their identity (for keys), and what to do without them.
+
+ir_datasets (0.6.3) reads a dataset's documents, topics and qrels through ``Download`` objects whose
+``cache_path`` is the file under ``$IR_DATASETS_HOME`` (``ir_datasets/util/download.py:240-262``, set from
+``etc/downloads.json`` by ``_DownloadConfig.__getitem__``, ``util/download.py:349-388``). A file with a URL is
+public and downloaded on first use; one with ``instructions`` only is licensed and must be placed by hand
+(Disks 4 & 5 ``disks45/corpus``, NYT ``nyt/nyt.tgz``, WaPo v2 ``wapo/WashingtonPost.v2.tar.gz``). Locally
+registered datasets read ``LocalDownload`` paths (``util/download.py:210-227``). The files are found by walking
+the dataset's constituents (``datasets/base.py:12-15``) without calling them, so nothing is built, migrated or
+downloaded here: status stays read-only and cheap (size and modification time; content hashes for small files).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import types
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable
+
+PARTS = ("docs", "queries", "qrels")
+SMALL = 32 << 20  # files up to this size (topics, qrels, queries) are identified by content, larger by size + mtime
+WHAT = {"docs": "documents", "queries": "queries", "qrels": "qrels"}
+
+# Licensed collections: where ir_datasets reads them and what a person has to put there.
+LICENSED = {
+    "disks45": "TREC Disks 4 & 5 are licensed by NIST (https://trec.nist.gov/data/cd45/index.html): put the "
+               "uncompressed collection (its FBIS, FR94, FT and LATIMES folders, e.g. NEWS_data/FBIS; ir_datasets "
+               "reads **/FBIS/FB*, **/FR94/??/FR*, **/FT/*/FT*, **/LATIMES/LA*, 2,295 files; compressed .Z/.0Z "
+               "files need the Python package unlzw3) in the folder {path} (a symlink will do)",
+    "nyt": "the New York Times Annotated Corpus is licensed by the LDC (LDC2008T19): put its archive "
+           "nyt_corpus_LDC2008T19.tgz as {path} (the name ir_datasets reads; a symlink will do)",
+    "wapo": "the Washington Post collection v2 is licensed by NIST (https://trec.nist.gov/data/wapost/): put "
+            "WashingtonPost.v2.tar.gz (holding WashingtonPost.v2/data/TREC_Washington_Post_collection.v2.jl) as "
+            "{path} (a symlink will do)",
+}
+
+
+@dataclass(frozen=True)
+class IrdsFile:
+    """One file (or folder) ir_datasets reads for a part (docs, queries, qrels) of a dataset."""
+
+    part: str
+    path: Path
+    licensed: bool = False  # placed by hand (no download URL)
+    url: str | None = None  # public: where ir_datasets downloads it from
+    instructions: str = ""  # ir_datasets' own words for a licensed file
+    what: str = ""  # documents, topics (TREC topics), queries or qrels
+
+    @property
+    def local(self) -> bool:
+        """A file of a locally registered dataset (neither downloaded nor licensed)."""
+        return not self.licensed and self.url is None
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+
+def home() -> Path:
+    import ir_datasets
+
+    return Path(ir_datasets.util.home_path())
+
+
+def _scalar(value: Any) -> bool:
+    """A value that holds no file objects (walking it would only cost time)."""
+    return value is None or isinstance(value, (str, bytes, int, float, bool, Path, type, types.FunctionType,
+                                               types.MethodType, types.ModuleType, types.BuiltinFunctionType))
+
+
+def _downloads(obj: Any, part: str, seen: set[int], depth: int = 0) -> list[IrdsFile]:
+    """The files behind a handler: every Download / LocalDownload / Cache reachable through its attributes."""
+    from ir_datasets.util import Cache, Download, LocalDownload
+
+    if id(obj) in seen or depth > 8 or _scalar(obj):
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, Download):
+        if obj._cache_path is None:  # a temporary download: nothing to identify
+            return []
+        urls = [getattr(m, "url", None) for m in obj.mirrors if not isinstance(m, LocalDownload)]
+        locals_ = [m for m in obj.mirrors if isinstance(m, LocalDownload)]
+        return [IrdsFile(part, Path(obj._cache_path), licensed=not any(urls), url=next((u for u in urls if u), None),
+                         instructions=next((str(m._message) for m in locals_ if m._message), ""))]
+    if isinstance(obj, LocalDownload):
+        return [IrdsFile(part, Path(obj._path))]
+    if isinstance(obj, Cache):
+        if Path(obj._path).exists():  # a cached copy is what is read
+            return [IrdsFile(part, Path(obj._path))]
+        return _downloads(obj._streamer, part, seen, depth + 1)
+    if isinstance(obj, (list, tuple)):
+        return [f for x in obj for f in _downloads(x, part, seen, depth + 1)]
+    if isinstance(obj, dict):
+        return [f for x in obj.values() for f in _downloads(x, part, seen, depth + 1)]
+    try:
+        attrs = vars(obj)
+    except TypeError:
+        return []
+    return [f for k, v in attrs.items() if not k.startswith("__") for f in _downloads(v, part, seen, depth + 1)]
+
+
+def _handlers(ds: Any, found: dict[str, Any]) -> None:
+    """The first constituent of each part, as ``Dataset.__getattr__`` picks it (datasets/base.py:47-49), looked up
+    without calling anything (a Migrator-wrapped handler would migrate: util/__init__.py:184-204)."""
+    from ir_datasets.datasets.base import Dataset
+    from ir_datasets.formats import BaseDocs, BaseQrels, BaseQueries
+    from ir_datasets.util import Migrator
+
+    for cons in getattr(ds, "_constituents", []):
+        inner = cons
+        while isinstance(inner, Migrator):
+            inner = inner._wrapped
+        if isinstance(inner, Dataset):
+            _handlers(inner, found)
+            continue
+        for part, base in (("docs", BaseDocs), ("queries", BaseQueries), ("qrels", BaseQrels)):
+            if isinstance(inner, base) and part not in found:
+                found[part] = inner
+
+
+def dataset_files(dataset_id: str, parts: Iterable[str] = PARTS) -> dict[str, list[IrdsFile]]:
+    """Per part of ``dataset_id`` (docs, queries, qrels), the files ir_datasets reads for it; a part whose files
+    cannot be found (a dataset built another way) maps to an empty list."""
+    import ir_datasets
+    from ir_datasets.formats import TrecQueries
+
+    try:
+        ds = ir_datasets.load(dataset_id)
+    except KeyError:
+        return {p: [] for p in parts}
+    found: dict[str, Any] = {}
+    _handlers(ds, found)
+    out = {}
+    for part in parts:
+        files = _downloads(found[part], part, set()) if part in found else []
+        what = "topics" if part == "queries" and isinstance(found[part], TrecQueries) else WHAT[part]
+        out[part] = list({f.path: replace(f, what=what) for f in files}.values())
+    return out
+
+
+# -- identity -----------------------------------------------------------------------------------------------
+_DIGESTS: dict[tuple, str] = {}
+
+
+def _digest(path: Path, st: os.stat_result) -> str:
+    from leakexp.store import file_digest
+
+    memo = (str(path), st.st_size, st.st_mtime_ns)
+    if memo not in _DIGESTS:
+        _DIGESTS[memo] = file_digest(path)
+    return _DIGESTS[memo]
+
+
+def shown(path: Path) -> str:
+    """A path as keys record it: relative to $IR_DATASETS_HOME where it lies there (a moved home keeps its keys; a
+    symlink there stays its own name), else as given."""
+    try:
+        return Path(path).relative_to(home()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def identity(path: Path) -> dict | None:
+    """Size and modification time of a file (content hash up to :data:`SMALL` bytes); of a folder, the count, total
+    size and a hash of every file's relative path, size and mtime below it (symlinks followed). None if absent."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if path.is_dir():
+        h, count, size = hashlib.sha256(), 0, 0
+        for root, dirs, files in os.walk(path, followlinks=True):
+            dirs.sort()
+            for name in sorted(files):
+                p = Path(root) / name
+                try:
+                    s = p.stat()
+                except OSError:
+                    continue
+                count, size = count + 1, size + s.st_size
+                h.update(f"{p.relative_to(path).as_posix()}\t{s.st_size}\t{s.st_mtime_ns}\n".encode())
+        return {"folder": True, "files": count, "size": size, "listing": h.hexdigest()[:16]}
+    out = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    if st.st_size <= SMALL:
+        out["blake2b"] = _digest(path, st)
+    return out
+
+
+def fingerprint(dataset_id: str, parts: Iterable[str] = PARTS) -> dict:
+    """The identity of the files ir_datasets reads for ``parts`` of ``dataset_id`` (part of the keys of whatever
+    reads them), with ir_datasets' version (its parsers make the text); a part it cannot locate is 'unknown'."""
+    import ir_datasets
+
+    files = dataset_files(dataset_id, parts)
+    return {"irds": dataset_id, "ir_datasets": ir_datasets.__version__,
+            "files": {part: ({shown(f.path): identity(f.path) for f in fs} if fs else "unknown")
+                      for part, fs in files.items()}}
+
+
+# -- what to do ---------------------------------------------------------------------------------------------
+Request = tuple[str, tuple[str, ...]]  # (dataset id, the parts of it that are read)
+
+
+def missing_files(dataset_id: str, parts: Iterable[str] = PARTS) -> list[IrdsFile]:
+    return [f for fs in dataset_files(dataset_id, parts).values() for f in fs if not f.exists()]
+
+
+def _named(f: IrdsFile) -> str:
+    return f"{f.what or WHAT[f.part]} {f.path}{'/' if f.path.suffix == '' and f.part == 'docs' and f.licensed else ''}"
+
+
+def advice(absent: list[tuple[str, IrdsFile]]) -> str:
+    """What to do about absent files ((dataset id, file) pairs): a licensed one is placed by hand where ir_datasets
+    reads it; public ones are fetched on a connected machine with ir_datasets' own command, one per dataset and
+    part, and copied to the same paths here; a local dataset's file is written where its registration names it."""
+    parts, seen = [], set()
+    for dataset_id, f in absent:
+        if f.licensed and f.path not in seen:
+            seen.add(f.path)
+            text = LICENSED.get(dataset_id.split("/")[0])
+            parts.append(f"licensed: " + (text.format(path=f.path) if text else
+                                          f"{_named(f)} must be placed by hand: "
+                                          + " ".join((f.instructions or "see https://ir-datasets.com/").split())))
+    public = [(d, f) for d, f in absent if f.url is not None]
+    if public:
+        files = list(dict.fromkeys(_named(f) for _, f in public))
+        commands = list(dict.fromkeys(f"ir_datasets export {d} {f.part} >/dev/null" for d, f in public))
+        parts.append(f"public: {', '.join(files)} — on a connected machine run `{'; '.join(commands)}` (ir_datasets "
+                     f"downloads them into its home), then copy those files to the same paths under "
+                     f"$IR_DATASETS_HOME ({home()}) here")
+    for _, f in absent:
+        if f.local and f.path not in seen:
+            seen.add(f.path)
+            parts.append(f"local: {_named(f)} does not exist; write it there or register the dataset with the path "
+                         "of the file")
+    return "; ".join(parts)
+
+
+def missing_message(requests: Iterable[Request]) -> str | None:
+    """One line naming every file that ir_datasets reads for ``requests`` ((dataset id, parts) pairs) and that is
+    absent, public ones told from licensed ones, with what to do for each; None when all are there."""
+    absent: list[tuple[str, IrdsFile]] = []
+    for dataset_id, parts in requests:
+        absent += [(dataset_id, f) for f in missing_files(dataset_id, parts)
+                   if f.path not in {g.path for _, g in absent}]
+    if not absent:
+        return None
+    ids = " and ".join(f"'{d}'" for d in dict.fromkeys(d for d, _ in absent))
+    return f"ir_datasets {ids}: {len(absent)} file(s) it reads are not on this machine: " + advice(absent)
