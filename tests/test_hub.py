@@ -99,3 +99,19 @@ def test_toolkit_default_model_missing_is_one_line_before_any_work_and_bundled_w
         assert "label_overlap: 1 of 2 test queries (50.0%)" in capsys.readouterr().out
         # a qrels-only audit embeds nothing: no model is needed
         assert main(["audit", *pair[2:4], *pair[6:], "--out", str(tmp_path / "labels")]) == 0
+
+
+def test_the_cache_is_read_from_the_environment_at_each_check(tmp_path, monkeypatch):
+    """huggingface_hub fixes its cache path when first imported; the check follows the variables as they are now."""
+    from leakexp.hub import cache_dir
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "a"))
+    import huggingface_hub.constants  # noqa: F401  (imported while the variable points at a)
+
+    assert cache_dir() == tmp_path / "a"
+    monkeypatch.delenv("HF_HUB_CACHE")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    assert cache_dir() == tmp_path / "home" / "hub"
+    monkeypatch.delenv("HF_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "huggingface" / "hub"

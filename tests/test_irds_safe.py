@@ -39,7 +39,7 @@ def write_wapo(home: Path, n: int = N_DOCS, *, title: str = "Title", docs: bool 
         lines = [json.dumps({"id": f"wp{i:05d}", "article_url": f"https://wp.example/{i}", "title": f"{title} {i}",
                              "author": "A. Writer", "published_date": 1500000000000 + i, "contents": [
                                  {"type": "kicker", "mime": "text/plain", "content": "World"},
-                                 {"type": "sanitized_html", "mime": "text/plain", "content": f"body of article {i}"}]})
+                                 {"type": "sanitized_html", "mime": "text/plain", "content": f"body of article {i}: " + " ".join(f"w{(i * 7 + j) % 97}" for j in range(40))}]})
                  for i in range(n)]
         data = ("\n".join(lines) + "\n").encode()
         buf = io.BytesIO()

@@ -12,7 +12,7 @@ from conftest import paper_env
 from leakexp.cell import grid_cells
 from leakexp.cli import main
 from leakexp.config import compose
-from leakexp.grid import cell_asks, complete, grid_status, needed_indexes, shared_asks
+from leakexp.grid import STATES, cell_asks, complete, grid_status, needed_indexes, shared_asks
 from leakexp.stages import runner
 from leakexp.store import Store
 
@@ -20,7 +20,9 @@ PAPER_TINY = ["grid.sizes=[1000]", "grid.seeds=[1]", "grid.models=[knrm]"]
 
 
 @pytest.fixture
-def paper(tmp_path, monkeypatch):
+def paper(irds_corpora, tmp_path, monkeypatch):
+    """experiment=paper over the miniature raw corpora (tests/irds_corpora.py): its data is there, so keys can be
+    made (without the files every artifact is "data missing")."""
     return [*paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}", *PAPER_TINY]
 
 
@@ -96,7 +98,8 @@ def test_computing_commands_find_the_papers_models_in_the_cache_before_any_work(
                         "grid.models=[monot5]"]), needs=("train",))
 
 
-def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_once(tmp_path, monkeypatch, capsys):
+def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_once(irds_corpora, tmp_path, monkeypatch,
+                                                                                 capsys):
     """experiment=paper's verify.annotations is null (a ??? would not replace the toy world's `truth`): commands
     that verify stop with one line naming the setting and the study's four files; status counts what it can."""
     from test_hub import fake_cache
@@ -130,7 +133,8 @@ def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_onc
     out = out.splitlines()
     assert len(out) < 20 and "verify.annotations is not set" in needs  # then the list of what a run needs
     rows = {line.split()[0]: [int(x) for x in line.split()[1:]] for line in out[1:12]}
-    assert rows["sets"][-1] == rows["sets"][-2] == 56 and rows["index"][-1] == 2  # 3 corpora x 2 types x 8 + 8
+    missing = STATES.index("missing")  # the data is there (the miniature corpora): what lacks is the annotations
+    assert rows["sets"][-1] == rows["sets"][missing] == 56 and rows["index"][-1] == 2  # 3 corpora x 2 types x 8 + 8
     assert rows["train"][-1] == 1400  # the No-Leakage models are one for every corpus
     why = [line for line in out if "verify.annotations" in line]
     assert len(why) == 1 and why[0].startswith("MISSING 1 verify, 56 sets, 280 tokens, 1400 train, 1800 rerank, ")
