@@ -232,20 +232,26 @@ def require_variants_of_corpora(cfg) -> None:
     not a check: `plan` and `status` list it instead of refusing)."""
     from omegaconf import OmegaConf
 
-    from leakexp.config import corpus_config
+    from leakexp.config import resolved_corpus_config
     from leakexp.stage import ConfigError
 
     for c in ([] if OmegaConf.is_missing(cfg.data, "corpora") else cfg.data.corpora):
         try:  # variants missing by accident would make detection search without them
-            require_variants(OmegaConf.to_container(corpus_config(c) if c != cfg.corpus.name else cfg.corpus,
-                                                    resolve=True), list(cfg.detect.fields))
+            require_variants(OmegaConf.to_container(resolved_corpus_config(cfg, c), resolve=True),
+                             list(cfg.detect.fields))
         except DataUnavailable as exc:
             raise ConfigError(str(exc)) from None
 
 
+# What a corpus's config holds beyond its collection: the leak counts of its training sets (the sets stage reads
+# them) and the documents check (the docstats stage): changing them must not re-key the collection, and with it
+# detection, verification and every training set and model of every corpus.
+NOT_THE_COLLECTION = ("fixed_leak_queries", "test_leak_queries", "documents", "accept_short_documents",
+                      "accept_duplicate_docnos")
+
 COLLECTION = Stage(
     "collection", version=2,  # 2: document texts as their collection holds them (leakexp.data.doctext)
-    reads=("data.kind", "data.name", "corpora.{corpus}"),
+    reads=("data.kind", "data.name", "corpora.{corpus}", *(f"!corpora.{{corpus}}.{k}" for k in NOT_THE_COLLECTION)),
     inputs=lambda p, c: _toy(p, c) if c.at(f"corpora.{p['corpus']}.kind") == "toy" else {},
     external=lambda p, c: corpus_files(c["corpora"][p["corpus"]]),
     missing=lambda p, c: corpus_missing(c["corpora"][p["corpus"]]),
