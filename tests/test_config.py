@@ -108,3 +108,24 @@ def test_corpus_overrides_change_any_corpus_of_the_grid_and_the_keys_that_read_i
         compose([*base, "corpus_overrides.toy_core19.fixed_leak_queries=3"])
     with pytest.raises(ConfigError, match="corpora.toy_core18.fixed_leak_queries"):
         stages.compose([*base, "corpus_overrides.toy_core18.fixed_leak_queries=-1"])
+
+
+def test_the_documents_check_and_leak_counts_re_key_neither_collection_nor_pool(tmp_path):
+    """Accepting a short corpus on purpose, or another leak count, re-keys its check (docstats) or the training sets
+    that read it, not the collection and pool that everything else (detection, every set and model) derives from."""
+    from leakexp.stage import Ask
+    from leakexp.stages import runner
+
+    def keys(*extra):
+        r = runner(compose([f"store={tmp_path}", *extra]), readonly=True)
+        asks = {"detect": Ask.of("detect"), "fillers": Ask.of("fillers"),
+                "docstats-robust": Ask.of("docstats", name="toy_robust"), "docstats-train": Ask.of("docstats", name="train")}
+        return {k: r.key(a) for k, a in asks.items()}
+
+    base = keys()
+    for extra, changed in ((["corpus.accept_short_documents=true"], {"docstats-robust"}),
+                           (["data.accept_duplicate_docnos=true"], {"docstats-train"}),
+                           (["corpus.documents=web"], {"docstats-robust"}),
+                           (["corpus.fixed_leak_queries=50", "corpus_overrides.toy_core18.test_leak_queries=2"], set())):
+        got = keys(*extra)
+        assert {k for k in base if got[k] != base[k]} == changed, extra

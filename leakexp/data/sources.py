@@ -214,6 +214,12 @@ def _generate(ctx: Context, tmp: Path) -> dict:
                         leak_fraction=float(d["leak_fraction"]))["train"]
 
 
+# What a corpus's config holds beyond its collection: the leak counts of its training sets (the sets stage reads
+# them) and the documents check (the docstats stage reads it, for the pool in data.*): changing them must not re-key
+# the collection or the pool, and with them detection, verification and every training set and model.
+DOCUMENTS_CHECK = ("documents", "accept_short_documents", "accept_duplicate_docnos")
+NOT_THE_COLLECTION = ("fixed_leak_queries", "test_leak_queries", *DOCUMENTS_CHECK)
+
 TOY = Stage(
     # the generator: 5 = the real data's hazards (see leakexp.data.toy); 6 = a query that leaks for two topics
     "toy", version=6,
@@ -222,7 +228,7 @@ TOY = Stage(
 )
 POOL = Stage(
     "pool", version=2,  # 2: document texts as their collection holds them (leakexp.data.doctext)
-    reads=("data", "!data.corpora"), inputs=_toy,
+    reads=("data", "!data.corpora", *(f"!data.{k}" for k in DOCUMENTS_CHECK)), inputs=_toy,
     external=lambda p, c: pool_files(c["data"]), missing=lambda p, c: pool_missing(c["data"]),
     value=lambda ctx: load_train_pool(ctx.config["data"], ctx.inputs["toy"] if "toy" in ctx.input_names else None),
     describe="the training pool (queries, qrels, documents)",
@@ -242,12 +248,6 @@ def require_variants_of_corpora(cfg) -> None:
         except DataUnavailable as exc:
             raise ConfigError(str(exc)) from None
 
-
-# What a corpus's config holds beyond its collection: the leak counts of its training sets (the sets stage reads
-# them) and the documents check (the docstats stage): changing them must not re-key the collection, and with it
-# detection, verification and every training set and model of every corpus.
-NOT_THE_COLLECTION = ("fixed_leak_queries", "test_leak_queries", "documents", "accept_short_documents",
-                      "accept_duplicate_docnos")
 
 COLLECTION = Stage(
     "collection", version=2,  # 2: document texts as their collection holds them (leakexp.data.doctext)
