@@ -163,13 +163,26 @@ def _artifact(store: Path, *parts: str) -> Path:
     return found[0]
 
 
+def _status(out: str) -> dict[str, dict[str, int]]:
+    """``leakexp status``'s table: stage -> column (done, missing, total, ...) -> count."""
+    head, *rows = out.splitlines()
+    columns = re.split(r"\s{2,}", head.strip())[1:]
+    table = {}
+    for row in rows:
+        fields = row.split()
+        if len(fields) == len(columns) + 1 and all(f.isdigit() for f in fields[1:]):
+            table[fields[0]] = dict(zip(columns, map(int, fields[1:])))
+    return table
+
+
 def test_status_lists_every_artifact_missing_and_plan_counts_the_grid(paper_run):
     results, store, _, _ = paper_run
     before = results["status-before"]
     assert before["rc"] == 1  # incomplete
-    lines = [line.split() for line in before["out"].splitlines()[1:] if line and not line[0].isupper()]
-    assert lines and all(int(f[1]) == 0 and int(f[6]) == int(f[7]) for f in lines), before["out"]
-    totals = {f[0]: int(f[7]) for f in lines}
+    status = _status(before["out"])
+    assert len(status) == 11 and all(s["done"] == 0 and s["missing"] == s["total"] > 0 for s in status.values()), \
+        before["out"]
+    totals = {stage: s["total"] for stage, s in status.items()}
     # 3 corpora x 2 leaked types x 2 sizes + the No-Leakage set of each size, one model and seed each; 18 cells
     assert {k: totals[k] for k in ("sets", "train", "rerank", "eval")} == {"sets": 14, "train": 14, "rerank": 18,
                                                                            "eval": 18}
@@ -311,8 +324,8 @@ def test_grid_completes_and_the_tables_name_the_three_corpora(paper_run):
     assert results["grid"]["rc"] == 0 and "18/18 cells done" in results["grid"]["out"], results["grid"]["err"]
     after = results["status-after"]
     assert after["rc"] == 0, after["out"]
-    lines = [line.split() for line in after["out"].splitlines()[1:] if line and not line[0].isupper()]
-    assert lines and all(int(f[1]) == int(f[7]) > 0 for f in lines), after["out"]
+    status = _status(after["out"])
+    assert len(status) == 11 and all(s["done"] == s["total"] > 0 for s in status.values()), after["out"]
     assert not re.search(r"^(MISSING|FAILED|DAMAGED|STALE)", after["out"], re.M)
     assert results["tables"]["rc"] == 0
     tables = store / "tables" / "msmarco-orcas"
