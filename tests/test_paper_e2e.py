@@ -91,7 +91,9 @@ def child(work: str) -> None:
     os.environ["IR_DATASETS_HOME"] = str(work / "irds")
     from irds_corpora import irds_home, write_paper_corpora
 
+    start = time.process_time()
     world = write_paper_corpora(irds_home(), seed=7)
+    generator_s = time.process_time() - start
     for corpus, path in world["variants"].items():
         os.environ[f"LEAKEXP_VARIANTS_{corpus.upper()}"] = str(path)
     _glove(work / "glove.txt")
@@ -100,7 +102,8 @@ def child(work: str) -> None:
     for a in annotations:  # the configuration names them before they are written (status, plan, detect read none)
         a.write_text("")
     o = _overrides(work / "store", annotations)
-    results: dict = {"world": {k: world[k] for k in ("topics", "plants", "runs")}}
+    results: dict = {"world": {**{k: world[k] for k in ("topics", "plants", "runs")}, "generator_s": generator_s,
+                               "documents": {k: len(v) for k, v in world["ids"].items()}}}
     try:
         _command(results, "status-before", ["status", *o])
         _command(results, "plan", ["plan", *o])
@@ -219,6 +222,9 @@ def test_detection_finds_the_planted_near_duplicates_and_nothing_else(paper_run)
         msm = [p for p in mine if p["source"] == "msmarco"]
         assert (union[f"{corpus} MSM T"], union[f"{corpus} MSM Q"]) == (len({p["topic"] for p in msm}), len(msm))
     assert [len(_plants_of(world, c)) for c in CORPORA] == [5, 7, 5]
+    # the generator: 50 Core topics each with the authors' top-5 documents, in seconds
+    assert world["documents"] == {"wapo": 280, "nyt": 280, "disks45": 28, "msmarco": 30}
+    assert [len(world["topics"][c]) for c in CORPORA] == [4, 50, 50] and world["generator_s"] < 5
 
 
 def test_verify_counts_the_annotations_true_labels(paper_run):
