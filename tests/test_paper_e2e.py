@@ -242,17 +242,6 @@ def test_verify_counts_the_annotations_true_labels(paper_run):
     assert [len([p for p in _plants_of(world, c) if p["leak"]]) for c in CORPORA] == [4, 5, 4]
 
 
-def _table2_attributes_reused_topics_by_text() -> bool:
-    import inspect
-
-    from leakexp.verify import table2
-
-    return "pairs" in inspect.signature(table2).parameters
-
-
-@pytest.mark.xfail(not _table2_attributes_reused_topics_by_text(), strict=True, raises=AssertionError,
-                   reason="Table 2 (a) counts an annotation for every corpus with its topic id, also one that uses "
-                          "the id with another text (Core 2018's 321); fixed where verify.table2 takes the pairs")
 def test_table2a_counts_each_corpus_candidates_by_the_text_they_matched(paper_run):
     results, store, _, _ = paper_run
     world = results["world"]
