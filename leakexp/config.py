@@ -61,7 +61,7 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
-    overrides = list(overrides or [])
+    overrides = [_per_name(o) for o in overrides or []]
     for o in overrides:
         key, _, value = o.partition("=")
         key = key.lstrip("+~")
@@ -75,6 +75,15 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
         raise ConfigError(str(exc).splitlines()[0] + _suggestion(str(exc))) from None
     validate(cfg)
     return cfg
+
+
+PER_NAME = ("model_overrides.", "corpus_overrides.")
+
+
+def _per_name(override: str) -> str:
+    """``model_overrides.knrm.train.lr=…`` / ``corpus_overrides.core17.fixed_leak_queries=…`` set or add a value
+    (``++``): these mappings start empty or partial, and a value they lack is what such an override adds."""
+    return f"++{override}" if override.startswith(PER_NAME) and "=" in override else override
 
 
 def _suggestion(message: str) -> str:
@@ -132,10 +141,14 @@ def validate(cfg: DictConfig) -> None:
     size = cfg.size
     if not isinstance(size, int) or size <= 0 or size % 2:
         raise ConfigError(f"size={size}: must be a positive even number of instances (one pos + one neg per query)")
+    for name in cfg.get("corpus_overrides") or {}:
+        if name not in options("corpus"):
+            raise ConfigError(f"corpus_overrides.{name} names no corpus; available: {', '.join(options('corpus'))}")
+    corpus = resolved_corpus_config(cfg, cfg.corpus.name)
     for key in ("fixed_leak_queries", "test_leak_queries"):
-        if cfg.corpus.get(key) is not None and int(cfg.corpus[key]) < 0:
-            raise ConfigError(f"corpus.{key}={cfg.corpus[key]} must be >= 0")
-    fixed = {"msm": cfg.corpus.get("fixed_leak_queries", 0), "test": cfg.corpus.get("test_leak_queries", 0)}
+        if corpus.get(key) is not None and int(corpus[key]) < 0:
+            raise ConfigError(f"corpus.{key}={corpus[key]} must be >= 0")
+    fixed = {"msm": corpus.get("fixed_leak_queries", 0), "test": corpus.get("test_leak_queries", 0)}
     leak = fixed.get(cfg.leakage.name, 0) or 0
     if 2 * leak > size:
         raise ConfigError(
@@ -178,6 +191,20 @@ def _diff(a, b):
     return out
 
 
+def resolved_corpus_config(cfg: DictConfig, name: str) -> DictConfig:
+    """A corpus's config: its file, then ``corpus_overrides.<name>`` (any corpus of the grid, e.g. the leak counts
+    of a smaller collection), then — for the selected corpus — what the command line changed in ``corpus.*``."""
+    base = corpus_config(name)
+    layers = [base]
+    extra = cfg.get("corpus_overrides", {}) or {}
+    if name in extra:
+        layers.append(extra[name])
+    if cfg.corpus.name == name:
+        selected = OmegaConf.to_container(cfg.corpus, resolve=True)
+        layers.append(OmegaConf.create(_diff(selected, OmegaConf.to_container(base, resolve=True))))
+    return OmegaConf.merge(*layers)
+
+
 def resolved_model_config(cfg: DictConfig, name: str) -> DictConfig:
     """A model's config: its file, then ``model_overrides.<name>`` of the experiment, then — for the
     selected model — what the command line changed in ``model.*``."""
@@ -204,8 +231,7 @@ def settings(cfg: DictConfig) -> dict:
     and model config the grid or the cell uses (models as ``resolved_model_config`` merges them)."""
     out = OmegaConf.to_container(cfg, resolve=True)
     out.pop("hydra", None)
-    out["corpora"] = {n: OmegaConf.to_container(cfg.corpus if n == cfg.corpus.name else corpus_config(n), resolve=True)
-                      for n in corpus_names(cfg)}
+    out["corpora"] = {n: OmegaConf.to_container(resolved_corpus_config(cfg, n), resolve=True) for n in corpus_names(cfg)}
     models = dict.fromkeys([*cfg.grid.models, cfg.model.name])
     out["models"] = {m: OmegaConf.to_container(resolved_model_config(cfg, m), resolve=True) for m in models}
     return out
@@ -231,6 +257,7 @@ class RunSettings(Section):
     verbose: bool
     loader_workers: Literal["auto"] | Annotated[int, Field(ge=0, le=256)]
     model_overrides: dict[Name, dict]
+    corpus_overrides: dict[Name, dict] = {}
 
 
 class ReportSettings(Section):

@@ -150,14 +150,14 @@ def corpus_stats(cfg, toy: Path | None = None) -> tuple[list[tuple[str, object]]
     """
     from omegaconf import OmegaConf
 
-    from leakexp.config import corpus_config, corpus_names
+    from leakexp.config import corpus_names, resolved_corpus_config
     from leakexp.data.sources import load_collection, load_train_pool
 
     data = OmegaConf.to_container(cfg.data, resolve=True)
     lines: list[tuple[str, object]] = []
     errors: list[str] = []
     for name in corpus_names(cfg):
-        corpus = OmegaConf.to_container(cfg.corpus if name == cfg.corpus.name else corpus_config(name), resolve=True)
+        corpus = OmegaConf.to_container(resolved_corpus_config(cfg, name), resolve=True)
         c = load_collection(data, corpus, toy)
         fig = document_figures(c.docs)
         judged = set(c.qrels.qid) & set(c.topics)

@@ -56,9 +56,9 @@ def _schemas(cfg: DictConfig) -> list:
     checked = check_sections(raw, schema_of, top=config.RunSettings)
     sections = list(checked.values())
     for name in dict.fromkeys([*cfg.grid.corpora, *config.corpus_names(cfg)]):
-        if name != cfg.corpus.name:
+        if name != cfg.corpus.name or name in (raw.get("corpus_overrides") or {}):
             sections.append(validate(f"corpora.{name}", sources.CorpusSettings,
-                                     OmegaConf.to_container(config.corpus_config(name), resolve=True)))
+                                     OmegaConf.to_container(config.resolved_corpus_config(cfg, name), resolve=True)))
     for name in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
         if name not in train.MODEL_SETTINGS:
             raise ConfigError(f"model {name!r} has no schema; known models: {', '.join(train.MODEL_SETTINGS)}")

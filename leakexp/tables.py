@@ -256,6 +256,19 @@ def _up_to_date(out: Path, key: str) -> bool:
         (out / f).is_file() and (out / f).stat().st_size == size for f, size in files.items())
 
 
+FOLD_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+
+
+def cv_folds_text(n_folds: int, n_topics: int) -> str:
+    """The cross-validation a caption names: as many folds as were used (``evaluate.folds``, or one per topic when a
+    corpus has fewer topics, as :func:`leakexp.stats.assign_folds` deals them)."""
+    k = min(n_folds, n_topics)
+    text = f"{FOLD_WORDS.get(k, k)}-fold cross-validation"
+    if k < n_folds:
+        text += f" (one topic per fold: {n_topics} topics for evaluate.folds={n_folds})"
+    return text
+
+
 def write_tables(cfg: DictConfig, runner=None) -> Path:
     """Write every table the stored results support and return the folder (reads finished artifacts only).
     Tables already written from the same artifacts, settings and table code are kept as they are."""
@@ -328,7 +341,8 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
         caption = (
             f"Table {number}. Effectiveness on {name} (data={cfg.data.name}, {n_topics} topics, {len(seeds)} seed(s) "
             f"averaged per topic) as nDCG@10, MFR (mean first rank of a relevant document; lower is better) and P@1 "
-            f"in five-fold cross-validation over training-set sizes (size chosen per fold: {chosen}). "
+            f"in {cv_folds_text(int(e.get('folds', 5)), n_topics)} over training-set sizes (size chosen per fold: "
+            f"{chosen}). "
             f"Models trained with no leakage (None), MS MARCO / ORCAS leakage (MSM) or test leakage (Test). Highest "
             f"scores in bold; † marks Bonferroni-corrected significant differences {tested} (paired Student's "
             f"t-test, p < {e.get('alpha', 0.05)}); model order swaps induced by MSM leakage in red. {mfr}. "

@@ -66,7 +66,7 @@ def _gz(data: bytes) -> bytes:
 
 
 # -- Washington Post v2 ------------------------------------------------------------------------------------------
-def _wapo_doc(rng: random.Random, i: int) -> dict:
+def _wapo_doc(rng: random.Random, i: int, doc_id: str | None = None) -> dict:
     """One article of the WaPo v2 JSON-lines format (the fields ir_datasets' WapoDocs reads, and some it skips)."""
     title = _sentence(rng, rng.randint(4, 9))
     contents: list = [{"content": title, "mime": "text/plain", "type": "title"},
@@ -104,13 +104,15 @@ def _wapo_doc(rng: random.Random, i: int) -> dict:
     if i % 8 == 5:
         contents.append({"content": "plain text paragraph " + _sentence(rng, 10), "mime": "text/plain",
                          "type": "sanitized_html", "subtype": "paragraph"})
-    return {"id": f"wapo-{i:04d}-{rng.randrange(16 ** 6):06x}", "article_url": f"https://www.washingtonpost.com/{i}",
+    ident = f"wapo-{i:04d}-{rng.randrange(16 ** 6):06x}" if doc_id is None else doc_id
+    return {"id": ident, "article_url": f"https://www.washingtonpost.com/{i}",
             "title": title, "author": "Staff", "published_date": 1483228800000 + i, "type": "article",
             "source": "The Washington Post", "contents": contents}
 
 
-def _write_wapo(home: Path, rng: random.Random, n: int) -> list[str]:
+def _write_wapo(home: Path, rng: random.Random, n: int, extra_ids: tuple[str, ...] = ()) -> list[str]:
     docs = [_wapo_doc(rng, i) for i in range(n)]
+    docs += [_wapo_doc(rng, n + k, doc_id) for k, doc_id in enumerate(extra_ids)]
     lines = "".join(json.dumps(d) + "\n" for d in docs).encode()
     (home / "wapo").mkdir(parents=True, exist_ok=True)
     (home / "wapo" / "WashingtonPost.v2.tar.gz").write_bytes(
@@ -159,11 +161,11 @@ def _nyt_xml(rng: random.Random, guid: int, *, body: bool, compact: bool) -> byt
 """.encode()
 
 
-def _write_nyt(home: Path, rng: random.Random, n: int) -> list[str]:
+def _write_nyt(home: Path, rng: random.Random, n: int, extra_ids: tuple[str, ...] = ()) -> list[str]:
     months: dict[str, list[tuple[str, bytes]]] = {}
     ids = []
-    for i in range(n):
-        guid = 1_600_000 + i * 7
+    for i in range(n + len(extra_ids)):
+        guid = 1_600_000 + i * 7 if i < n else int(extra_ids[i - n])
         month = f"{1 + i % 3:02d}"
         xml = _nyt_xml(rng, guid, body=i % 9 != 4, compact=i == 2)
         months.setdefault(month, []).append((f"{month}/{1 + i % 28:02d}/{guid}.xml", xml))
@@ -250,7 +252,9 @@ def _write_disks45(home: Path, rng: random.Random, per_source: int) -> list[str]
 
 
 # -- MS MARCO documents, train and ORCAS ---------------------------------------------------------------------------
-def _write_msmarco(home: Path, rng: random.Random, n: int) -> list[str]:
+def _write_msmarco(home: Path, rng: random.Random, n: int,
+                   extra: dict[str, list[tuple[str, str, int]]] | None = None) -> list[str]:
+    """``extra``: per source, more queries (qid, text, index of its relevant document) after the generated ones."""
     d = home / "msmarco-document"
     (d / "train").mkdir(parents=True, exist_ok=True)
     (d / "orcas").mkdir(parents=True, exist_ok=True)
@@ -265,26 +269,39 @@ def _write_msmarco(home: Path, rng: random.Random, n: int) -> list[str]:
     (d / "collection.tsv.gz").write_bytes(_gz("".join(docs).encode()))
     msmarco = {str(1000 + i): "what is " + _sentence(rng, 4) for i in range(n)}
     orcas = {str(1000 + i): _sentence(rng, 3) for i in range(0, n, 2)}  # the same ids, other texts
-    (d / "train" / "queries.tsv.gz").write_bytes(_gz("".join(f"{q}\t{t}\n" for q, t in msmarco.items()).encode()))
-    (d / "train" / "qrels.gz").write_bytes(_gz("".join(f"{q} 0 {ids[k]} 1\n"
-                                                       for k, q in enumerate(msmarco)).encode()))
-    (d / "orcas" / "queries.tsv.gz").write_bytes(_gz("".join(f"{q}\t{t}\n" for q, t in orcas.items()).encode()))
-    (d / "orcas" / "qrels.gz").write_bytes(_gz("".join(f"{q} Q0 {ids[(k * 3) % n]} 1\n"
-                                                       for k, q in enumerate(orcas)).encode()))
+    extra = extra or {}
+    more = {s: "".join(f"{q}\t{t}\n" for q, t, _ in extra.get(s, ())) for s in ("msmarco", "orcas")}
+    more_qrels = {s: "".join(f"{q} {'0' if s == 'msmarco' else 'Q0'} {ids[k]} 1\n" for q, _, k in extra.get(s, ()))
+                  for s in ("msmarco", "orcas")}
+    (d / "train" / "queries.tsv.gz").write_bytes(_gz(("".join(f"{q}\t{t}\n" for q, t in msmarco.items())
+                                                      + more["msmarco"]).encode()))
+    (d / "train" / "qrels.gz").write_bytes(_gz(("".join(f"{q} 0 {ids[k]} 1\n" for k, q in enumerate(msmarco))
+                                                + more_qrels["msmarco"]).encode()))
+    (d / "orcas" / "queries.tsv.gz").write_bytes(_gz(("".join(f"{q}\t{t}\n" for q, t in orcas.items())
+                                                      + more["orcas"]).encode()))
+    (d / "orcas" / "qrels.gz").write_bytes(_gz(("".join(f"{q} Q0 {ids[(k * 3) % n]} 1\n" for k, q in enumerate(orcas))
+                                                + more_qrels["orcas"]).encode()))
     return ids
 
 
 # -- topics and qrels ----------------------------------------------------------------------------------------------
-def _classic_topics(rng: random.Random, qids: list[str]) -> str:
+def _topic_texts(rng: random.Random, qids: list[str], texts: dict | None) -> list[tuple[str, str, str, str]]:
+    """(qid, title, description, narrative) per topic: ``texts[qid]`` where given, else drawn from ``rng``."""
+    if texts is not None:
+        return [(q, *texts[q]) for q in qids]
+    return [(q, _sentence(rng, 3), _sentence(rng, 12), _sentence(rng, 20)) for q in qids]
+
+
+def _classic_topics(rng: random.Random, qids: list[str], texts: dict | None = None) -> str:
     """TREC topics as 04.testset and core_nist.txt write them (ir_datasets' TrecQueries, DEFAULT_QTYPE_MAP)."""
-    return "".join(f"<top>\n\n<num> Number: {q}\n<title> {_sentence(rng, 3)}\n\n<desc> Description:\n"
-                   f"{_sentence(rng, 12)}\n\n<narr> Narrative:\n{_sentence(rng, 20)}\n\n</top>\n\n\n" for q in qids)
+    return "".join(f"<top>\n\n<num> Number: {q}\n<title> {t}\n\n<desc> Description:\n"
+                   f"{d}\n\n<narr> Narrative:\n{n}\n\n</top>\n\n\n" for q, t, d, n in _topic_texts(rng, qids, texts))
 
 
-def _core18_topics(rng: random.Random, qids: list[str]) -> str:
+def _core18_topics(rng: random.Random, qids: list[str], texts: dict | None = None) -> str:
     """topics2018.txt's layout: closing tags, the title on its own line (wapo.py RM_TAGS)."""
-    return "".join(f"<top>\n\n<num> Number: {q} </num>\n<title>\n{_sentence(rng, 3)}\n</title>\n\n<desc>\n"
-                   f"{_sentence(rng, 12)}\n</desc>\n\n<narr>\n{_sentence(rng, 20)}\n</narr>\n</top>\n\n" for q in qids)
+    return "".join(f"<top>\n\n<num> Number: {q} </num>\n<title>\n{t}\n</title>\n\n<desc>\n"
+                   f"{d}\n</desc>\n\n<narr>\n{n}\n</narr>\n</top>\n\n" for q, t, d, n in _topic_texts(rng, qids, texts))
 
 
 def _qrels(rng: random.Random, qids: list[str], docnos: list[str], *, no_relevant: str | None = None) -> str:
@@ -315,6 +332,129 @@ def write_corpora(home: Path, seed: int = 0, *, docs: int = 30) -> dict:
     (home / "wapo" / "trec-core-2018" / "queries.txt").write_text(_core18_topics(rng, core18))
     (home / "wapo" / "trec-core-2018" / "qrels").write_text(_qrels(rng, core18, ids["wapo"]))
     return ids
+
+
+# -- the paper's setting in miniature: planted leaks, query variants, the authors' Core runs ----------------------
+PAPER_RUNS = {"core17": "core17.bm25-anserini.top100.run.gz", "core18": "core18.bm25-anserini.top100.run.gz"}
+ROBUST04_TOPICS = ["301", "302", "303", "672"]
+REUSED_WITH_OTHER_TEXT = "321"  # a Core 2018 topic id of Core 2017 with another text; the other reused ids keep theirs
+# The training queries planted near a topic, and the labels an annotator gives them (the study's label set). Forms:
+# identical (the title), question ("what is the <title>"), swap (the title's first two words swapped), variant (the
+# topic's first query variant, far from its title: found through the variant field only). With all-MiniLM-L6-v2 each
+# form is above 0.91 and every other generated query below it; "Different Topic" marks a false candidate. Core 2018's
+# 336 and 341 are Core 2017's topics too (same text): their candidates count for both corpora.
+PLANTS = (
+    ("robust04", "301", "msmarco", "identical", ("Title-Identical", "Variant-Reformulation")),
+    ("robust04", "301", "orcas", "question", ("Title-Reformulation",)),
+    ("robust04", "302", "orcas", "variant", ("Title-Generalization", "Variant-Identical")),
+    ("robust04", "303", "msmarco", "swap", ("Different Topic",)),
+    ("robust04", "672", "orcas", "identical", ("Title-Identical",)),  # a leak of the topic without relevant judgments
+    ("core17", "307", "msmarco", "question", ("Title-Specialization",)),
+    ("core17", "307", "orcas", "swap", ("Different Topic",)),
+    ("core17", "310", "orcas", "identical", ("Title-Identical",)),
+    ("core17", "321", "msmarco", "variant", ("Title-Generalization", "Variant-Identical")),
+    ("core18", "321", "msmarco", "identical", ("Title-Identical",)),
+    ("core18", "336", "orcas", "swap", ("Title-Reformulation",)),
+    ("core18", "336", "msmarco", "variant", ("Title-Specialization", "Variant-Identical")),
+    ("core18", "341", "msmarco", "question", ("Different Topic",)),
+    ("core18", "801", "orcas", "identical", ("Title-Identical",)),
+)
+
+
+def _runs(depth: int) -> dict[str, dict[str, list[str]]]:
+    """Per Core corpus, the authors' bundled run (leakexp/data/runs/): topic -> its documents down to rank ``depth``."""
+    from leakexp.retrieval import BUNDLED_RUNS
+
+    out: dict[str, dict[str, list[str]]] = {}
+    for corpus, name in PAPER_RUNS.items():
+        run = out.setdefault(corpus, {})
+        for line in gzip.decompress((BUNDLED_RUNS / name).read_bytes()).decode().splitlines():
+            qid, _, docno, rank, _, _ = line.split()
+            run.setdefault(qid, [])
+            if int(rank) <= depth:
+                run[qid].append(docno)
+    return out
+
+
+def _judged(rng: random.Random, qids: list[str], pools: dict[str, list[str]], *, no_relevant: str = "") -> str:
+    """Qrels with a relevant and a judged non-relevant document for every topic but ``no_relevant``."""
+    lines = []
+    for q in qids:
+        docs = rng.sample(pools[q], min(8, len(pools[q])))
+        labels = [2, 1, 0] + [rng.choice([0, 0, 1]) for _ in docs[3:]]
+        lines += [f"{q} 0 {d} {0 if q == no_relevant else rel}\n" for d, rel in zip(docs, labels)]
+    return "".join(lines)
+
+
+def _phrases(rng: random.Random, n: int) -> list[list[str]]:
+    """``n`` three-word phrases of which no two share a pair of words: a query planted near one is near no other."""
+    pairs: set[frozenset] = set()
+    out = []
+    while len(out) < n:
+        words = rng.sample(WORDS, 3)
+        mine = {frozenset((a, b)) for i, a in enumerate(words) for b in words[i + 1:]}
+        if not mine & pairs:
+            pairs |= mine
+            out.append(words)
+    return out
+
+
+def write_paper_corpora(home: Path, seed: int = 0, *, docs: int = 30, run_depth: int = 5) -> dict:
+    """The corpora of :func:`write_corpora` as ``experiment=paper`` reads them, with what its grid needs: training
+    queries planted near test topics (``PLANTS``), two query variants of every topic (``<home>/variants/<corpus>.tsv``,
+    not part of ir_datasets), the Core tracks' topics of the authors' bundled runs (50 each) with the runs' documents
+    down to ``run_depth`` as NYT and WaPo articles under their ids, and qrels judging a relevant and a non-relevant
+    document of every topic (but Robust04's 672) among them.
+
+    Returns ``ids`` (documents per corpus), ``topics`` (corpus -> qid -> title), ``variants`` (corpus -> path),
+    ``runs`` (corpus -> qid -> the run's docnos) and ``plants`` (one dict per planted query: corpus, topic, source,
+    qid, text, labels, leak)."""
+    rng, trng = random.Random(seed), random.Random(f"paper-{seed}")
+    home = Path(home)
+    runs = _runs(run_depth)
+    qids = {"robust04": ROBUST04_TOPICS, "core17": list(runs["core17"]), "core18": list(runs["core18"])}
+    own = [(c, q) for c in qids for q in qids[c]
+           if c != "core18" or q not in runs["core17"] or q == REUSED_WITH_OTHER_TEXT]
+    phrases = iter(_phrases(trng, 2 * len(own)))
+    texts: dict[str, dict] = {c: {} for c in qids}
+    variants: dict[str, dict[str, list[str]]] = {c: {} for c in qids}
+    for corpus, q in own:
+        title, far = " ".join(next(phrases)), " ".join(next(phrases))
+        texts[corpus][q] = (title, _sentence(trng, 12), _sentence(trng, 20))
+        variants[corpus][q] = [far, f"{title} news"]
+    for q in qids["core18"]:  # the topics Core 2018 took over from Core 2017
+        if q not in texts["core18"]:
+            texts["core18"][q], variants["core18"][q] = texts["core17"][q], variants["core17"][q]
+    texts = {c: {q: texts[c][q] for q in qids[c]} for c in qids}
+    forms = {"identical": lambda t, v: t, "question": lambda t, v: f"what is the {t}", "variant": lambda t, v: v[0],
+             "swap": lambda t, v: " ".join([t.split()[1], t.split()[0], *t.split()[2:]])}
+    plants, extra = [], {"msmarco": [], "orcas": []}
+    for n, (corpus, topic, source, form, labels) in enumerate(PLANTS):
+        qid = str((5000 if source == "msmarco" else 7000) + n)  # no id of the other source: annotations name no source
+        text = forms[form](texts[corpus][topic][0], variants[corpus][topic])
+        extra[source].append((qid, text, trng.randrange(docs)))
+        plants.append({"corpus": corpus, "topic": topic, "source": source, "qid": qid, "text": text,
+                       "labels": list(labels), "leak": "Different Topic" not in labels})
+    run_ids = {c: tuple(dict.fromkeys(d for q in qids[c] for d in runs[c][q])) for c in runs}
+    assert not {str(1_600_000 + i * 7) for i in range(docs)} & set(run_ids["core17"])  # no NYT id twice
+    ids = {"wapo": _write_wapo(home, rng, docs, run_ids["core18"]), "nyt": _write_nyt(home, rng, docs, run_ids["core17"]),
+           "disks45": _write_disks45(home, rng, max(4, docs // 4)), "msmarco": _write_msmarco(home, rng, docs, extra)}
+    robust = qids["robust04"]
+    (home / "disks45" / "04.testset.gz").write_bytes(_gz(_classic_topics(rng, robust, texts["robust04"]).encode()))
+    (home / "disks45" / "qrels.robust2004.txt").write_text(
+        _judged(rng, robust, {q: ids["disks45"] for q in robust}, no_relevant="672"))
+    for corpus, folder, writer in (("core17", home / "nyt" / "trec-core-2017", _classic_topics),
+                                   ("core18", home / "wapo" / "trec-core-2018", _core18_topics)):
+        folder.mkdir(exist_ok=True)
+        (folder / "queries.txt").write_text(writer(rng, qids[corpus], texts[corpus]))
+        (folder / "qrels").write_text(_judged(rng, qids[corpus], runs[corpus]))
+    (home / "variants").mkdir(exist_ok=True)
+    paths = {}
+    for corpus, by_topic in variants.items():
+        paths[corpus] = home / "variants" / f"{corpus}.tsv"
+        paths[corpus].write_text("".join(f"{q}\t{v}\n" for q in qids[corpus] for v in by_topic[q]))
+    return {"ids": ids, "topics": {c: {q: t[0] for q, t in ts.items()} for c, ts in texts.items()},
+            "variants": paths, "runs": runs, "plants": plants}
 
 
 def irds_home() -> Path:

@@ -80,3 +80,52 @@ def test_the_embedded_monot5_is_refused_for_real_data():
         stages.compose(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]",
                         "model=monot5", "model_overrides.monot5.checkpoint=embedded"])
     stages.compose(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]", "model=monot5"])
+
+
+def test_corpus_overrides_change_any_corpus_of_the_grid_and_the_keys_that_read_it(tmp_path):
+    """``corpus.*`` changes the selected corpus only; ``corpus_overrides.<name>.*`` any corpus of the grid (e.g. the
+    leak counts a smaller collection supports), and re-keys exactly that corpus's leaked training sets."""
+    from leakexp import stages
+    from leakexp.cell import Cell
+    from leakexp.config import resolved_corpus_config, settings
+    from leakexp.stages import runner
+
+    base = [f"store={tmp_path}", "grid.sizes=[128]"]
+    cfg = compose([*base, "corpus_overrides.toy_core17.fixed_leak_queries=3", "corpus.test_leak_queries=8"])
+    corpora = settings(cfg)["corpora"]
+    assert corpora["toy_core17"]["fixed_leak_queries"] == 3 and corpora["toy_core17"]["test_leak_queries"] == 24
+    assert corpora["toy_robust"]["test_leak_queries"] == 8 and corpora["toy_core18"]["fixed_leak_queries"] == 24
+    # the command line's corpus.* wins over corpus_overrides for the selected corpus
+    both = compose([*base, "corpus_overrides.toy_robust.fixed_leak_queries=5", "corpus.fixed_leak_queries=7"])
+    assert resolved_corpus_config(both, "toy_robust").fixed_leak_queries == 7
+    plain = runner(compose(base), readonly=True)
+    changed = runner(cfg, readonly=True)
+    key = lambda r, corpus, leakage: r.path(Cell(corpus, leakage, 128, "knrm", 1).ask("sets")).name  # noqa: E731
+    assert key(plain, "toy_core17", "msm") != key(changed, "toy_core17", "msm")
+    assert key(plain, "toy_core18", "msm") == key(changed, "toy_core18", "msm")
+    assert key(plain, "toy_core17", "test") == key(changed, "toy_core17", "test")
+    with pytest.raises(ConfigError, match="corpus_overrides.toy_core19 names no corpus"):
+        compose([*base, "corpus_overrides.toy_core19.fixed_leak_queries=3"])
+    with pytest.raises(ConfigError, match="corpora.toy_core18.fixed_leak_queries"):
+        stages.compose([*base, "corpus_overrides.toy_core18.fixed_leak_queries=-1"])
+
+
+def test_the_documents_check_and_leak_counts_re_key_neither_collection_nor_pool(tmp_path):
+    """Accepting a short corpus on purpose, or another leak count, re-keys its check (docstats) or the training sets
+    that read it, not the collection and pool that everything else (detection, every set and model) derives from."""
+    from leakexp.stage import Ask
+    from leakexp.stages import runner
+
+    def keys(*extra):
+        r = runner(compose([f"store={tmp_path}", *extra]), readonly=True)
+        asks = {"detect": Ask.of("detect"), "fillers": Ask.of("fillers"),
+                "docstats-robust": Ask.of("docstats", name="toy_robust"), "docstats-train": Ask.of("docstats", name="train")}
+        return {k: r.key(a) for k, a in asks.items()}
+
+    base = keys()
+    for extra, changed in ((["corpus.accept_short_documents=true"], {"docstats-robust"}),
+                           (["data.accept_duplicate_docnos=true"], {"docstats-train"}),
+                           (["corpus.documents=web"], {"docstats-robust"}),
+                           (["corpus.fixed_leak_queries=50", "corpus_overrides.toy_core18.test_leak_queries=2"], set())):
+        got = keys(*extra)
+        assert {k for k in base if got[k] != base[k]} == changed, extra

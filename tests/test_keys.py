@@ -43,6 +43,8 @@ def _changed(value):
         return value + "-changed"
     if value is None:
         return "changed"
+    if OmegaConf.is_dict(value) and not value:  # an empty mapping (corpus_overrides: {}) gains an entry
+        return {"changed": "changed"}
     raise TypeError(type(value))
 
 

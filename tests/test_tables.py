@@ -27,3 +27,15 @@ def test_cv_table_marks_bold_dagger_and_swaps():
     tex = cv_latex(marks, "Caption with_underscore", "tab:x")
     assert r"\textcolor{red}{\textbf{0.214}}" in tex and r"0.224$^\dagger$" in tex and r"with\_underscore" in tex
     assert r"\toprule" in tex and r"\bottomrule" in tex
+
+
+def test_caption_names_the_folds_the_cross_validation_used():
+    from leakexp.stats import assign_folds
+    from leakexp.tables import cv_folds_text
+
+    assert cv_folds_text(5, 250) == "five-fold cross-validation"
+    assert cv_folds_text(10, 50) == "ten-fold cross-validation"
+    # a corpus with fewer topics than evaluate.folds: one topic per fold, as assign_folds deals them
+    assert len(set(assign_folds(["301", "302", "303"], 5).values())) == 3
+    assert cv_folds_text(5, 3) == "three-fold cross-validation (one topic per fold: 3 topics for evaluate.folds=5)"
+    assert cv_folds_text(12, 11) == "11-fold cross-validation (one topic per fold: 11 topics for evaluate.folds=12)"

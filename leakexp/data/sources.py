@@ -214,6 +214,12 @@ def _generate(ctx: Context, tmp: Path) -> dict:
                         leak_fraction=float(d["leak_fraction"]))["train"]
 
 
+# What a corpus's config holds beyond its collection: the leak counts of its training sets (the sets stage reads
+# them) and the documents check (the docstats stage reads it, for the pool in data.*): changing them must not re-key
+# the collection or the pool, and with them detection, verification and every training set and model.
+DOCUMENTS_CHECK = ("documents", "accept_short_documents", "accept_duplicate_docnos")
+NOT_THE_COLLECTION = ("fixed_leak_queries", "test_leak_queries", *DOCUMENTS_CHECK)
+
 TOY = Stage(
     # the generator: 5 = the real data's hazards (see leakexp.data.toy); 6 = a query that leaks for two topics
     "toy", version=6,
@@ -222,7 +228,7 @@ TOY = Stage(
 )
 POOL = Stage(
     "pool", version=2,  # 2: document texts as their collection holds them (leakexp.data.doctext)
-    reads=("data", "!data.corpora"), inputs=_toy,
+    reads=("data", "!data.corpora", *(f"!data.{k}" for k in DOCUMENTS_CHECK)), inputs=_toy,
     external=lambda p, c: pool_files(c["data"]), missing=lambda p, c: pool_missing(c["data"]),
     value=lambda ctx: load_train_pool(ctx.config["data"], ctx.inputs["toy"] if "toy" in ctx.input_names else None),
     describe="the training pool (queries, qrels, documents)",
@@ -232,20 +238,20 @@ def require_variants_of_corpora(cfg) -> None:
     not a check: `plan` and `status` list it instead of refusing)."""
     from omegaconf import OmegaConf
 
-    from leakexp.config import corpus_config
+    from leakexp.config import resolved_corpus_config
     from leakexp.stage import ConfigError
 
     for c in ([] if OmegaConf.is_missing(cfg.data, "corpora") else cfg.data.corpora):
         try:  # variants missing by accident would make detection search without them
-            require_variants(OmegaConf.to_container(corpus_config(c) if c != cfg.corpus.name else cfg.corpus,
-                                                    resolve=True), list(cfg.detect.fields))
+            require_variants(OmegaConf.to_container(resolved_corpus_config(cfg, c), resolve=True),
+                             list(cfg.detect.fields))
         except DataUnavailable as exc:
             raise ConfigError(str(exc)) from None
 
 
 COLLECTION = Stage(
     "collection", version=2,  # 2: document texts as their collection holds them (leakexp.data.doctext)
-    reads=("data.kind", "data.name", "corpora.{corpus}"),
+    reads=("data.kind", "data.name", "corpora.{corpus}", *(f"!corpora.{{corpus}}.{k}" for k in NOT_THE_COLLECTION)),
     inputs=lambda p, c: _toy(p, c) if c.at(f"corpora.{p['corpus']}.kind") == "toy" else {},
     external=lambda p, c: corpus_files(c["corpora"][p["corpus"]]),
     missing=lambda p, c: corpus_missing(c["corpora"][p["corpus"]]),
