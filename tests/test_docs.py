@@ -1,0 +1,922 @@
+"""The documentation is tested: every command of README.md and experiments/README.md is run by a case below.
+
+Commands are extracted from the fenced code blocks (```bash and plain: line continuations, comments) and from the
+inline `leakexp …` / `make …` examples of both files. ``CASES`` maps each of them to how it is checked:
+
+- ``toy``: run in-process (``leakexp.cli.main``) on the toy world, with a shared small store appended;
+- ``paper``: experiment=paper / real data. ``plan`` and ``status`` run fully (they read nothing); a command that
+  computes exits 2 with one line (no traceback) without the paper's inputs, and with stand-ins for them
+  (``paper_env``, a hub cache holding the paper's models) composes and passes every check before the data;
+- ``files``: a toolkit command run on small files, written under the documented names into the working directory;
+- ``make``: the Makefile target's recipe (``make -n``), whose leakexp command is itself a case (run as such);
+- ``system`` / ``name``: an install step or a command's bare name (its ``--help``).
+
+A documented command without a case fails ``test_every_documented_command_has_a_case``; a case whose command is
+no longer documented fails it too.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import itertools
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import paper_env
+
+from leakexp.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ("README.md", "experiments/README.md")
+_FENCE = re.compile(r"^\s*```(\w*)\s*$")
+_INLINE = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:leakexp|leakexp-run|make)(?: |$)|^python benchmarks/")
+
+
+# -- extraction ---------------------------------------------------------------------------------------------------
+def _block_commands(lines: list[str]) -> list[str]:
+    out, current = [], ""
+    for line in lines:
+        line = re.sub(r"(^|\s)#.*$", "", line).rstrip()  # a comment (no documented command quotes a '#')
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        current += line
+        if current.strip():
+            out.append(" ".join(current.split()))
+        current = ""
+    return out
+
+
+def commands_of(text: str) -> list[str]:
+    """The command lines of one Markdown text: every line of a bash or plain code block, and every inline code
+    span that is a leakexp / leakexp-run / make command or a benchmark script (spans may wrap lines)."""
+    out, prose, block, lang = [], [], None, ""
+    for line in text.splitlines():
+        fence = _FENCE.match(line)
+        if fence and block is None:
+            block, lang = [], fence.group(1)
+        elif fence and block is not None:
+            if lang in ("", "bash", "sh", "shell", "console"):
+                out += _block_commands(block)
+            block = None
+            prose.append("")  # a fenced block ends a paragraph
+        elif block is not None:
+            block.append(line)
+        else:
+            prose.append(line)
+    for span in re.findall(r"`([^`]+)`", "\n".join(prose)):
+        command = " ".join(span.split())
+        if _INLINE.match(command):
+            out.append(command)
+    return out
+
+
+def documented_commands() -> list[str]:
+    return list(dict.fromkeys(c for doc in DOCS for c in commands_of((ROOT / doc).read_text(encoding="utf-8"))))
+
+
+def test_the_extractor_reads_blocks_continuations_comments_and_inline_spans():
+    text = ("Run `leakexp plan\nexperiment=paper` or `leakexp/cli.py`.\n\n```bash\nmake demo   # the demo\n"
+            "leakexp audit --train a \\\n    --test b\n# only a comment\n```\n\n```python\nprint(1)\n```\n"
+            "```\nleakexp graph-audit x.tsv\n```\n")
+    assert commands_of(text) == ["make demo", "leakexp audit --train a --test b", "leakexp graph-audit x.tsv",
+                                 "leakexp plan experiment=paper"]
+
+
+# -- the context every case runs in -------------------------------------------------------------------------------
+TOY_GRID = ["grid.corpora=[toy_core17]", "grid.leakages=[none,test]", "grid.sizes=[384]", "grid.models=[knrm]",
+            "grid.seeds=[1]"]
+TOY_CELL = "leakexp cell corpus=toy_core17 leakage=test size=384 seed=1,2"
+PAPER_MODELS = ("sentence-transformers/paraphrase-MiniLM-L6-v2", "t5-base", "bert-base-uncased")
+
+
+@pytest.fixture(scope="session")
+def toy_store(tmp_path_factory):
+    """One toy-world store for every toy case; the README's cell command computes its first cells."""
+    store = tmp_path_factory.mktemp("docs-store")
+    overrides = [f"store={store}", "data.queries_per_source=200", "data.corpora=[toy_core17,toy_core18]"]
+    return overrides
+
+
+@pytest.fixture(scope="session")
+def toy_cell(toy_store):
+    """The README's ``leakexp cell corpus=toy_core17 leakage=test size=384 seed=1,2``, run once: (rc, stdout)."""
+    import contextlib
+    import io
+
+    assert TOY_CELL in documented_commands()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main([*shlex.split(TOY_CELL)[1:], *toy_store])
+    return rc, out.getvalue()
+
+
+@dataclass
+class Ctx:
+    """What a case runs with: pytest's fixtures, the working directory (relative paths of the docs land there)."""
+
+    request: pytest.FixtureRequest
+    tmp: Path
+    monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture
+
+    @property
+    def toy(self) -> list[str]:
+        return self.request.getfixturevalue("toy_store")
+
+    def run(self, words: list[str], extra: list[str] = (), after: list[str] = ()) -> tuple[int, str, str]:
+        """``leakexp WORDS`` in-process, ``extra`` overrides placed after the command (and action) names, ``after``
+        options at the end; returns (rc, stdout, stderr)."""
+        self.capsys.readouterr()
+        head = 2 if words[0] in ("annotations", "resample") else 1
+        try:
+            rc = main([*words[:head], *extra, *words[head:], *after])
+        except SystemExit as exc:  # argparse: --help, or a usage error
+            rc = exc.code
+        out, err = self.capsys.readouterr()
+        return rc, out, err
+
+
+def words(command: str, **subs: str) -> list[str]:
+    """The argv of a documented leakexp command without ``leakexp``; placeholders replaced: a word equal to a key of
+    ``subs`` (``…``, ``DIR``, ``[overrides]``) or a ``key=…`` value by ``subs[key]``."""
+    out = []
+    for w in shlex.split(command)[1:]:
+        key, eq, value = w.partition("=")
+        if w in subs:
+            out += subs[w].split() if w == "[overrides]" else [subs[w]]
+        elif eq and value == "…":
+            out.append(f"{key}={subs[key]}")
+        else:
+            out.append(w)
+    return out
+
+
+def one_line_error(rc: int, err: str, *needles: str) -> str:
+    """A refusal: exit 2, one line on stderr that starts with ``leakexp:`` and names each needle, no traceback."""
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("leakexp: "), err
+    assert "Traceback" not in err and all(n in err for n in needles), err
+    return lines[0]
+
+
+def bare_paper(ctx: Ctx) -> list[str]:
+    """experiment=paper on a machine without any of its inputs: no GloVe, variants, annotations or hub models."""
+    for corpus in ("ROBUST04", "CORE17", "CORE18"):
+        ctx.monkeypatch.delenv(f"LEAKEXP_VARIANTS_{corpus}", raising=False)
+    ctx.monkeypatch.delenv("LEAKEXP_GLOVE", raising=False)
+    empty = ctx.tmp / "empty-hub"
+    empty.mkdir(exist_ok=True)
+    ctx.monkeypatch.setenv("HF_HUB_CACHE", str(empty))
+    return [f"store={ctx.tmp / 'paper-store'}"]
+
+
+def furnished_paper(ctx: Ctx) -> list[str]:
+    """experiment=paper with stand-ins for every input (annotations, variants, GloVe, the models in a hub cache)."""
+    from test_hub import fake_cache
+
+    cache = ctx.tmp / "hub"
+    if not cache.exists():
+        cache.mkdir()
+        fake_cache(cache, *PAPER_MODELS)
+    ctx.monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    return [*paper_env(ctx.tmp, ctx.monkeypatch)[1:], f"store={ctx.tmp / 'paper-store'}"]
+
+
+def checks_before_data(overrides: list[str]):
+    """Compose the overrides and pass every check a computing command makes before it reads data."""
+    from leakexp.config import compose
+    from leakexp.stages import runner
+
+    cfg = compose(overrides)
+    runner(cfg)  # every stage's requirements (None: as a grid cell needs them), the input files included
+    return cfg
+
+
+# -- toy-world cases ----------------------------------------------------------------------------------------------
+def case_toy_cell(ctx: Ctx, command: str) -> None:
+    rc, out = ctx.request.getfixturevalue("toy_cell")
+    assert rc == 0, out
+    lines = out.splitlines()
+    for seed in (1, 2):  # a comma list: every combination
+        assert any(re.match(rf"toy_core17/test/384/knrm/seed-{seed}: MFR=\S+ +P@1=\S+ +nDCG@10=0\.\d{{4}}", line)
+                   for line in lines), out
+
+
+def case_toy_detect(ctx: Ctx, command: str) -> None:
+    rc, out, err = ctx.run(words(command), ctx.toy)
+    assert rc == 0, err
+    assert re.search(r"^\d+ candidate rows; threshold 0\.8$", out, re.M) and "table 1: " in out
+    table1 = Path(out.rsplit("table 1: ", 1)[1].split(".{")[0])
+    assert all(table1.with_suffix(s).is_file() for s in (".md", ".csv", ".tex"))
+
+
+def case_toy_verify(ctx: Ctx, command: str) -> None:
+    rc, out, err = ctx.run(words(command), ctx.toy)
+    assert rc == 0, err
+    assert re.search(r"^toy_core17: \d+ verified leaking queries for \d+ topics \(\d+ distinct training queries\)$",
+                     out, re.M), out
+    assert re.search(r"^detection vs planted leaks at threshold 0.8: recall", out, re.M)
+
+
+def case_toy_status_why(ctx: Ctx, command: str) -> None:
+    ctx.request.getfixturevalue("toy_cell")
+    argv = words(command, corpus="toy_core17", leakage="test", size="384", model="knrm", seed="1")
+    rc, out, err = ctx.run(argv, ctx.toy)
+    assert rc == 0, err
+    assert re.search(r"^train\b", out, re.M) and re.search(r"^rerank\b", out, re.M), out
+
+
+def case_toy_status_verify(ctx: Ctx, command: str) -> None:
+    ctx.request.getfixturevalue("toy_cell")
+    rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID])
+    assert rc in (0, 1), err  # complete or not, by what the other cases have computed so far
+    assert "damaged" not in out.split("\n", 1)[0] or " 0 " in out, out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:] if line.split()}
+    assert {"toy", "detect", "train", "rerank", "eval"} <= rows.keys(), out
+
+
+def case_toy_corpus_stats(ctx: Ctx, command: str) -> None:
+    rc, out, err = ctx.run(words(command, **{"[overrides]": " ".join(ctx.toy)}))
+    assert rc == 0, err
+    for name in ("toy_core17", "toy_core18"):
+        assert re.search(rf"^{name}_documents: \d+$", out, re.M) and f"{name}_topics_with_relevant: " in out
+    assert re.search(r"^train_\S*documents: \d+$", out, re.M), out
+
+
+def case_toy_index(ctx: Ctx, command: str) -> None:
+    rc, out, err = ctx.run(words(command), ctx.toy)
+    assert rc == 0, err
+    for name in ("train", "toy_robust", "toy_core17", "toy_core18"):
+        assert re.search(rf"^{name}: \S+ \(\d+ documents\)$", out, re.M), out
+
+
+def case_toy_plan(ctx: Ctx, command: str) -> None:
+    rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID])
+    assert rc == 0, err
+    assert re.search(r"job list \(2 cells, one per line\): \S+-jobs.tsv", out), out
+
+
+def case_toy_memorization(ctx: Ctx, command: str) -> None:
+    rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID])
+    assert rc == 0, err
+    written = [Path(line) for line in out.splitlines()]
+    assert written and all(p.is_file() for p in written) and any(p.name.startswith("table6-") for p in written)
+
+
+def case_toy_robustness(ctx: Ctx, command: str) -> None:
+    rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID, "robustness.ood=[]", "robustness.bootstrap=50"])
+    assert rc == 0, err
+    written = [Path(line) for line in out.splitlines()]
+    assert any(p.name == "robustness_toy_core17.md" for p in written) and all(p.exists() for p in written), out
+
+
+def case_toy_demo(ctx: Ctx, command: str) -> None:
+    """``make demo``'s ``leakexp demo``, on a grid of two cells (robustness apart: ``leakexp robustness``)."""
+    ctx.request.getfixturevalue("toy_cell")
+    rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID, "robustness.enabled=false"])
+    assert rc == 0, err
+    assert "2/2 cells done in " in out and re.search(r"^query_overlap: \d+ of \d+", out, re.M), out
+    assert "graph audit (synthetic benchmark" in out
+    tables = Path(out.rsplit("tables: ", 1)[1].strip())
+    assert (tables / "table1.md").is_file() and (tables / "figure2.png").is_file()
+
+
+def case_toy_tables(ctx: Ctx, command: str) -> None:
+    ctx.request.getfixturevalue("toy_cell")
+    rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID])
+    assert rc == 0, err
+    tables = Path(out.rsplit("tables: ", 1)[1].strip())
+    assert (tables / "table4.md").is_file() and (tables / "summary.md").is_file(), out
+
+
+def case_help(ctx: Ctx, command: str) -> None:
+    rc, out, err = ctx.run(words(command))
+    assert rc == 0
+    for name in ("demo", "cell", "tables", "status", "plan", "audit", "graph-audit", "annotations", "compare-runs"):
+        assert f" {name} " in out or f"{{{name}" in out or f",{name}," in out, name
+
+
+def case_name(ctx: Ctx, command: str) -> None:
+    """A command's bare name in the prose: it exists and explains itself (its full examples are cases)."""
+    rc, out, err = ctx.run([*words(command), "--help"])
+    assert rc == 0 and out.startswith("usage: leakexp " + " ".join(words(command))), out
+
+
+# -- experiment=paper --------------------------------------------------------------------------------------------
+def case_paper_plan(ctx: Ctx, command: str) -> None:
+    rc, out, err = ctx.run(words(command), bare_paper(ctx))
+    assert rc == 0, err
+    assert "job list (9000 cells, one per line)" in out and "a run will still need" in out
+    assert "verify.annotations is not set" in out and "LEAKEXP_GLOVE" in out or "embeddings" in out
+
+
+def case_paper_status(ctx: Ctx, command: str) -> None:
+    rc, out, err = ctx.run(words(command), bare_paper(ctx))
+    assert rc == 1, err  # nothing done yet
+    assert re.search(r"^train +0 ", out, re.M) and "a run will still need" in out, out
+
+
+def case_paper_tables(ctx: Ctx, command: str) -> None:
+    """From the store alone: with nothing computed, one line saying so (exit 2 without a store, 1 without results)."""
+    overrides = bare_paper(ctx)
+    rc, out, err = ctx.run(words(command), overrides)
+    one_line_error(rc, err, "there is no store at")
+    assert ctx.run(["plan", "experiment=paper"], overrides)[0] == 0  # a store, and no result in it
+    rc, out, err = ctx.run(words(command), overrides)
+    assert rc in (0, 1) and "Traceback" not in err, err
+    if rc == 1:
+        assert len(err.strip().splitlines()) == 1 and err.startswith("leakexp: ")
+
+
+def case_paper_compute(ctx: Ctx, command: str, subs: dict | None = None, after: list[str] = ()) -> None:
+    """A command that computes on the real data: without its inputs one line naming what it lacks; with them every
+    check passes, so the next thing it does is to read the data."""
+    argv = words(command, **(subs or {}))
+    rc, out, err = ctx.run(argv, bare_paper(ctx), after)
+    one_line_error(rc, err)
+    assert not (ctx.tmp / "paper-store").exists()  # refused before any work
+    overrides = [w for w in argv if "=" in w and not w.startswith("-") and w.split("=")[0].isidentifier()
+                 or w.startswith(("rerank.", "experiment=", "verify."))]
+    cfg = checks_before_data([*overrides, *furnished_paper(ctx)])
+    assert cfg.data.kind == "irds" and cfg.detect.threshold == 0.91
+
+
+def case_paper_build(ctx: Ctx, command: str) -> None:
+    case_paper_compute(ctx, command)
+    case_paper_compute(ctx, command, after=["--export-monot5"])  # the option the table names beside it
+
+
+def case_paper_cell(ctx: Ctx, command: str) -> None:
+    case_paper_compute(ctx, command)
+    from leakexp.cell import cell_from_config
+
+    cfg = checks_before_data([*words(command)[1:], *furnished_paper(ctx)])
+    assert str(cell_from_config(cfg)) == "robust04/msm/16000/monot5/seed-3"
+
+
+def case_paper_compare_runs(ctx: Ctx, command: str) -> None:
+    from leakexp.retrieval import _run_path, first_stage_file
+
+    case_paper_compute(ctx, command)
+    argv = words(command)
+    run = argv[argv.index("--run") + 1]
+    assert _run_path(run).is_file()  # the authors' run ships with leakexp
+    cfg = checks_before_data(["experiment=paper", "rerank.first_stage=null", *furnished_paper(ctx)])
+    assert first_stage_file(cfg.rerank.get("first_stage"), "core17") is None  # leakexp's own BM25 of core17
+
+
+def case_paper_annotations_sample(ctx: Ctx, command: str) -> None:
+    rc, out, err = ctx.run(words(command), bare_paper(ctx))
+    one_line_error(rc, err)
+    checks_before_data(["experiment=paper", *furnished_paper(ctx)])
+
+
+def case_real_audit(ctx: Ctx, command: str) -> None:
+    """An audit of ir_datasets ids: without the study's SBERT model in the cache, one line naming it and the bundled
+    alternative, before any data is read."""
+    ctx.request.getfixturevalue("pair_files")
+    argv = words(command)
+    argv = [a.replace("/data/store", str(ctx.tmp / "data-store")) for a in argv]
+    rc, out, err = ctx.run(argv, bare_paper(ctx))
+    one_line_error(rc, err, "paraphrase-MiniLM-L6-v2", "is not in the local cache", "--model bundled")
+    assert not (ctx.tmp / "data-store").exists() and not (ctx.tmp / argv[argv.index("--out") + 1]).exists()
+
+
+def _hydra_multirun(overrides: list[str]):
+    """The Hydra config `leakexp-run -m OVERRIDES` composes (the launcher included), and its jobs' overrides."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from leakexp.config import conf_dir
+
+    GlobalHydra.instance().clear()
+    parser = OverridesParser.create()
+    parsed = parser.parse_overrides(overrides)
+    plain = [o.input_line for o in parsed if not o.is_sweep_override()]
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=plain, return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    given = {o.get_key_element(): list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]
+             for o in parsed}
+    params = {k: str(v).split(",") for k, v in (cfg.hydra.sweeper.params or {}).items()}
+    axes = [[f"{k}={v}" for v in given.get(k, vals)] for k, vals in params.items()]
+    return cfg, [list(c) for c in itertools.product(*axes)], plain
+
+
+def case_leakexp_run(ctx: Ctx, command: str) -> None:
+    """``leakexp-run -m …`` (``make grid``): the launcher resolves, the sweep has the documented jobs, and a job
+    refuses without the paper's inputs and passes every check with them."""
+    from hydra.utils import get_class
+
+    from leakexp.config import compose
+
+    argv = shlex.split(command)
+    assert argv[:2] == ["leakexp-run", "-m"]
+    overrides = [a.replace("[…]", "[ann/01.jsonl,ann/02.jsonl,ann/03.jsonl,ann/04.jsonl]") for a in argv[2:]]
+    cfg, jobs, plain = _hydra_multirun(overrides)
+    get_class(cfg.hydra.launcher._target_)  # the launcher named (gpu_local, gpu_slurm) imports
+    expected = 3 * 3 * 8 * 5 * 5
+    for o in overrides:  # a comma list replaces the paper's axis
+        key, _, value = o.partition("=")
+        if "," in value and not value.startswith("["):
+            expected = expected // 5 * len(value.split(","))
+    assert len(jobs) == expected
+    ann = [o for o in plain if o.startswith("verify.annotations=")]
+    for name in ("ann/01.jsonl", "ann/02.jsonl", "ann/03.jsonl", "ann/04.jsonl"):
+        (ctx.tmp / name).parent.mkdir(exist_ok=True)
+        (ctx.tmp / name).write_text("{}\n")
+    from leakexp.stages import runner
+    from leakexp.stage import ConfigError
+
+    job = [*plain, *jobs[0]]
+    with pytest.raises(ConfigError) as refusal:  # what the job logs, before any work
+        runner(compose([*job, *bare_paper(ctx)]))
+    assert "\n" not in str(refusal.value)
+    stand_ins = furnished_paper(ctx)
+    if ann:  # the documented annotation files, relative to the working directory
+        stand_ins = [s for s in stand_ins if not s.startswith("verify.annotations=")]
+    checks_before_data([*job, *stand_ins])
+
+
+# -- toolkit commands on small files ------------------------------------------------------------------------------
+TOPICS = {"301": ("industrial espionage", "cases of industrial espionage between companies"),
+          "302": ("hubble telescope achievements", "what the hubble space telescope found"),
+          "303": ("jazz festival lineup", "musicians playing at jazz festivals"),
+          "304": ("ferry sinkings", "ships carrying passengers that sank"),
+          "305": ("organic farming yields", "crop yields of organic farms"),
+          "306": ("volcanic ash aviation", "airplanes grounded by volcanic ash clouds")}
+TRAIN = ["industrial espionage", "hubble telescope achievements", "jazz festival lineup", "cheap flights to rome",
+         "how to bake sourdough bread", "best running shoes", "python list comprehension", "tax deadline 2019",
+         "symptoms of flu", "capital of australia", "how tall is mount everest", "learn spanish fast",
+         "used car prices", "wedding dress styles", "how to fix a flat tire", "solar panel cost",
+         "chess opening principles", "coffee brewing methods", "knitting for beginners", "guitar chords chart",
+         "dog training tips", "history of the roman empire", "stock market basics", "yoga for back pain"]
+
+
+def _trec_topics(topics: dict) -> str:
+    return "".join(f"<top>\n<num> Number: {q}\n<title> {t}\n<desc> Description:\n{d}\n<narr> Narrative:\nx\n</top>\n\n"
+                   for q, (t, d) in topics.items())
+
+
+@pytest.fixture
+def pair_files(tmp_path, monkeypatch):
+    """The toolkit's inputs under the README's names, in the working directory: three leaked topics (the same text
+    and relevant document as a training query) and three others."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LEAKEXP_STORE", raising=False)
+    (tmp_path / "train.tsv").write_text("".join(f"t{i}\t{q}\n" for i, q in enumerate(TRAIN)))
+    (tmp_path / "train.qrels").write_text("".join(f"t{i} 0 D{i} 1\n" for i in range(len(TRAIN))))
+    (tmp_path / "topics.txt").write_text(_trec_topics(TOPICS))
+    (tmp_path / "test.qrels").write_text("".join(
+        f"{q} 0 {'D' + str(i) if i < 3 else 'X' + q} 2\n{q} 0 N{q} 0\n" for i, q in enumerate(TOPICS)))
+    half = len(TRAIN) // 2
+    (tmp_path / "msmarco.tsv").write_text("".join(f"m{i}\t{q}\n" for i, q in enumerate(TRAIN[:half])))
+    (tmp_path / "orcas.tsv").write_text("".join(f"o{i}\t{q}\n" for i, q in enumerate(TRAIN[half:])))
+    (tmp_path / "m.qrels").write_text("".join(f"m{i} 0 D{i} 1\n" for i in range(half)))
+    (tmp_path / "o.qrels").write_text("".join(f"o{i} 0 E{i} 1\n" for i in range(len(TRAIN) - half)))
+    (tmp_path / "dev.tsv").write_text("".join(f"{q}\t{t}\n" for q, (t, _) in TOPICS.items()))
+    (tmp_path / "dev.qrels").write_text((tmp_path / "test.qrels").read_text())
+    (tmp_path / "V.tsv").write_text("301\tcorporate spying\n")
+    return tmp_path
+
+
+def case_audit_files(ctx: Ctx, command: str) -> None:
+    ctx.request.getfixturevalue("pair_files")
+    argv = words(command)
+    rc, out, err = ctx.run(argv)
+    # the study's model is not bundled: as written, one line naming it and the bundled alternative
+    one_line_error(rc, err, "paraphrase-MiniLM-L6-v2", "--model bundled")
+    rc, out, err = ctx.run(argv, after=["--model", "bundled"])
+    assert rc == 0, err
+    assert re.search(r"^query_overlap: 3 of 6 test queries", out, re.M), out
+    assert re.search(r"^exact_duplicates: 3 of 6 test queries", out, re.M), out
+    out_dir = Path(argv[argv.index("--out") + 1])
+    assert {"report.md", "audit.json", "similarity.png", "neighbours.parquet"} <= {p.name for p in out_dir.iterdir()}
+
+
+def case_audit_qrels_only(ctx: Ctx, command: str) -> None:
+    """The qrels-only audit embeds nothing, and prints the line the README shows (# -> label_overlap: N of M ...)."""
+    ctx.request.getfixturevalue("pair_files")
+    rc, out, err = ctx.run(words(command))
+    assert rc == 0, err
+    assert re.search(r"^label_overlap: 3 of 6 test queries \(50(\.0)?%\)", out, re.M), out
+    assert (ctx.tmp / "labels" / "report.md").is_file()
+
+
+def case_decontaminate(ctx: Ctx, command: str) -> None:
+    ctx.request.getfixturevalue("pair_files")
+    rc, out, err = ctx.run(words(command), after=["--model", "bundled"])
+    assert rc == 0, err
+    assert re.search(r"^removed: 3 of 24 training queries", out, re.M), out
+    assert {"removed.csv", "matches.csv", "data.yaml"} <= {p.name for p in (ctx.tmp / "clean").iterdir()}
+
+
+def case_restrain(ctx: Ctx, command: str) -> None:
+    """extrapolate-eval's sizes count 14k-200k; on 24 training queries they are too large, said in one line; the
+    same command with sizes the small files hold writes both kinds."""
+    ctx.request.getfixturevalue("pair_files")
+    argv = words(command, **{"…": "X"})
+    argv = [{"--train": "--train", "--train-qrels": "--train-qrels", "--test": "--test"}.get(a, a) for a in argv]
+    files = {"--train": "train.tsv", "--train-qrels": "train.qrels", "--test": "topics.txt"}
+    argv = [files.get(argv[i - 1], a) if a == "X" else a for i, a in enumerate(argv)]
+    rc, out, err = ctx.run(argv, after=["--model", "bundled"])
+    one_line_error(rc, err, "--sizes: the largest size 200000 exceeds")
+    small = argv[:argv.index("--sizes") + 1] + ["4", "8"] + argv[argv.index("--out"):]
+    rc, out, err = ctx.run(small, after=["--model", "bundled"])
+    assert rc == 0, err
+    assert (ctx.tmp / "rs" / "restrain" / "8" / "extrapolate.train-qrel.txt").is_file(), out
+
+
+def case_resttest(ctx: Ctx, command: str) -> None:
+    ctx.request.getfixturevalue("pair_files")
+    argv = words(command, **{"…": "X"})
+    files = {"--train": "train.tsv", "--train-qrels": "train.qrels"}
+    argv = [files.get(argv[i - 1], a) if a == "X" else a for i, a in enumerate(argv)]
+    rc, out, err = ctx.run(argv, after=["--model", "bundled"])
+    assert rc == 0, err
+    assert sorted(p.name for p in (ctx.tmp / "rs" / "resttest").iterdir() if p.is_dir())[:1] == ["0"] or \
+        len(list((ctx.tmp / "rs" / "resttest").rglob("*qrel*"))) >= 5, out
+
+
+def case_split_eval(ctx: Ctx, command: str) -> None:
+    """On the audit of the README's second audit command, with two runs: once as written without the optional
+    parts, then with each --leaked-by choice and --baseline."""
+    ctx.request.getfixturevalue("pair_files")
+    audit = "leakexp audit --train train.tsv --train-qrels train.qrels --test topics.txt --test-qrels test.qrels " \
+            "--fields title description --out audit"
+    assert audit in documented_commands()
+    assert ctx.run(words(audit), after=["--model", "bundled"])[0] == 0
+    for name, good in (("runA.trec.gz", True), ("runB.trec.gz", False)):
+        lines = []
+        for i, q in enumerate(TOPICS):
+            relevant = f"D{i}" if i < 3 else f"X{q}"
+            docs = [relevant, f"N{q}"] if good or i % 2 else [f"N{q}", relevant]
+            lines += [f"{q} Q0 {d} {r + 1} {10 - r} {name}\n" for r, d in enumerate(docs)]
+        with gzip.open(ctx.tmp / name, "wt") as f:
+            f.write("".join(lines))
+    base, optional = command.split(" [", 1)
+    choices = re.findall(r"\[(--[\w-]+) ([^\]]+)\]", command)
+    assert [c[0] for c in choices] == ["--leaked-by", "--baseline"]
+    rc, out, err = ctx.run(words(base))
+    assert rc == 0, err
+    assert re.search(r"^3 leaked \(semantic\) and 3 other test queries with judgments", out, re.M), out
+    assert (ctx.tmp / "audit" / "split-eval" / "split_eval.md").is_file()
+    for leaked_by in choices[0][1].split("|"):
+        rc, out, err = ctx.run(words(base), after=["--leaked-by", leaked_by, "--baseline", choices[1][1]])
+        assert rc == 0 and f"3 leaked ({leaked_by}) and 3 other" in out, err
+
+
+ADJ = {"train": "hot\tcold\tantonym\nhot\twarm\t1\nwarm\tcool\tantonym\ncool\tcold\tsynonym\nbig\tsmall\tantonym\n"
+                "big\tlarge\tsynonym\nsmall\ttiny\tsynonym\nlarge\tlittle\tantonym\n",
+       "val": "warm\tcold\tantonym\n",
+       "test": "hot\tcool\tantonym\nlarge\tsmall\tantonym\ntiny\tlittle\tsynonym\nbig\ttiny\tantonym\n"}
+
+
+def _graph_lines(out: str) -> None:
+    assert re.search(r"^  a_parity_accuracy: \d\.\d{4}", out, re.M) and "a_parity_applicable: " in out, out
+    assert "majority_class_rate: " in out and "cross_split_reverses" in out
+
+
+def case_graph_split_files(ctx: Ctx, command: str) -> None:
+    ctx.monkeypatch.chdir(ctx.tmp)
+    ctx.monkeypatch.setenv("LEAKEXP_STORE", str(ctx.tmp / "store"))
+    for split, text in ADJ.items():
+        (ctx.tmp / f"adj.{split}").write_text(text)
+    rc, out, err = ctx.run(words(command))
+    assert rc == 0, err
+    _graph_lines(out)
+    assert "split test: 4 held-out edges" in out
+    assert len(list((ctx.tmp / "store" / "graph").rglob("table5.md"))) == 1  # <store>/graph/<name>/<key>/
+
+
+def case_graph_one_file(ctx: Ctx, command: str) -> None:
+    ctx.monkeypatch.chdir(ctx.tmp)
+    ctx.monkeypatch.setenv("LEAKEXP_STORE", str(ctx.tmp / "store"))
+    (ctx.tmp / "edges.tsv").write_text("".join(line + f"\t{split}\n" for split, text in ADJ.items()
+                                               for line in text.splitlines()))
+    rc, out, err = ctx.run(words(command))
+    assert rc == 0, err
+    _graph_lines(out)
+    assert "split val: 1 held-out edges" in out or "split val: 1 held-out edge" in out
+
+
+def case_graph_synthetic(ctx: Ctx, command: str) -> None:
+    ctx.monkeypatch.chdir(ctx.tmp)
+    rc, out, err = ctx.run(words(command))
+    assert rc == 0, err
+    _graph_lines(out)
+    assert (ctx.tmp / "store/graph/synthetic/resplit-vertices/edges.tsv").is_file()
+    assert re.search(r"^  a_parity_applicable: 0 of \d+", out, re.M)  # the vertex split leaves no path
+
+
+WORDNET_HEADER = "  1 This software and database is being provided to you, the LICENSEE, by  \n"
+
+
+def _tiny_wordnet(folder: Path, pairs: int = 12) -> Path:
+    """A WordNet 3.0 `dict` folder with ``pairs`` antonym synset pairs of two lemmas each (data.adj only)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i in range(pairs):
+        a, b = 1000 + 20 * i, 1010 + 20 * i
+        lines.append(f"{a:08d} 00 a 02 good{i} 0 fine{i} 0 001 ! {b:08d} a 0101 | gloss  \n")
+        lines.append(f"{b:08d} 00 a 02 bad{i} 0 poor{i} 0 001 ! {a:08d} a 0101 | gloss  \n")
+    (folder / "data.adj").write_text(WORDNET_HEADER + "".join(lines), encoding="latin-1")
+    return folder
+
+
+def case_wordnet(ctx: Ctx, command: str) -> None:
+    """Without WordNet, one line naming the package the README installs; LEAKEXP_WORDNET names another folder."""
+    ctx.monkeypatch.chdir(ctx.tmp)
+    ctx.monkeypatch.setenv("LEAKEXP_WORDNET", str(ctx.tmp / "no-wordnet"))
+    argv = words(command, DIR="wordnet-out")
+    rc, out, err = ctx.run(argv)
+    one_line_error(rc, err, "wordnet-base", "no-wordnet")
+    ctx.monkeypatch.setenv("LEAKEXP_WORDNET", str(_tiny_wordnet(ctx.tmp / "wn")))
+    rc, out, err = ctx.run(argv)
+    assert rc == 0, err
+    _graph_lines(out)
+    out_dir = ctx.tmp / argv[argv.index("--out") + 1]
+    assert (out_dir / "table5.md").is_file() and (out_dir / "resplit-vertices").is_dir()
+
+
+def case_apt_wordnet(ctx: Ctx, command: str) -> None:
+    """An install step (not run): the package it installs is the one leakexp's WordNet errors name, in the folder
+    ``--wordnet`` reads by default."""
+    from leakexp.graph_data import WORDNET_HELP
+
+    assert command.split()[-1] == "wordnet-base" and "wordnet-base" in WORDNET_HELP
+    assert "/usr/share/wordnet" in WORDNET_HELP
+
+
+def _annotation(i: int, qid: str, topic: str, labels: list[str], sim: float = 0.95) -> dict:
+    return {"id": i, "data": f"query {qid}", "label": labels, "title": "t", "topic": topic, "variant": "",
+            "narrative": "", "description": "", "ms-marco-qid": qid, "cosine_similarity": sim}
+
+
+def _write_annotations(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def case_kappa(ctx: Ctx, command: str) -> None:
+    ctx.monkeypatch.chdir(ctx.tmp)
+    argv = words(command)
+    first = [_annotation(0, "1", "301", ["Title-Identical"]), _annotation(1, "2", "302", ["Different Topic"]),
+             _annotation(2, "3", "303", ["Title-Generalization"])]
+    second = [_annotation(0, "1", "301", ["Title-Identical"]), _annotation(1, "2", "302", ["Title-Identical"]),
+              _annotation(2, "3", "303", ["Title-Generalization"])]
+    _write_annotations(ctx.tmp / argv[2], first)
+    _write_annotations(ctx.tmp / argv[3], second)
+    rc, out, err = ctx.run(argv)
+    assert rc == 0, err
+    assert out.splitlines()[0] == "candidates: 3"
+    assert [line.split(":")[0] for line in out.splitlines()[1:]] == ["kappa_leak", "kappa_type", "kappa_labels"]
+
+
+def case_calibrate(ctx: Ctx, command: str) -> None:
+    ctx.monkeypatch.chdir(ctx.tmp)
+    sims = [0.99, 0.97, 0.95, 0.93, 0.91, 0.88, 0.85, 0.82]
+    labels = [["Title-Identical"]] * 5 + [["Different Topic"]] + [["Title-Identical"]] * 2
+    _write_annotations(ctx.tmp / "sample.jsonl", [_annotation(i, str(i), "301", lab, s)
+                                                  for i, (s, lab) in enumerate(zip(sims, labels))])
+    argv = words(command)
+    rc, out, err = ctx.run(argv)
+    assert rc == 0, err
+    assert re.search(r"^8 judged pairs; lowest threshold with precision >= 0.9: 0\.\d{4}$", out, re.M), out
+    assert {"calibration.csv", "calibration.png"} <= {p.name for p in (ctx.tmp / "DIR").iterdir()}
+
+
+def case_table2(ctx: Ctx, command: str) -> None:
+    ctx.monkeypatch.chdir(ctx.tmp)
+    _write_annotations(ctx.tmp / "A.jsonl", [_annotation(0, "1", "301", ["Title-Identical"]),
+                                             _annotation(1, "2", "302", ["Different Topic"])])
+    _write_annotations(ctx.tmp / "B.jsonl", [_annotation(2, "3", "321", ["Title-Specialization"])])
+    (ctx.tmp / "04.testset").write_text(_trec_topics({"301": ("a", "b"), "302": ("c", "d")}))
+    (ctx.tmp / "core17.txt").write_text("301\n302\n321\n")
+    (ctx.tmp / "core18.txt").write_text("321\n")
+    rc, out, err = ctx.run(words(command))
+    assert rc == 0, err
+    assert {"table2a.md", "table2a.csv", "table2b.md", "table2b.tex"} <= {p.name for p in (ctx.tmp / "DIR").iterdir()}
+    assert out.rstrip().endswith("table 2: DIR")
+
+
+def case_benchmark_section(ctx: Ctx, command: str) -> None:
+    """``python benchmarks/run.py SECTION`` (not run: minutes): the script has that section."""
+    script, section = command.split()[1:3]
+    tree = ast.parse((ROOT / script).read_text())
+    sections = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                    and getattr(node.targets[0], "id", "") == "SECTIONS")
+    assert section in [k.value for k in sections.keys]
+
+
+# -- make targets -------------------------------------------------------------------------------------------------
+_VENV = "/nonexistent-venv"
+
+
+def recipe(command: str) -> list[str]:
+    """The commands ``make`` would run for a documented make command (dry run; the set-up step counted as done)."""
+    env_words = shlex.split(command)
+    env = {k: v for k, _, v in (w.partition("=") for w in env_words[:env_words.index("make")])}
+    args = env_words[env_words.index("make") + 1:]
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    result = subprocess.run(["make", "-n", "-s", "-o", f"{_VENV}/.installed", f"VENV={_VENV}", *args], cwd=ROOT,
+                            capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return [line.replace(f"{_VENV}/bin/", "").strip() for line in result.stdout.splitlines() if line.strip()]
+
+
+def case_make_leakexp(ctx: Ctx, command: str) -> None:
+    """A target whose recipe is one leakexp command: that command is a case of its own, run here."""
+    lines = recipe(command)
+    assert len(lines) == 1 and lines[0].startswith(("leakexp ", "leakexp-run ")), lines
+    leakexp = " ".join(lines[0].split())
+    assert leakexp in CASES or leakexp in RECIPES, f"{command}: its recipe {leakexp!r} has no case"
+    kind, check = CASES.get(leakexp) or RECIPES[leakexp]
+    env = dict(w.partition("=")[::2] for w in shlex.split(command)[:shlex.split(command).index("make")])
+    for key, value in env.items():
+        ctx.monkeypatch.setenv(key, str(ctx.tmp / value.lstrip("/")) if key == "LEAKEXP_STORE" else value)
+    if "LEAKEXP_STORE" in env:  # the store a grid job writes to is the one the environment names
+        from leakexp.config import compose
+
+        assert str(compose(["experiment=paper"]).store) == str(ctx.tmp / env["LEAKEXP_STORE"].lstrip("/"))
+    check(ctx, leakexp)
+
+
+def _pytest_targets() -> dict[str, str]:
+    import tomllib
+
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    return {m.split(":")[0] for m in markers}
+
+
+def case_make_pytest(ctx: Ctx, command: str) -> None:
+    """A test target (not run here: it is the suite): its recipe runs pytest on marker names pytest knows and on
+    files that exist."""
+    lines = recipe(command)
+    pytest_line = next(line for line in lines if " -m pytest " in line)
+    expression = re.search(r'-m "([^"]+)"|-m (\w+)', pytest_line.split(" -m pytest ", 1)[1])
+    names = set(re.findall(r"\w+", next(g for g in expression.groups() if g))) - {"not", "and", "or"}
+    assert names <= _pytest_targets(), names
+    for path in re.findall(r"\S+\.py", pytest_line):
+        assert (ROOT / path).is_file(), path
+    if command == "make test-kernels":
+        assert pytest_line.startswith("ATEN_CPU_CAPABILITY=default ")
+
+
+def case_make_test_gpu(ctx: Ctx, command: str) -> None:
+    """On a machine without CUDA it says so and exits non-zero (run for real there); with CUDA: the recipe."""
+    import torch
+
+    case_make_pytest(ctx, command)
+    if torch.cuda.is_available():
+        return
+    venv = Path(sys.executable).parents[1]
+    result = subprocess.run(["make", "-s", "-o", f"{venv}/.installed", f"VENV={venv}", "test-gpu"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "test-gpu: no CUDA device here" in result.stdout, result.stdout
+
+
+def case_make_help(ctx: Ctx, command: str) -> None:
+    result = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    listed = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
+    documented = {shlex.split(c)[shlex.split(c).index("make") + 1] for c in documented_commands()
+                  if "make" in shlex.split(c) and len(shlex.split(c)) > shlex.split(c).index("make") + 1}
+    assert documented <= listed, documented - listed
+
+
+def case_make_bench(ctx: Ctx, command: str) -> None:
+    lines = recipe(command)
+    assert lines == [f"python benchmarks/run.py"] or lines[0].endswith("python benchmarks/run.py"), lines
+    assert (ROOT / "benchmarks" / "run.py").is_file()
+
+
+# -- the table ----------------------------------------------------------------------------------------------------
+def _paper(**subs):
+    return lambda ctx, command: case_paper_compute(ctx, command, subs)
+
+
+CASES = {
+    # README: the two commands, the real grid, one cell
+    "make demo": ("make", case_make_leakexp),
+    "make test": ("make", case_make_pytest),
+    "make plan EXPERIMENT=paper": ("make", case_make_leakexp),
+    'make grid ARGS="verify.annotations=[ann/01.jsonl,ann/02.jsonl,ann/03.jsonl,ann/04.jsonl]"':
+        ("make", case_make_leakexp),
+    "make status EXPERIMENT=paper": ("make", case_make_leakexp),
+    "make tables EXPERIMENT=paper": ("make", case_make_leakexp),
+    "leakexp robustness experiment=paper": ("paper", _paper()),
+    "make cell CORPUS=robust04 LEAKAGE=msm SIZE=16000 MODEL=monot5 SEED=3": ("make", case_make_leakexp),
+    "leakexp cell experiment=paper corpus=robust04 leakage=msm size=16000 model=monot5 seed=3":
+        ("paper", case_paper_cell),
+    TOY_CELL: ("toy", case_toy_cell),
+    "leakexp-run -m experiment=paper model=knrm,duet seed=1,2": ("paper", case_leakexp_run),
+    # README: audit any train/test pair
+    "leakexp audit store=/data/store --train msmarco-passage/train/judged --test msmarco-passage/trec-dl-2019/judged "
+    "--out audit-dl19": ("paper", case_real_audit),
+    "leakexp audit --train train.tsv --train-qrels train.qrels --test topics.txt --test-qrels test.qrels --fields "
+    "title description --out audit": ("files", case_audit_files),
+    "leakexp audit --train-qrels train.qrels --test-qrels test.qrels --test-rel 2 --out labels":
+        ("files", case_audit_qrels_only),
+    "leakexp audit experiment=paper --train msmarco-document/train msmarco-document/orcas --test "
+    "disks45/nocr/trec-robust-2004 nyt/trec-core-2017 wapo/v2/trec-core-2018 --fields title description variant "
+    "--test-variants V.tsv --out audit-paper": ("paper", case_real_audit),
+    "leakexp decontaminate --train msmarco.tsv orcas.tsv --train-qrels m.qrels o.qrels --test topics.txt --threshold "
+    "0.91 --out clean": ("files", case_decontaminate),
+    "leakexp resample restrain --train … --train-qrels … --test … --sizes 14000 45000 200000 --out rs":
+        ("files", case_restrain),
+    "leakexp resample resttest --train … --train-qrels … --test dev.tsv --test-qrels dev.qrels --buckets 5 --seed 0 "
+    "--out rs": ("files", case_resttest),
+    "leakexp split-eval A=runA.trec.gz B=runB.trec.gz --qrels test.qrels --audit audit [--leaked-by "
+    "semantic|exact|label|any] [--baseline A]": ("files", case_split_eval),
+    # README: graph benchmarks
+    "leakexp graph-audit --resplit vertices --out store/graph/synthetic": ("files", case_graph_synthetic),
+    "leakexp graph-audit train=adj.train val=adj.val test=adj.test": ("files", case_graph_split_files),
+    "leakexp graph-audit edges.tsv": ("files", case_graph_one_file),
+    "sudo apt-get install wordnet-base": ("system", case_apt_wordnet),
+    "leakexp graph-audit --wordnet --pos adj --resplit vertices --out store/graph/wordnet-adj": ("files", case_wordnet),
+    # README: inline examples
+    "leakexp status --why train rerank corpus=… leakage=… size=… model=… seed=…": ("toy", case_toy_status_why),
+    "make help": ("make", case_make_help),
+    "leakexp --help": ("name", case_help),
+    "leakexp corpus-stats [overrides]": ("toy", case_toy_corpus_stats),
+    "leakexp annotations kappa": ("name", case_name),
+    "leakexp verify": ("toy", case_toy_verify),
+    "make plan": ("make", case_make_leakexp),
+    "make bench": ("make", case_make_bench),
+    "leakexp status --verify": ("toy", case_toy_status_verify),
+    'make grid ARGS="hydra/launcher=gpu_local"': ("make", case_make_leakexp),
+    'LEAKEXP_STORE=/shared/leakexp-store make grid ARGS="hydra/launcher=gpu_slurm verify.annotations=[…]"':
+        ("make", case_make_leakexp),
+    "leakexp compare-runs --corpus core17 --run bundled:core17.bm25-anserini.top100.run.gz experiment=paper "
+    "rerank.first_stage=null": ("paper", case_paper_compare_runs),
+    "leakexp index": ("toy", case_toy_index),
+    "leakexp annotations kappa A B": ("files", case_kappa),
+    "leakexp memorization": ("toy", case_toy_memorization),
+    "leakexp robustness": ("toy", case_toy_robustness),
+    "make grid": ("make", case_make_leakexp),
+    "make tables": ("make", case_make_leakexp),
+    "leakexp plan": ("toy", case_toy_plan),
+    "leakexp audit": ("name", case_name),
+    "leakexp graph-audit": ("name", case_name),
+    "make test-kernels": ("make", case_make_pytest),
+    "make test-all": ("make", case_make_pytest),
+    "make test-gpu": ("make", case_make_test_gpu),
+    "python benchmarks/run.py pipeline": ("system", case_benchmark_section),
+    # experiments/README.md
+    "leakexp detect experiment=paper": ("paper", _paper()),
+    "leakexp detect": ("toy", case_toy_detect),
+    "leakexp annotations sample experiment=paper --out sample.jsonl": ("paper", case_paper_annotations_sample),
+    "leakexp annotations calibrate --judged sample.jsonl --out DIR": ("files", case_calibrate),
+    "leakexp annotations table2 --annotations A.jsonl B.jsonl --corpus robust04=04.testset --corpus core17=core17.txt "
+    "--corpus core18=core18.txt --out DIR": ("files", case_table2),
+    "leakexp annotations kappa A.jsonl B.jsonl": ("files", case_kappa),
+    "leakexp build experiment=paper": ("paper", case_paper_build),
+    "leakexp memorization experiment=paper": ("paper", _paper()),
+    "leakexp audit experiment=paper --train … --test … --out DIR": ("paper", lambda ctx, c: case_real_audit(
+        ctx, c.replace("--train …", "--train msmarco-document/train").replace("--test …", "--test nyt/trec-core-2017"))),
+    "leakexp decontaminate …": ("name", lambda ctx, c: case_name(ctx, "leakexp decontaminate")),
+    "leakexp resample restrain …": ("name", lambda ctx, c: case_name(ctx, "leakexp resample restrain")),
+    "leakexp graph-audit --wordnet --pos adj --resplit vertices --out DIR": ("files", case_wordnet),
+}
+
+# leakexp commands that only a make recipe spells out
+RECIPES = {
+    "leakexp demo": ("toy", case_toy_demo),
+    "leakexp plan experiment=paper": ("paper", case_paper_plan),
+    "leakexp status experiment=paper": ("paper", case_paper_status),
+    "leakexp tables experiment=paper": ("paper", case_paper_tables),
+    "leakexp tables experiment=demo": ("toy", case_toy_tables),
+    "leakexp plan experiment=demo": ("toy", case_toy_plan),
+    "leakexp-run -m experiment=paper": ("paper", case_leakexp_run),
+    "leakexp-run -m experiment=paper verify.annotations=[ann/01.jsonl,ann/02.jsonl,ann/03.jsonl,ann/04.jsonl]":
+        ("paper", case_leakexp_run),
+    "leakexp-run -m experiment=paper hydra/launcher=gpu_local": ("paper", case_leakexp_run),
+    "leakexp-run -m experiment=paper hydra/launcher=gpu_slurm verify.annotations=[…]": ("paper", case_leakexp_run),
+}
+
+
+def test_every_documented_command_has_a_case():
+    found = documented_commands()
+    assert len(found) > 40
+    assert [c for c in found if c not in CASES] == [], "documented commands without a case in tests/test_docs.py"
+    assert [c for c in CASES if c not in found] == [], "cases of commands the documentation no longer has"
+
+
+@pytest.mark.parametrize("command", list(CASES), ids=lambda c: c[:60])
+def test_documented_command(command, request, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LEAKEXP_STORE", raising=False)
+    kind, check = CASES[command]
+    check(Ctx(request, tmp_path, monkeypatch, capsys), command)
