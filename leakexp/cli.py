@@ -166,6 +166,22 @@ def _add_pair_commands(sub) -> None:
     sp.add_argument("--out", help="output directory (default: AUDIT/split-eval)")
 
 
+def _take_trailing_overrides(parser, args, extra: list[str]) -> None:
+    """Overrides on both sides of a command's options (``compare-runs store=/s --corpus core17 --run R
+    experiment=paper``: argparse fills a positional list once, so the later ones were unrecognized) join the
+    command's overrides (graph-audit: its edge files, which hold its overrides); anything else left over is the
+    usual usage error."""
+    target = "overrides" if hasattr(args, "overrides") else "edges" if hasattr(args, "edges") else None
+    words = [w for w in extra if "=" in w and not w.startswith("-")] if target else []
+    if target == "edges":  # edge files too: `graph-audit --out DIR edges.tsv`
+        words = [w for w in extra if not w.startswith("-")]
+    rest = [w for w in extra if w not in words]
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if words:
+        setattr(args, target, [*getattr(args, target), *words])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="leakexp",
@@ -239,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--out", help="report folder (default <LEAKEXP_STORE or store>/graph/<name>/<key of inputs and "
                    "options>)")
     _add_pair_commands(sub)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    _take_trailing_overrides(parser, args, extra)
     _setup_logging(args.verbose)
     from leakexp.config import ConfigError
 

@@ -73,3 +73,24 @@ def test_graph_audit_takes_overrides_like_every_command(tmp_path, capsys, monkey
     assert "report:" in capsys.readouterr().out
     assert list((tmp_path / "elsewhere" / "graph" / "synthetic").iterdir())  # the override's store, not ./store
     assert not (tmp_path / "store").exists()
+
+
+
+def test_overrides_after_a_commands_options_are_overrides(tmp_path, monkeypatch, capsys):
+    """Overrides on both sides of a command's options (`leakexp compare-runs store=/s --corpus core17 --run R
+    experiment=paper`, a README example with the store in front): argparse alone fills the overrides once, with
+    the first run of them, and refused the others as unrecognized arguments."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LEAKEXP_GLOVE", raising=False)
+    rc = main(["compare-runs", f"store={tmp_path / 's'}", "--corpus", "core17", "--run",
+               "bundled:core17.bm25-anserini.top100.run.gz", "experiment=paper", "rerank.first_stage=null"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("leakexp: config error: model.embeddings names glove.6B.300d.txt"), err
+    assert main(["status", f"store={tmp_path / 's'}", "--verify", "grid.sizes=[128]"]) == 1
+    assert "  45\n" in capsys.readouterr().out  # 3 corpora x 3 leakages x 1 size x 5 models: the override counted
+    with pytest.raises(SystemExit) as usage:  # anything else left over is still a usage error
+        main(["status", "--bogus", f"store={tmp_path / 's'}"])
+    assert usage.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["annotations", "kappa", "a.jsonl", "b.jsonl", "experiment=paper"])  # kappa takes no overrides
+    assert "unrecognized arguments: experiment=paper" in capsys.readouterr().err
