@@ -238,8 +238,9 @@ def main(argv: list[str] | None = None) -> int:
                        "held-out pairs in the training graph, A-parity heuristic, reverse edges, vertex re-split)")
     g.add_argument("edges", nargs="*", help="edge files: PATH (head TAB tail TAB label TAB split) or SPLIT=PATH "
                    "(head TAB tail TAB label); none: the seeded synthetic graph (or --wordnet)")
-    g.add_argument("--wordnet", nargs="?", const="/usr/share/wordnet", metavar="DIR",
-                   help="build the synonym/antonym benchmark from WordNet 3.0 (default DIR /usr/share/wordnet)")
+    g.add_argument("--wordnet", nargs="?", const="", metavar="DIR",
+                   help="build the synonym/antonym benchmark from WordNet 3.0 (default DIR: $LEAKEXP_WORDNET, else "
+                        "/usr/share/wordnet)")
     g.add_argument("--pos", default="adj", choices=["adj", "noun", "verb", "adv"], help="WordNet part of speech")
     g.add_argument("--split-by", default="edges", choices=["edges", "vertices", "components"],
                    help="how a built benchmark is split (edges: the standard construction)")

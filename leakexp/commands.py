@@ -471,6 +471,10 @@ def cmd_graph_audit(args) -> int:
     from leakexp.graph import audit_command
 
     overrides, args.edges = split_overrides(list(args.edges), "an edge file of a split")
+    if args.wordnet == "":  # --wordnet without DIR: LEAKEXP_WORDNET, read now (not when leakexp was imported)
+        from leakexp.graph_data import default_wordnet
+
+        args.wordnet = str(default_wordnet())
     store = str(compose(overrides).store) if overrides else None
     return audit_command(store=store, edges=args.edges, wordnet=args.wordnet, pos=args.pos, split_by=args.split_by,
                          resplit=args.resplit, proportions=args.proportions, seed=args.seed,

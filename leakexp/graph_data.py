@@ -28,6 +28,11 @@ SPLITS = ("train", "val", "test")
 ANTONYM_LABELS = ("antonym", "1")  # "1" is the antonym label of the AntSynNET files; 0 is synonym
 SYNONYM_LABELS = ("synonym", "0")
 DEFAULT_WORDNET = Path(os.environ.get("LEAKEXP_WORDNET", "/usr/share/wordnet"))  # a WordNet 3.0 dict folder
+
+
+def default_wordnet() -> Path:
+    """The WordNet 3.0 ``dict`` folder of ``--wordnet`` without a DIR: ``$LEAKEXP_WORDNET``, else Debian's."""
+    return Path(os.environ.get("LEAKEXP_WORDNET") or "/usr/share/wordnet")
 WORDNET_FILES = {"adj": "data.adj", "noun": "data.noun", "verb": "data.verb", "adv": "data.adv"}
 WORDNET_HELP = ("install Debian's `wordnet-base` (apt-get install wordnet-base puts WordNet 3.0 in "
                 "/usr/share/wordnet) or give --wordnet DIR, a WordNet 3.0 `dict` folder")

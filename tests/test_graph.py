@@ -349,3 +349,22 @@ def test_cli_graph_audit_reads_split_files_named_like_a_setting_section(tmp_path
     assert rc == 0, out
     assert "split test: 3 held-out edges" in out and "  a_parity_applicable: 2 of 3\n" in out
     assert list((tmp_path / "store" / "graph").iterdir())  # the store setting was read as one
+
+
+def test_wordnet_without_dir_reads_leakexp_wordnet(tmp_path, monkeypatch, capsys):
+    """README: `LEAKEXP_WORDNET=DIR` points at a WordNet dict folder other than /usr/share/wordnet; `--wordnet`
+    without DIR read /usr/share/wordnet whatever the variable said."""
+    from leakexp.cli import main
+
+    folder = tmp_path / "dict"
+    folder.mkdir()
+    lines = [f"{1000 + 20 * i:08d} 00 a 02 good{i} 0 fine{i} 0 001 ! {1010 + 20 * i:08d} a 0101 | g  \n"
+             f"{1010 + 20 * i:08d} 00 a 02 bad{i} 0 poor{i} 0 001 ! {1000 + 20 * i:08d} a 0101 | g  \n"
+             for i in range(12)]
+    (folder / "data.adj").write_text(WORDNET_HEADER + "".join(lines), encoding="latin-1")
+    monkeypatch.setenv("LEAKEXP_WORDNET", str(folder))
+    assert main(["graph-audit", "--wordnet", "--out", str(tmp_path / "out")]) == 0
+    assert "a_parity_applicable: " in capsys.readouterr().out and (tmp_path / "out" / "table5.md").is_file()
+    monkeypatch.setenv("LEAKEXP_WORDNET", str(tmp_path / "nowhere"))
+    assert main(["graph-audit", "--wordnet", "--out", str(tmp_path / "out2")]) == 2
+    assert f"{tmp_path / 'nowhere' / 'data.adj'}: WordNet database file not found" in capsys.readouterr().err
