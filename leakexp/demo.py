@@ -21,6 +21,20 @@ GRAPH_DEMO = Stage("graph", version=1, compute=_graph, path=lambda p, c: ["synth
                    describe="the A-leakage audit of the synthetic edge-split graph benchmark and its vertex re-split")
 
 
+class _Once:
+    """An embedder that embeds each list of texts once: audit, decontamination and both resamplings embed the same
+    training and test texts (a copy each time, so that no caller changes another's vectors)."""
+
+    def __init__(self, embed):
+        self.embed, self.done = embed, {}
+
+    def __call__(self, texts: list[str], name: str):
+        key = (name, tuple(texts))
+        if key not in self.done:
+            self.done[key] = self.embed(texts, name)
+        return self.done[key].copy()
+
+
 def _pair_audit(ctx: Context, tmp: Path) -> dict:
     """The toy world's training pool against its test collections: audit, decontaminate and resample."""
     from leakexp import audit, resample
@@ -28,7 +42,7 @@ def _pair_audit(ctx: Context, tmp: Path) -> dict:
     d = ctx.config["detect"]
     train = audit.side_from_pool(ctx.inputs["pool"])
     test = audit.side_from_collections(ctx.inputs["collections"], fields=list(d["fields"]))
-    embed = audit.SbertEmbedder(None, str(d["sbert"]), batch_size=int(ctx.runtime.get("embed_batch_size", 256)))
+    embed = _Once(audit.SbertEmbedder(None, str(d["sbert"]), batch_size=int(ctx.runtime.get("embed_batch_size", 256))))
     options = audit.AuditOptions(k=int(d["k"]), threshold=float(d["threshold"]))
     audit.audit(train, test, embed, tmp / "audit", options)
     resample.decontaminate(train, test, embed, tmp / "decontaminate", threshold=options.threshold, k=options.k)
