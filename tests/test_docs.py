@@ -306,8 +306,8 @@ def case_toy_tables(ctx: Ctx, command: str) -> None:
 def case_help(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command))
     assert rc == 0
-    for name in ("demo", "cell", "tables", "status", "plan", "audit", "graph-audit", "annotations", "compare-runs"):
-        assert f" {name} " in out or f"{{{name}" in out or f",{name}," in out, name
+    listed = {line.split()[0] for line in out.split("positional arguments:")[1].splitlines()[2:] if line.strip()}
+    assert {"demo", "cell", "tables", "status", "plan", "audit", "graph-audit", "annotations"} <= listed, out
 
 
 def case_name(ctx: Ctx, command: str) -> None:
@@ -349,8 +349,7 @@ def case_paper_compute(ctx: Ctx, command: str, subs: dict | None = None, after: 
     rc, out, err = ctx.run(argv, bare_paper(ctx), after)
     one_line_error(rc, err)
     assert not (ctx.tmp / "paper-store").exists()  # refused before any work
-    overrides = [w for w in argv if "=" in w and not w.startswith("-") and w.split("=")[0].isidentifier()
-                 or w.startswith(("rerank.", "experiment=", "verify."))]
+    overrides = [w for w in argv if "=" in w and not w.startswith("-")]
     cfg = checks_before_data([*overrides, *furnished_paper(ctx)])
     assert cfg.data.kind == "irds" and cfg.detect.threshold == 0.91
 
@@ -533,7 +532,6 @@ def case_restrain(ctx: Ctx, command: str) -> None:
     same command with sizes the small files hold writes both kinds."""
     ctx.request.getfixturevalue("pair_files")
     argv = words(command, **{"…": "X"})
-    argv = [{"--train": "--train", "--train-qrels": "--train-qrels", "--test": "--test"}.get(a, a) for a in argv]
     files = {"--train": "train.tsv", "--train-qrels": "train.qrels", "--test": "topics.txt"}
     argv = [files.get(argv[i - 1], a) if a == "X" else a for i, a in enumerate(argv)]
     rc, out, err = ctx.run(argv, after=["--model", "bundled"])
@@ -551,8 +549,11 @@ def case_resttest(ctx: Ctx, command: str) -> None:
     argv = [files.get(argv[i - 1], a) if a == "X" else a for i, a in enumerate(argv)]
     rc, out, err = ctx.run(argv, after=["--model", "bundled"])
     assert rc == 0, err
-    assert sorted(p.name for p in (ctx.tmp / "rs" / "resttest").iterdir() if p.is_dir())[:1] == ["0"] or \
-        len(list((ctx.tmp / "rs" / "resttest").rglob("*qrel*"))) >= 5, out
+    buckets = sorted(p.name for p in (ctx.tmp / "rs" / "resttest").iterdir() if p.is_dir())
+    assert buckets == [f"bucket-{k}" for k in range(1, 6)], out  # --buckets 5
+    for bucket in buckets:
+        written = {p.name for p in (ctx.tmp / "rs" / "resttest" / bucket).iterdir()}
+        assert written == {"train-qrel.txt", "interpolate.dev-qrel.txt", "extrapolate.dev-qrel.txt"}
 
 
 def case_split_eval(ctx: Ctx, command: str) -> None:
@@ -759,7 +760,7 @@ def case_make_leakexp(ctx: Ctx, command: str) -> None:
     check(ctx, leakexp)
 
 
-def _pytest_targets() -> dict[str, str]:
+def _pytest_markers() -> set[str]:
     import tomllib
 
     markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
@@ -773,7 +774,7 @@ def case_make_pytest(ctx: Ctx, command: str) -> None:
     pytest_line = next(line for line in lines if " -m pytest " in line)
     expression = re.search(r'-m "([^"]+)"|-m (\w+)', pytest_line.split(" -m pytest ", 1)[1])
     names = set(re.findall(r"\w+", next(g for g in expression.groups() if g))) - {"not", "and", "or"}
-    assert names <= _pytest_targets(), names
+    assert names <= _pytest_markers(), names
     for path in re.findall(r"\S+\.py", pytest_line):
         assert (ROOT / path).is_file(), path
     if command == "make test-kernels":
@@ -804,7 +805,7 @@ def case_make_help(ctx: Ctx, command: str) -> None:
 
 def case_make_bench(ctx: Ctx, command: str) -> None:
     lines = recipe(command)
-    assert lines == [f"python benchmarks/run.py"] or lines[0].endswith("python benchmarks/run.py"), lines
+    assert lines == ["python benchmarks/run.py"], lines
     assert (ROOT / "benchmarks" / "run.py").is_file()
 
 
