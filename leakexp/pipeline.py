@@ -122,34 +122,20 @@ class Runner:
                        tuple(inputs), resolve)
 
     def ensure(self, ask: Ask, *, load: bool = False) -> Path:
-        """The stored artifact of ``ask``, computing it and whatever it lacks upstream. Stored artifacts upstream that
-        computing it reaches are checked first, by marker and file sizes (a damaged one is recomputed, a failure is
-        recorded where it happens), once per runner; ``load``: ``ask`` is about to be read, so a stage that asks
-        for it (checkpoints) also has its files' checksums checked."""
+        """The stored artifact of ``ask``, computing it and whatever it lacks upstream. Every stored artifact
+        upstream is checked first, by its marker and file sizes (a damaged one is recomputed, and a failure is
+        recorded where it happens, not in each dependant), once per runner; ``load``: ``ask`` is about to be read,
+        so a stage that asks for it (checkpoints) also has its files' checksums checked."""
         ask = self.normal(ask)
         if gone := self.unavailable(ask):  # nothing is keyed or computed on absent data (its loader refuses too)
             raise InputsMissing("; ".join(gone))
-        needed = self._needed(ask, deep=load and self.stage(ask).verify)
-        for up in (a for a in self.upstream(ask) if a in needed):
+        for up in self.upstream(ask):
             deep = load and up == ask and self.stage(up).verify
             if self.stage(up).stored and (up, deep) not in self._ensured and (up, True) not in self._ensured:
                 self.store.ensure(self.path(up), self.record(up), checksums=deep,
                                   compute=lambda tmp, up=up: self.stage(up).compute(self.context(up), tmp))
                 self._ensured.add((up, deep))
         return self.path(ask)
-
-    def _needed(self, ask: Ask, *, deep: bool) -> set[Ask]:
-        """``ask`` and what computing it reaches upstream; nothing below an intact finished artifact (as make)."""
-        needed, todo = set(), [(self.normal(ask), deep)]
-        while todo:
-            a, check = todo.pop()
-            if a in needed:
-                continue
-            needed.add(a)
-            if not (self.stage(a).stored and ({(a, False), (a, True)} & self._ensured or self.store.is_done(
-                    self.path(a), self.record(a), checksums=check))):
-                todo += [(self.normal(b), False) for b in self.direct(a)]
-        return needed
 
     def get(self, ask: Ask) -> Any:
         """What a dependant receives: the in-process value, or the stored artifact (opened), memoised."""

@@ -1,4 +1,6 @@
 import numpy as np
+import re
+
 import pytest
 import pandas as pd
 
@@ -194,12 +196,15 @@ def test_real_corpus_without_variants_is_an_error_that_says_how_to_fix_it(tmp_pa
     message = (r"corpus robust04 has no query variants but detect.fields includes "
                r"'variant': give a TSV file of qid<TAB>variant lines .* corpus.variants=/path/to/variants.tsv "
                r".* or search without variants on purpose with detect.fields=\[title,description\]")
-    # before any data is loaded: the collection stage's config check, when the config is composed ...
+    # a requirement of detection, before any data is loaded: a runner that detects refuses ...
+    cfg = stages.compose(overrides)  # composing and read-only commands (plan, status) do not refuse
+    glove = tmp_path / "glove.txt"
+    glove.write_text("the 0.1 0.2\n")
+    monkeypatch.setenv("LEAKEXP_GLOVE", str(glove))  # the input files are there: what lacks is the variants
     with pytest.raises(ConfigError, match=message):
-        stages.compose(overrides)
-    # ... and when a runner is made of a config composed without the stages' checks
-    with pytest.raises(ConfigError, match=message):
-        stages.runner(config.compose(overrides))
+        stages.runner(config.compose(overrides), needs=("detect",))
+    # ... and plan / status list it among what a run will still need
+    assert any(re.match(message, line) for line in stages.unmet_requirements(cfg))
 
 
 def test_variants_file_must_match_the_topics(caplog):

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import subprocess
 import sys
 import tarfile
@@ -118,17 +119,33 @@ def test_two_workers_opening_a_fresh_docstore_build_it_once(tmp_path):
 
 
 @pytest.fixture
-def wapo_home():
-    """The WaPo files at the paths ir_datasets reads in this test session's IR_DATASETS_HOME, removed afterwards
-    (the other tests see an empty home)."""
+def empty_home():
+    """The session's IR_DATASETS_HOME emptied for one test (ir_datasets fixes each dataset's paths there when it is
+    imported) and restored afterwards: the miniature corpora of tests/irds_corpora.py are moved aside, by renames
+    within one file system, and back."""
+    home = Path(os.environ["IR_DATASETS_HOME"])
+    aside = Path(tempfile.mkdtemp(prefix="irds-aside-", dir=home.parent))
+    for p in list(home.iterdir()):
+        p.rename(aside / p.name)
+    try:
+        yield home
+    finally:
+        for p in list(home.iterdir()):
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+        for p in list(aside.iterdir()):
+            p.rename(home / p.name)
+        aside.rmdir()
+
+
+@pytest.fixture
+def wapo_home(empty_home):
+    """The WaPo files at the paths ir_datasets reads in this test session's IR_DATASETS_HOME, alone there."""
     from leakexp.data.irds_files import dataset_files
 
     files = dataset_files(WAPO)
     folder = files["docs"][0].path.parent
     assert folder.name == "wapo" and files["queries"][0].path == folder / "trec-core-2018" / "queries.txt"
     yield write_wapo(folder.parent)
-    for p in list(folder.iterdir()):
-        shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
 def test_a_damaged_docstore_is_refused_and_deleting_it_as_told_repairs_it(wapo_home):
@@ -271,7 +288,7 @@ def _message(fn) -> str:
     return str(err.value)
 
 
-def test_errors_name_the_exact_files_of_each_dataset_and_what_to_do():
+def test_errors_name_the_exact_files_of_each_dataset_and_what_to_do(empty_home):
     from leakexp.data.irds import load_irds_collection, load_irds_train_pool
     from leakexp.data.irds_files import home
 
@@ -312,7 +329,7 @@ def test_missing_public_topics_are_not_blamed_on_the_licensed_corpus(wapo_home):
     assert f"ir_datasets export {WAPO} queries >/dev/null" in message
 
 
-def test_a_missing_package_is_named_with_how_to_install_it(monkeypatch):
+def test_a_missing_package_is_named_with_how_to_install_it(empty_home, monkeypatch):
     """Disks 4 & 5 ship .Z files that ir_datasets decompresses with unlzw3 (formats/trec.py:161-165)."""
     import ir_datasets
 

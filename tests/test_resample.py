@@ -71,6 +71,18 @@ def decon_sides():
     return train, test
 
 
+@pytest.fixture(autouse=True)
+def _study_model_in_the_cache(tmp_path_factory, monkeypatch):
+    """A hub cache holding the seeds' SBERT model (config and weights as the loaders find them): these tests check
+    the commands past their model check, with an embedder stand-in where they embed."""
+    from test_hub import fake_cache
+
+    from leakexp.audit import SEED_DEFAULTS
+
+    cache = tmp_path_factory.mktemp("hub")
+    monkeypatch.setenv("HF_HUB_CACHE", str(fake_cache(cache, str(SEED_DEFAULTS["sbert"]))))
+
+
 def test_decontaminate_removes_exactly_the_queries_above_the_threshold(tmp_path):
     train, test = decon_sides()
     emb = FakeEmbedder({**TEST_TEXTS, **TRAIN_TEXTS})
