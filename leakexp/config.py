@@ -191,32 +191,29 @@ def _diff(a, b):
     return out
 
 
-def resolved_corpus_config(cfg: DictConfig, name: str) -> DictConfig:
-    """A corpus's config: its file, then ``corpus_overrides.<name>`` (any corpus of the grid, e.g. the leak counts
-    of a smaller collection), then — for the selected corpus — what the command line changed in ``corpus.*``."""
-    base = corpus_config(name)
+def _resolved(cfg: DictConfig, group: str, name: str, base: DictConfig) -> DictConfig:
+    """``base`` (the group's file), then ``<group>_overrides.<name>`` of the experiment, then — for the selected
+    option — what the command line changed in ``<group>.*``."""
     layers = [base]
-    extra = cfg.get("corpus_overrides", {}) or {}
+    extra = cfg.get(f"{group}_overrides", {}) or {}
     if name in extra:
         layers.append(extra[name])
-    if cfg.corpus.name == name:
-        selected = OmegaConf.to_container(cfg.corpus, resolve=True)
+    if cfg[group].name == name:
+        selected = OmegaConf.to_container(cfg[group], resolve=True)
         layers.append(OmegaConf.create(_diff(selected, OmegaConf.to_container(base, resolve=True))))
     return OmegaConf.merge(*layers)
+
+
+def resolved_corpus_config(cfg: DictConfig, name: str) -> DictConfig:
+    """A corpus's config: its file, ``corpus_overrides.<name>`` (any corpus of the grid, e.g. the leak counts of a
+    smaller collection), then what the command line changed in ``corpus.*`` for the selected corpus."""
+    return _resolved(cfg, "corpus", name, corpus_config(name))
 
 
 def resolved_model_config(cfg: DictConfig, name: str) -> DictConfig:
-    """A model's config: its file, then ``model_overrides.<name>`` of the experiment, then — for the
-    selected model — what the command line changed in ``model.*``."""
-    base = model_config(name)
-    layers = [base]
-    extra = cfg.get("model_overrides", {}) or {}
-    if name in extra:
-        layers.append(extra[name])
-    if cfg.model.name == name:
-        selected = OmegaConf.to_container(cfg.model, resolve=True)
-        layers.append(OmegaConf.create(_diff(selected, OmegaConf.to_container(base, resolve=True))))
-    return OmegaConf.merge(*layers)
+    """A model's config: its file, ``model_overrides.<name>``, then what the command line changed in ``model.*``
+    for the selected model."""
+    return _resolved(cfg, "model", name, model_config(name))
 
 
 # -- what stages read -------------------------------------------------------------------------------------
