@@ -782,9 +782,33 @@ def bench_gpu(root: Path) -> None:
     emit("gpu_bench_file", str(path))
 
 
+def stage_seconds(store: Path) -> dict[str, float]:
+    """Seconds the artifacts of each stage took to compute in ``store`` (its ``logs/computed.tsv``), slowest first."""
+    per_stage: dict[str, float] = {}
+    log = store / "logs" / "computed.tsv"
+    for line in (log.read_text().splitlines() if log.exists() else []):
+        _, _, rel, seconds = line.split("\t")[:4]
+        per_stage[rel.split("/")[0]] = per_stage.get(rel.split("/")[0], 0.0) + float(seconds)
+    return dict(sorted(per_stage.items(), key=lambda kv: -kv[1]))
+
+
+def bench_demo(root: Path) -> None:
+    """The main job from scratch on this machine (`make demo`: the toy grid, memorization, robustness, the audits,
+    the tables): its wall seconds and each stage's share, so the slowest stage is visible."""
+    from leakexp.cli import main as leakexp
+
+    store = root / "demo-store"
+    start = time.perf_counter()
+    rc = leakexp(["demo", f"store={store}"])
+    emit("demo_wall_s", round(time.perf_counter() - start, 1))
+    emit("demo_exit_code", rc)
+    for stage, seconds in stage_seconds(store).items():
+        emit(f"demo_stage_s_{stage}", round(seconds, 1))
+
+
 SECTIONS = {"detect": bench_detect, "build": bench_build, "rerank": bench_rerank, "train": bench_train,
             "monot5": bench_monot5, "pipeline": bench_pipeline, "graph": bench_graph, "audit": bench_audit,
-            "gpu": bench_gpu}
+            "gpu": bench_gpu, "demo": bench_demo}
 
 
 def main(argv: list[str]) -> int:
