@@ -881,6 +881,7 @@ CASES = {
     "make test-all": ("make", case_make_pytest),
     "make test-gpu": ("make", case_make_test_gpu),
     "python benchmarks/run.py pipeline": ("system", case_benchmark_section),
+    "python benchmarks/run.py demo": ("system", case_benchmark_section),
     # experiments/README.md
     "leakexp detect experiment=paper": ("paper", _paper()),
     "leakexp detect": ("toy", case_toy_detect),
