@@ -29,10 +29,10 @@ def bench_detect(root: Path) -> None:
     import faiss
     import numpy as np
 
-    from leakexp.config import compose
-    from leakexp.detect import load_sbert, topic_fields
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
+    from leakexp.runner.config import compose
+    from leakexp.stages.detect import load_sbert, topic_fields
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
 
     cfg = compose([f"store={root / 'detect'}", "data.queries_per_source=5000"])
     r = runner(cfg)
@@ -73,10 +73,10 @@ def bench_build(root: Path) -> None:
 
     A No-Leakage set is one for every corpus (its fillers exclude the leaks of all corpora), so the grid's
     corpus x leakage x size requests are fewer distinct sets; each is built and counted once."""
-    from leakexp.config import compose
-    from leakexp.retrieval import bm25_search
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
+    from leakexp.runner.config import compose
+    from leakexp.stages.retrieval import bm25_search
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
 
     cfg = compose([f"store={root / 'build'}"])
     r = runner(cfg)
@@ -142,7 +142,7 @@ def synthetic_negatives_frames(n_queries: int, depth: int, seed: int = 0):
 def bench_negatives(n_queries: int, depth: int, negatives_cls=None, walk_fn=None) -> float:
     """Training queries per second (CPU time of this process) that pairing with negatives handles: the sets
     stage's ``Negatives.from_frames`` over qrels and run, then walking every query for its pair."""
-    from leakexp import build
+    from leakexp.stages import sets as build
 
     negatives_cls = negatives_cls or build.Negatives
     walk_fn = walk_fn or build._pairs_from_queries
@@ -201,13 +201,13 @@ def bench_cpu_scale() -> None:
 
 def bench_rerank(root: Path) -> None:
     """Re-ranking throughput (docs/s) of each registered model on the toy world's BM25 top-100, on CPU."""
-    from leakexp.config import compose, resolved_model_config
+    from leakexp.runner.config import compose, resolved_model_config
     from leakexp.models import REGISTRY
     from leakexp.models.capreolus import IdfTable
-    from leakexp.rerank import rerank
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
-    from leakexp.train import set_seed
+    from leakexp.stages.rerank import rerank
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
+    from leakexp.stages.train import set_seed
 
     cfg = compose([f"store={root / 'rerank'}"])
     r = runner(cfg)
@@ -231,8 +231,8 @@ def _model_params(r, cfg, name: str) -> dict:
     embedded monoT5's tokenizer (the t5vocab stage) for checkpoint=embedded."""
     from omegaconf import OmegaConf
 
-    from leakexp.config import resolved_model_config
-    from leakexp.stage import Ask
+    from leakexp.runner.config import resolved_model_config
+    from leakexp.runner.stage import Ask
 
     params = OmegaConf.to_container(resolved_model_config(cfg, name), resolve=True)
     params.pop("train", None)
@@ -245,9 +245,9 @@ def _model_params(r, cfg, name: str) -> dict:
 def _embedded_model(r, cfg, name):
     from omegaconf import OmegaConf
 
-    from leakexp.config import model_config
+    from leakexp.runner.config import model_config
     from leakexp.models import REGISTRY
-    from leakexp.stage import Ask
+    from leakexp.runner.stage import Ask
 
     params = OmegaConf.to_container(model_config(name), resolve=True)  # the model file: the paper's settings
     train_cfg = params.pop("train", {})
@@ -266,10 +266,10 @@ def bench_train(root: Path) -> None:
     """Training throughput per model on this CPU, with each model file's settings and the embedded weights."""
     import pandas as pd
 
-    from leakexp.config import compose
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
-    from leakexp.train import TrainConfig, set_seed, train
+    from leakexp.runner.config import compose
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
+    from leakexp.stages.train import TrainConfig, set_seed, train
 
     cfg = compose([f"store={root / 'train'}"])
     r = runner(cfg)
@@ -284,7 +284,7 @@ def bench_train(root: Path) -> None:
 
 def bench_checkpoint_verify(model, name: str, out: Path) -> None:
     """What checking a checkpoint against its recorded checksums costs when the runner loads it (warm pages)."""
-    from leakexp.store import file_table
+    from leakexp.runner.store import file_table
 
     model.save(out)
     file_table(out)  # warm the page cache: what is measured is the hashing
@@ -304,11 +304,11 @@ def bench_monot5(root: Path) -> None:
     import pandas as pd
     from pyterrier_t5 import MonoT5ReRanker
 
-    from leakexp.config import compose
+    from leakexp.runner.config import compose
     from leakexp.models import load_checkpoint
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
-    from leakexp.train import set_seed
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
+    from leakexp.stages.train import set_seed
 
     cfg = compose([f"store={root / 'monot5'}"])
     r = runner(cfg)
@@ -361,7 +361,7 @@ def bench_graph(root: Path) -> None:
     from scipy.sparse import csr_matrix
     from scipy.sparse.csgraph import breadth_first_order
 
-    from leakexp import graph
+    from leakexp.toolkit import graph
 
     for name, crosslinks in (("graph", 1.0), ("graph_giant", 3.0)):  # 3.0: one component of ~2/3 of the graph
         edges = graph.synthetic_graph(seed=0, concepts=12_500, crosslinks=crosslinks)
@@ -435,8 +435,8 @@ def bench_audit(root: Path) -> None:
     import faiss
     import numpy as np
 
-    from leakexp.audit import nearest, train_best_match
-    from leakexp.resample import kmeans_buckets
+    from leakexp.toolkit.audit import nearest, train_best_match
+    from leakexp.toolkit.resample import kmeans_buckets
 
     n_train = int(os.environ.get("LEAKEXP_BENCH_AUDIT_TRAIN", 1_000_000))
     n_test = int(os.environ.get("LEAKEXP_BENCH_AUDIT_TEST", 10_000))
@@ -533,7 +533,7 @@ t0 = float(sys.argv[1])
 from leakexp.models.paper import PaperModels, synthetic_pairs
 from leakexp.models import get
 from leakexp.models.capreolus import IdfTable
-from leakexp.train import TrainConfig, set_seed, train
+from leakexp.stages.train import TrainConfig, set_seed, train
 name, glove = sys.argv[2], sys.argv[3]
 paper = PaperModels(sys.argv[4])
 set_seed(0)
@@ -566,14 +566,14 @@ def bench_pipeline(root: Path) -> None:
     import pandas as pd
     import torch
 
-    from leakexp.config import compose
+    from leakexp.runner.config import compose
     from leakexp.models.base import ties_per_query
     from leakexp.models.paper import PaperModels, synthetic_pairs
     from leakexp.models.vectors import load_word_vectors
-    from leakexp.rerank import rerank
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
-    from leakexp.train import PairBatches, TrainConfig, micro_batches, pairs_of, set_seed, train
+    from leakexp.stages.rerank import rerank
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
+    from leakexp.stages.train import PairBatches, TrainConfig, micro_batches, pairs_of, set_seed, train
 
     torch.set_num_threads(1)
     glove = write_real_size_glove(root / "glove.6B.300d-size.txt")
@@ -697,10 +697,10 @@ def bench_gpu(root: Path) -> None:
     names = os.environ.get("LEAKEXP_BENCH_MODELS", "monot5,monobert,knrm,duet,pacrr").split(",")
     from omegaconf import OmegaConf
 
-    from leakexp.config import model_config
+    from leakexp.runner.config import model_config
     from leakexp.models.paper import PaperModels, synthetic_pairs
-    from leakexp.store import atomic_write_json
-    from leakexp.train import PairBatches, batch_loss, configure_precision, loader_workers, pairs_of, set_seed, train
+    from leakexp.runner.store import atomic_write_json
+    from leakexp.stages.train import PairBatches, batch_loss, configure_precision, loader_workers, pairs_of, set_seed, train
 
     configure_precision({"matmul": "highest"})
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
@@ -795,7 +795,7 @@ def stage_seconds(store: Path) -> dict[str, float]:
 def bench_demo(root: Path) -> None:
     """The main job from scratch on this machine (`make demo`: the toy grid, memorization, robustness, the audits,
     the tables): its wall seconds and each stage's share, so the slowest stage is visible."""
-    from leakexp.cli import main as leakexp
+    from leakexp.cli.main import main as leakexp
 
     store = root / "demo-store"
     start = time.perf_counter()

@@ -29,7 +29,7 @@ def small_store(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def small_cfg(small_store):
-    from leakexp.config import compose
+    from leakexp.runner.config import compose
 
     return compose([f"store={small_store}", *SMALL])
 
@@ -38,10 +38,10 @@ def small_cfg(small_store):
 def small_run(small_cfg):
     """The small grid (3 corpora x 3 leakages x 2 sizes x KNRM x 1 seed) through the runner: (runner, cells,
     mean measures per cell, tables directory)."""
-    from leakexp.cell import grid_cells
-    from leakexp.grid import run_cell
-    from leakexp.stages import runner
-    from leakexp.tables import write_tables
+    from leakexp.stages.cell import grid_cells
+    from leakexp.cli.grid import run_cell
+    from leakexp.stages.registry import runner
+    from leakexp.tables.paper import write_tables
 
     r = runner(small_cfg)
     cells = grid_cells(small_cfg)

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leakexp.cli import main
-from leakexp.verify import (calibrate, cohen_kappa, detection_quality, kappa, read_annotations,
+from leakexp.cli.main import main
+from leakexp.stages.verify import (calibrate, cohen_kappa, detection_quality, kappa, read_annotations,
                             stratified_sample, table2)
 
 
@@ -108,8 +108,8 @@ def test_detection_quality_counts_planted_leaks_only():
 
 
 def test_toy_detection_recovers_planted_leaks(small_run, small_cfg):
-    from leakexp.detect import leak_pairs
-    from leakexp.stage import Ask
+    from leakexp.stages.detect import leak_pairs
+    from leakexp.runner.stage import Ask
 
     r = small_run[0]
     truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from leakexp.retrieval import analyze, lucene_porter
+from leakexp.stages.retrieval import analyze, lucene_porter
 
 # Lucene's stems (DefaultEnglishAnalyzer, Anserini 0.22.1's DumpAnalyzedQueries), the Porter departures first:
 # the reference C code maps bli -> ble and logi -> log in step 2, the published algorithm (Snowball's 'porter')
@@ -57,7 +57,7 @@ def _java_or_skip() -> str:
 
 @pytest.fixture(scope="module")
 def jar():
-    from leakexp.retrieval import anserini_jar
+    from leakexp.stages.retrieval import anserini_jar
 
     _java_or_skip()
     return anserini_jar()  # Java but no jar: fails, `make setup` installs it
@@ -87,9 +87,9 @@ def _trec_run(path: Path) -> pd.DataFrame:
 def test_leakexps_anserini_run_equals_anserinis_searchcollection(tmp_path, jar):
     """The toy world's Core 2017 top-100 through leakexp's stages equals SearchCollection's own run on the same
     index (the toy world's TREC topic file, Anserini's own topic reader and default analysis, k1 0.9, b 0.4)."""
-    from leakexp.config import compose, corpus_config
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
+    from leakexp.runner.config import compose, corpus_config
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
 
     cfg = compose([f"store={tmp_path / 'store'}", "bm25.backend=anserini", "bm25.stemmer=porter",
                    "bm25.stopwords=lucene", "rerank.depth=100"])
@@ -113,9 +113,9 @@ def test_leakexps_anserini_run_equals_anserinis_searchcollection(tmp_path, jar):
 
 
 def test_missing_java_is_one_error_naming_the_fix_before_any_work(tmp_path, monkeypatch):
-    from leakexp.config import compose
-    from leakexp.stage import ConfigError
-    from leakexp.stages import runner
+    from leakexp.runner.config import compose
+    from leakexp.runner.stage import ConfigError
+    from leakexp.stages.registry import runner
 
     cfg = compose([f"store={tmp_path / 'store'}", "bm25.backend=anserini", "bm25.stemmer=porter"])
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -126,7 +126,7 @@ def test_missing_java_is_one_error_naming_the_fix_before_any_work(tmp_path, monk
 
 
 def test_missing_jar_names_make_setup(tmp_path, monkeypatch):
-    from leakexp.retrieval import anserini_jar
+    from leakexp.stages.retrieval import anserini_jar
 
     _java_or_skip()
     monkeypatch.setenv("LEAKEXP_ANSERINI_JAR", str(tmp_path / "nope.jar"))
@@ -139,14 +139,14 @@ def test_missing_jar_names_make_setup(tmp_path, monkeypatch):
 
 
 def test_anserini_offers_its_own_stemmers_only():
-    from leakexp.stages import compose
-    from leakexp.stage import ConfigError
+    from leakexp.stages.registry import compose
+    from leakexp.runner.stage import ConfigError
 
     with pytest.raises(ConfigError, match="bm25.stemmer=porter2 is not one of Anserini's stemmers"):
         compose(["bm25.backend=anserini", "bm25.stemmer=porter2"])
     with pytest.raises(ConfigError, match="bm25.backend"):
         compose(["bm25.backend=lucene"])
-    from leakexp.config import compose as compose_only
+    from leakexp.runner.config import compose as compose_only
 
     assert compose_only(["experiment=paper"]).bm25.backend == "anserini"
     assert compose_only([]).bm25.backend == "pisa"

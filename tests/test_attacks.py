@@ -7,8 +7,8 @@ import random
 import pandas as pd
 import pytest
 
-from leakexp import attacks
-from leakexp.attacks import AttackError, WordLists, attack_queries, attack_query, query_rng
+from leakexp.toolkit import attacks
+from leakexp.toolkit.attacks import AttackError, WordLists, attack_queries, attack_query, query_rng
 
 QUERIES = ["lyme disease", "black bear attacks", "deforestation in brazil", "hydroponics",
            "alzheimer drug treatment", "el nino weather", "a", "the of", "bee bee"]

@@ -1,4 +1,4 @@
-"""leakexp.audit on hand-made data with known answers: query, lexical and label overlap, the report,
+"""leakexp.toolkit.audit on hand-made data with known answers: query, lexical and label overlap, the report,
 split_eval and the CLI. Embeddings are injected (tiny vectors with chosen cosines) except in one test
 that uses the bundled MiniLM."""
 
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from leakexp import audit as A
-from leakexp.cli import main
+from leakexp.toolkit import audit as A
+from leakexp.cli.main import main
 
 
 def unit(*coords: tuple[int, float], dim: int = 10) -> list[float]:
@@ -235,7 +235,7 @@ def test_audit_is_deterministic(files, tmp_path):
 @pytest.mark.slow  # loading torch and the model: ~15 s on 2 cores
 def test_audit_with_bundled_sbert(tmp_path):
     """The real model: a paraphrase leaks, an unrelated query does not; embeddings are cached in the store."""
-    from leakexp.store import Store
+    from leakexp.runner.store import Store
 
     train = A.QuerySide(pd.DataFrame([("tr", "1", "title", -1, "how do I bake sourdough bread at home"),
                                       ("tr", "2", "title", -1, "population of canada")], columns=A.TEXT_COLUMNS))
@@ -296,7 +296,7 @@ def test_load_side_from_ir_datasets(files, tmp_path):
     from ir_datasets.formats import TrecQrels, TsvQueries
     from ir_datasets.util import LocalDownload
 
-    from leakexp.data.sources import DataUnavailable
+    from leakexp.stages.sources import DataUnavailable
 
     name = "leakexp-audit-test/dev"
     if name not in ir_datasets.registry:

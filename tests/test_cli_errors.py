@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from leakexp.cli import main
+from leakexp.cli.main import main
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_bad_input_is_one_line_never_a_traceback(files, capsys):
 
 
 def test_a_bug_shows_its_traceback_and_how_to_report_it(monkeypatch, capsys):
-    from leakexp import commands
+    from leakexp.cli import commands
 
     def broken(overrides):
         raise ZeroDivisionError("a bug")

@@ -1,6 +1,6 @@
 import pytest
 
-from leakexp.config import ConfigError, compose
+from leakexp.runner.config import ConfigError, compose
 
 
 def test_demo_is_the_default_and_paper_describes_the_study():
@@ -18,7 +18,7 @@ def test_demo_is_the_default_and_paper_describes_the_study():
 def test_paper_sweep_matches_the_grid():
     from omegaconf import OmegaConf
 
-    from leakexp.config import conf_dir
+    from leakexp.runner.config import conf_dir
 
     sweep = OmegaConf.load(conf_dir() / "experiment" / "paper.yaml").hydra.sweeper.params
     grid = OmegaConf.load(conf_dir() / "grid" / "paper.yaml")
@@ -40,7 +40,7 @@ def test_paper_sweep_matches_the_grid():
     ("grid.models=[knrm,bm42]", "model=bm42 is unknown"),
 ])
 def test_bad_values_name_the_key(override, key):
-    from leakexp import stages
+    from leakexp.stages import registry as stages
 
     extra = ["leakage=msm"] if override.startswith("size=100") else []
     with pytest.raises(ConfigError, match=key.replace("[", r"\[")):
@@ -50,7 +50,7 @@ def test_bad_values_name_the_key(override, key):
 def test_a_stage_section_is_checked_before_a_runner_exists(tmp_path):
     """``evaluate`` is the evaluation stage's section: composing alone does not judge it, building the runner does,
     before anything is written to the store."""
-    from leakexp import stages
+    from leakexp.stages import registry as stages
 
     cfg = compose([f"store={tmp_path / 'store'}", "evaluate.mfr_missing=zero"])
     with pytest.raises(ConfigError, match="evaluate.mfr_missing: input should be 'skip' or 'depth'"):
@@ -59,7 +59,7 @@ def test_a_stage_section_is_checked_before_a_runner_exists(tmp_path):
 
 
 def test_paper_models_use_the_papers_weights_and_demo_the_embedded_ones():
-    from leakexp.config import resolved_model_config
+    from leakexp.runner.config import resolved_model_config
 
     paper = compose(["experiment=paper"])
     assert resolved_model_config(paper, "monot5").checkpoint == "t5-base"
@@ -74,7 +74,7 @@ def test_paper_models_use_the_papers_weights_and_demo_the_embedded_ones():
 
 
 def test_the_embedded_monot5_is_refused_for_real_data():
-    from leakexp import stages
+    from leakexp.stages import registry as stages
 
     with pytest.raises(ConfigError, match="models.monot5.checkpoint=embedded needs the toy world"):
         stages.compose(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]",
@@ -85,10 +85,10 @@ def test_the_embedded_monot5_is_refused_for_real_data():
 def test_corpus_overrides_change_any_corpus_of_the_grid_and_the_keys_that_read_it(tmp_path):
     """``corpus.*`` changes the selected corpus only; ``corpus_overrides.<name>.*`` any corpus of the grid (e.g. the
     leak counts a smaller collection supports), and re-keys exactly that corpus's leaked training sets."""
-    from leakexp import stages
-    from leakexp.cell import Cell
-    from leakexp.config import resolved_corpus_config, settings
-    from leakexp.stages import runner
+    from leakexp.stages import registry as stages
+    from leakexp.stages.cell import Cell
+    from leakexp.runner.config import resolved_corpus_config, settings
+    from leakexp.stages.registry import runner
 
     base = [f"store={tmp_path}", "grid.sizes=[128]"]
     cfg = compose([*base, "corpus_overrides.toy_core17.fixed_leak_queries=3", "corpus.test_leak_queries=8"])
@@ -113,8 +113,8 @@ def test_corpus_overrides_change_any_corpus_of_the_grid_and_the_keys_that_read_i
 def test_the_documents_check_and_leak_counts_re_key_neither_collection_nor_pool(tmp_path):
     """Accepting a short corpus on purpose, or another leak count, re-keys its check (docstats) or the training sets
     that read it, not the collection and pool that everything else (detection, every set and model) derives from."""
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
 
     def keys(*extra):
         r = runner(compose([f"store={tmp_path}", *extra]), readonly=True)

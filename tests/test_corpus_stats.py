@@ -9,7 +9,7 @@ import pytest
 from archive_text import ARCHIVES
 from conftest import SMALL, paper_env
 
-from leakexp.corpus_stats import DocumentStats, check_documents, document_figures
+from leakexp.stages.docstats import DocumentStats, check_documents, document_figures
 from leakexp.data.files import DataFormatError
 from leakexp.data.types import DictDocStore
 
@@ -47,7 +47,7 @@ def _lines(out: str) -> dict[str, float]:
 
 
 def test_corpus_stats_of_the_toy_world(small_store, capsys):
-    from leakexp.cli import main
+    from leakexp.cli.main import main
 
     assert main(["corpus-stats", f"store={small_store}", *SMALL]) == 0
     got = _lines(capsys.readouterr().out)
@@ -61,8 +61,8 @@ def test_corpus_stats_of_the_toy_world(small_store, capsys):
 
 
 def test_index_and_idf_manifests_record_the_corpus_figures(small_cfg):
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
 
     r = runner(small_cfg)
     stats = r.store.marker(r.ensure(Ask.of("docstats", name="toy_robust"))).figures
@@ -73,7 +73,7 @@ def test_index_and_idf_manifests_record_the_corpus_figures(small_cfg):
 
 
 def test_corpus_stats_of_the_raw_corpora_through_ir_datasets(irds_corpora, tmp_path, monkeypatch, capsys):
-    from leakexp.cli import main
+    from leakexp.cli.main import main
 
     assert main(["corpus-stats", *paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}"]) == 0
     got = _lines(capsys.readouterr().out)
@@ -90,11 +90,11 @@ def test_corpus_stats_of_the_raw_corpora_through_ir_datasets(irds_corpora, tmp_p
 
 def test_a_corpus_read_almost_empty_stops_the_run(irds_corpora, tmp_path, monkeypatch, capsys):
     """As WaPo through ir_datasets' default text: the docstats stage, before any index, stops with one line."""
-    from leakexp.cli import main
-    from leakexp.config import compose
+    from leakexp.cli.main import main
+    from leakexp.runner.config import compose
     from leakexp.data import irds
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
 
     monkeypatch.setattr(irds, "document_text", lambda doc: getattr(doc, "title", ""))  # a reader that keeps titles
     overrides = [*paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}", "corpus=core18",

@@ -1,8 +1,8 @@
 """The demo's extras beside the grid: each runs once, is cached in the store and prints its key lines."""
 
-from leakexp.config import compose
-from leakexp.demo import extras
-from leakexp.stages import runner
+from leakexp.runner.config import compose
+from leakexp.stages.demo import extras
+from leakexp.stages.registry import runner
 
 
 def test_demo_extras_are_cached_and_print_the_audit_lines(tmp_path):
@@ -27,8 +27,8 @@ def test_the_demos_pair_audit_embeds_each_text_list_once(tmp_path, monkeypatch):
     eight (the stage took 28 of the demo test's 41 s embedding them again)."""
     import numpy as np
 
-    from leakexp import audit
-    from leakexp.stage import Ask
+    from leakexp.toolkit import audit
+    from leakexp.runner.stage import Ask
 
     calls = []
 

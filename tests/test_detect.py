@@ -4,7 +4,7 @@ import re
 import pytest
 import pandas as pd
 
-from leakexp.detect import embed_to_memmap, exact_topk, leak_pairs, table1
+from leakexp.stages.detect import embed_to_memmap, exact_topk, leak_pairs, table1
 
 
 def test_exact_topk_matches_brute_force_across_shards():
@@ -86,7 +86,7 @@ def _collections():
 
 
 def test_topic_fields_keep_a_reused_topic_id_with_another_text_apart():
-    from leakexp.detect import topic_fields
+    from leakexp.stages.detect import topic_fields
 
     t = topic_fields(list(_collections()), ["title", "description", "variant"])
     got = sorted(zip(t.topic_qid, t.field, t.text, t.corpora))
@@ -123,7 +123,7 @@ def test_table1_and_leak_pairs_count_a_reused_id_for_the_corpus_whose_text_match
 
 
 def test_verified_leaks_of_a_reused_topic_id_go_to_the_corpus_whose_text_matched():
-    from leakexp.verify import verified_leaks
+    from leakexp.stages.verify import verified_leaks
 
     ann = pd.DataFrame([
         (0, "q1", "obesity in children", "330", True), (1, "q2", "iran nuclear program", "330", True),
@@ -138,7 +138,7 @@ def test_verified_leaks_of_a_reused_topic_id_go_to_the_corpus_whose_text_matched
 
 
 def test_truth_labels_follow_the_source_of_a_shared_query_id():
-    from leakexp.verify import truth_labels
+    from leakexp.stages.verify import truth_labels
 
     review = pd.DataFrame([("7", "msmarco", "301"), ("7", "orcas", "301")], columns=["train_qid", "source", "topic_qid"])
     truth = pd.DataFrame([("7", "orcas", "301", "Identical")], columns=["train_qid", "source", "topic_qid", "type"])
@@ -148,7 +148,7 @@ def test_truth_labels_follow_the_source_of_a_shared_query_id():
 def test_detection_embeddings_stay_float32_on_gpu(monkeypatch):
     import sentence_transformers
 
-    from leakexp import detect
+    from leakexp.stages import detect
 
     class FakeModel:
         def __init__(self, path, device=None):
@@ -166,9 +166,9 @@ def test_detection_embeddings_stay_float32_on_gpu(monkeypatch):
 def test_table1_caption_states_the_searched_fields(tmp_path):
     from omegaconf import OmegaConf
 
-    from leakexp.config import compose
-    from leakexp.stage import Ask
-    from leakexp.tables import write_table1
+    from leakexp.runner.config import compose
+    from leakexp.runner.stage import Ask
+    from leakexp.tables.paper import write_table1
 
     class Searched:  # the two runner requests Table 1 makes: the candidates and each corpus's collection
         collections = dict(zip(["robust", "core"], _collections()))
@@ -187,8 +187,9 @@ def test_table1_caption_states_the_searched_fields(tmp_path):
 
 
 def test_real_corpus_without_variants_is_an_error_that_says_how_to_fix_it(tmp_path, monkeypatch):
-    from leakexp import config, stages
-    from leakexp.stage import ConfigError
+    from leakexp.runner import config
+    from leakexp.stages import registry as stages
+    from leakexp.runner.stage import ConfigError
 
     for name in ("ROBUST04", "CORE17", "CORE18"):
         monkeypatch.delenv(f"LEAKEXP_VARIANTS_{name}", raising=False)
@@ -211,7 +212,7 @@ def test_variants_file_must_match_the_topics(caplog):
     from omegaconf import OmegaConf
 
     from leakexp.data.files import DataFormatError
-    from leakexp.data.sources import check_variants, require_variants
+    from leakexp.stages.sources import check_variants, require_variants
 
     robust, core = _collections()  # robust 301 has a variant, 330 has none
     local = OmegaConf.create({"name": "robust", "kind": "local", "variants": "v.tsv"})

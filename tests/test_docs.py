@@ -3,7 +3,7 @@
 Commands are extracted from the fenced code blocks (```bash and plain: line continuations, comments) and from the
 inline `leakexp …` / `make …` examples of both files. ``CASES`` maps each of them to how it is checked:
 
-- ``toy``: run in-process (``leakexp.cli.main``) on the toy world, with a shared small store appended;
+- ``toy``: run in-process (``leakexp.cli.main.main``) on the toy world, with a shared small store appended;
 - ``paper``: experiment=paper / real data. ``plan`` and ``status`` run fully (they read nothing); a command that
   computes exits 2 with one line (no traceback) without the paper's inputs, and with stand-ins for them
   (``paper_env``, a hub cache holding the paper's models) composes and passes every check before the data;
@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 from conftest import paper_env
 
-from leakexp.cli import main
+from leakexp.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "experiments/README.md")
@@ -85,7 +85,7 @@ def documented_commands() -> list[str]:
 
 
 def test_the_extractor_reads_blocks_continuations_comments_and_inline_spans():
-    text = ("Run `leakexp plan\nexperiment=paper` or `leakexp/cli.py`.\n\n```bash\nmake demo   # the demo\n"
+    text = ("Run `leakexp plan\nexperiment=paper` or `leakexp/cli/main.py`.\n\n```bash\nmake demo   # the demo\n"
             "leakexp audit --train a \\\n    --test b\n# only a comment\n```\n\n```python\nprint(1)\n```\n"
             "```\nleakexp graph-audit x.tsv\n```\n")
     assert commands_of(text) == ["make demo", "leakexp audit --train a --test b", "leakexp graph-audit x.tsv",
@@ -198,8 +198,8 @@ def furnished_paper(ctx: Ctx) -> list[str]:
 
 def checks_before_data(overrides: list[str]):
     """Compose the overrides and pass every check a computing command makes before it reads data."""
-    from leakexp.config import compose
-    from leakexp.stages import runner
+    from leakexp.runner.config import compose
+    from leakexp.stages.registry import runner
 
     cfg = compose(overrides)
     runner(cfg)  # every stage's requirements (None: as a grid cell needs them), the input files included
@@ -362,14 +362,14 @@ def case_paper_build(ctx: Ctx, command: str) -> None:
 
 def case_paper_cell(ctx: Ctx, command: str) -> None:
     case_paper_compute(ctx, command)
-    from leakexp.cell import cell_from_config
+    from leakexp.stages.cell import cell_from_config
 
     cfg = checks_before_data([*words(command)[1:], *furnished_paper(ctx)])
     assert str(cell_from_config(cfg)) == "robust04/msm/16000/monot5/seed-3"
 
 
 def case_paper_compare_runs(ctx: Ctx, command: str) -> None:
-    from leakexp.retrieval import _run_path, first_stage_file
+    from leakexp.stages.retrieval import _run_path, first_stage_file
 
     case_paper_compute(ctx, command)
     argv = words(command)
@@ -403,7 +403,7 @@ def _hydra_multirun(overrides: list[str]):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from leakexp.config import conf_dir
+    from leakexp.runner.config import conf_dir
 
     GlobalHydra.instance().clear()
     parser = OverridesParser.create()
@@ -424,7 +424,7 @@ def case_leakexp_run(ctx: Ctx, command: str) -> None:
     refuses without the paper's inputs and passes every check with them."""
     from hydra.utils import get_class
 
-    from leakexp.config import compose
+    from leakexp.runner.config import compose
 
     argv = shlex.split(command)
     assert argv[:2] == ["leakexp-run", "-m"]
@@ -441,8 +441,8 @@ def case_leakexp_run(ctx: Ctx, command: str) -> None:
     for name in ("ann/01.jsonl", "ann/02.jsonl", "ann/03.jsonl", "ann/04.jsonl"):
         (ctx.tmp / name).parent.mkdir(exist_ok=True)
         (ctx.tmp / name).write_text("{}\n")
-    from leakexp.stages import runner
-    from leakexp.stage import ConfigError
+    from leakexp.stages.registry import runner
+    from leakexp.runner.stage import ConfigError
 
     job = [*plain, *jobs[0]]
     with pytest.raises(ConfigError) as refusal:  # what the job logs, before any work
@@ -660,7 +660,7 @@ def case_wordnet(ctx: Ctx, command: str) -> None:
 def case_apt_wordnet(ctx: Ctx, command: str) -> None:
     """An install step (not run): the package it installs is the one leakexp's WordNet errors name, in the folder
     ``--wordnet`` reads by default."""
-    from leakexp.graph_data import WORDNET_HELP
+    from leakexp.toolkit.graph_data import WORDNET_HELP
 
     assert command.split()[-1] == "wordnet-base" and "wordnet-base" in WORDNET_HELP
     assert "/usr/share/wordnet" in WORDNET_HELP
@@ -754,7 +754,7 @@ def case_make_leakexp(ctx: Ctx, command: str) -> None:
     for key, value in env.items():
         ctx.monkeypatch.setenv(key, str(ctx.tmp / value.lstrip("/")) if key == "LEAKEXP_STORE" else value)
     if "LEAKEXP_STORE" in env:  # the store a grid job writes to is the one the environment names
-        from leakexp.config import compose
+        from leakexp.runner.config import compose
 
         assert str(compose(["experiment=paper"]).store) == str(ctx.tmp / env["LEAKEXP_STORE"].lstrip("/"))
     check(ctx, leakexp)

@@ -15,7 +15,7 @@ from torch import nn
 from leakexp.models import load_checkpoint
 from leakexp.models.base import ties_per_query
 from leakexp.models.paper import PaperModels, synthetic_pairs
-from leakexp.train import set_seed, train
+from leakexp.stages.train import set_seed, train
 
 DEVICE = os.environ.get("LEAKEXP_GPU_TEST_DEVICE", "cuda")
 pytestmark = [pytest.mark.gpu,
@@ -122,7 +122,7 @@ def test_bf16_reranking_ties_no_more_documents_than_fp32(name, paper):
 def test_a_training_step_never_waits_for_the_host(name, paper):
     """Between two reads of the losses an update runs without a device-to-host sync: the batch comes from pinned
     memory (non-blocking copies), the loss stays on the device. Checked with CUDA's sync debug mode set to error."""
-    from leakexp.train import PairBatches, batch_loss, make_optimizer, pairs_of
+    from leakexp.stages.train import PairBatches, batch_loss, make_optimizer, pairs_of
 
     if not DEVICE.startswith("cuda"):
         pytest.skip("the sync debug mode exists on CUDA only")
@@ -154,10 +154,10 @@ def test_a_training_step_never_waits_for_the_host(name, paper):
 def test_one_whole_cell_on_cuda(tmp_path):
     """Train, re-rank and evaluate one demo cell on CUDA through the runner: the stored run is complete and its
     measures are numbers (the path `make grid` takes on a GPU workstation)."""
-    from leakexp.cell import Cell
-    from leakexp.config import compose
-    from leakexp.grid import run_cell
-    from leakexp.stages import runner
+    from leakexp.stages.cell import Cell
+    from leakexp.runner.config import compose
+    from leakexp.cli.grid import run_cell
+    from leakexp.stages.registry import runner
 
     cfg = compose([f"store={tmp_path / 'store'}", f"device={DEVICE}", "data.queries_per_source=600",
                    "grid.sizes=[128]", "grid.seeds=[1]", "grid.models=[monot5]", "loader_workers=2"])

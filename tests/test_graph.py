@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leakexp import graph
+from leakexp.toolkit import graph
 from leakexp.data.files import DataFormatError
 
 
@@ -245,7 +245,7 @@ def test_demo_audits_then_resplit_removes_the_leak(tmp_path):
 
 
 def test_cli_graph_audit_end_to_end(tmp_path, capsys):
-    from leakexp.cli import main
+    from leakexp.cli.main import main
 
     path = tmp_path / "tiny.tsv"
     path.write_text("a\tb\tsynonym\ttrain\nb\tc\tantonym\ttrain\nd\te\tsynonym\ttrain\n"
@@ -313,7 +313,7 @@ def test_every_split_reports_class_balance_and_warns_when_degenerate(tmp_path):
 
 
 def test_cli_strict_labels_header_lines_and_keyed_outputs(tmp_path, capsys, monkeypatch):
-    from leakexp.cli import main
+    from leakexp.cli.main import main
 
     (tmp_path / "h.tsv").write_text("head\ttail\tlabel\tsplit\na\tb\tantonym\ttrain\n")
     rc = main(["graph-audit", str(tmp_path / "h.tsv"), "--out", str(tmp_path / "o")])
@@ -338,7 +338,7 @@ def test_cli_strict_labels_header_lines_and_keyed_outputs(tmp_path, capsys, monk
 def test_cli_graph_audit_reads_split_files_named_like_a_setting_section(tmp_path, capsys):
     """The README's `leakexp graph-audit train=adj.train val=adj.val test=adj.test`: `train` is also a config section,
     but a section takes no file path, so `train=PATH` names the training split's edge file; `store=DIR` stays a setting."""
-    from leakexp.cli import main
+    from leakexp.cli.main import main
 
     (tmp_path / "adj.train").write_text("a\tb\tsynonym\nb\tc\tantonym\nd\te\tsynonym\n")
     (tmp_path / "adj.val").write_text("b\ta\tsynonym\n")
@@ -354,7 +354,7 @@ def test_cli_graph_audit_reads_split_files_named_like_a_setting_section(tmp_path
 def test_wordnet_without_dir_reads_leakexp_wordnet(tmp_path, monkeypatch, capsys):
     """README: `LEAKEXP_WORDNET=DIR` points at a WordNet dict folder other than /usr/share/wordnet; `--wordnet`
     without DIR read /usr/share/wordnet whatever the variable said."""
-    from leakexp.cli import main
+    from leakexp.cli.main import main
 
     folder = tmp_path / "dict"
     folder.mkdir()

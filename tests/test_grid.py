@@ -11,16 +11,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from leakexp.cli import main
-from leakexp.config import compose
-from leakexp.cell import Cell, grid_cells
-from leakexp.grid import complete, grid_status
-from leakexp.stages import runner
-from leakexp.store import Store
+from leakexp.cli.main import main
+from leakexp.runner.config import compose
+from leakexp.stages.cell import Cell, grid_cells
+from leakexp.cli.grid import complete, grid_status
+from leakexp.stages.registry import runner
+from leakexp.runner.store import Store
 
 GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]",
         "grid.leakages=[none,msm]", "grid.sizes=[64,128]", "grid.seeds=[1,2]", "grid.models=[knrm]"]
-LEAKEXP = [sys.executable, "-m", "leakexp.cli"]
+LEAKEXP = [sys.executable, "-m", "leakexp.cli.main"]
 
 
 def _eval_markers(store: Store) -> dict[str, float]:
@@ -95,7 +95,7 @@ def test_a_model_change_redoes_training_and_below_only(tmp_path):
 @pytest.mark.timeout(300)
 def test_submitit_local_launcher_equals_the_basic_launcher(tmp_path):
     sweep = ["data.queries_per_source=600", "corpus=toy_core17", "leakage=none,msm", "size=64", "seed=1"]
-    run = [sys.executable, "-m", "leakexp.app", "-m"]
+    run = [sys.executable, "-m", "leakexp.cli.app", "-m"]
     basic = subprocess.run(run + [f"store={tmp_path / 'basic'}", *sweep], capture_output=True, text=True)
     local = subprocess.run(run + [f"store={tmp_path / 'local'}", "hydra/launcher=submitit_local",
                                   "hydra.launcher.timeout_min=5", *sweep], capture_output=True, text=True)

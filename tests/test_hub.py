@@ -1,11 +1,11 @@
-"""Models a run names are found in the local Hugging Face cache before any work (leakexp.hub)."""
+"""Models a run names are found in the local Hugging Face cache before any work (leakexp.lib.hub)."""
 
 from __future__ import annotations
 
 import pytest
 
-from leakexp import hub
-from leakexp.stage import ConfigError
+from leakexp.lib import hub
+from leakexp.runner.stage import ConfigError
 
 
 def fake_cache(root, *names, weights: bool = True):
@@ -79,7 +79,7 @@ def _two_line_pair(tmp_path):
 @pytest.mark.parametrize("command", [["audit"], ["decontaminate"], ["resample", "restrain", "--sizes", "1"]])
 def test_toolkit_default_model_missing_is_one_line_before_any_work_and_bundled_works(command, cache, tmp_path,
                                                                                       capsys):
-    from leakexp.cli import main
+    from leakexp.cli.main import main
 
     pair, out = _two_line_pair(tmp_path), tmp_path / "out"
     assert main([*command, *pair, "--out", str(out), f"store={tmp_path / 'store'}"]) == 2
@@ -103,7 +103,7 @@ def test_toolkit_default_model_missing_is_one_line_before_any_work_and_bundled_w
 
 def test_the_cache_is_read_from_the_environment_at_each_check(tmp_path, monkeypatch):
     """huggingface_hub fixes its cache path when first imported; the check follows the variables as they are now."""
-    from leakexp.hub import cache_dir
+    from leakexp.lib.hub import cache_dir
 
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "a"))
     import huggingface_hub.constants  # noqa: F401  (imported while the variable points at a)

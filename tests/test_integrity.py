@@ -9,18 +9,18 @@ import time
 import pandas as pd
 import pytest
 
-from leakexp.cli import main
-from leakexp.config import compose
-from leakexp.cell import Cell, grid_cells
-from leakexp.grid import grid_status
-from leakexp.stage import Ask
-from leakexp.stages import runner
-from leakexp.store import Store
+from leakexp.cli.main import main
+from leakexp.runner.config import compose
+from leakexp.stages.cell import Cell, grid_cells
+from leakexp.cli.grid import grid_status
+from leakexp.runner.stage import Ask
+from leakexp.stages.registry import runner
+from leakexp.runner.store import Store
 
 GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]", "grid.leakages=[none,msm]",
         "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]", "leakage=msm", "size=64", "seed=1"]
 CELL = Cell("toy_core17", "msm", 64, "knrm", 1)
-LEAKEXP = [sys.executable, "-m", "leakexp.cli"]
+LEAKEXP = [sys.executable, "-m", "leakexp.cli.main"]
 
 
 @pytest.fixture(scope="module")

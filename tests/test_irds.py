@@ -1,7 +1,7 @@
 import pytest
 
 from leakexp.data.irds import IrdsDocStore, load_irds_collection, load_irds_train_pool
-from leakexp.data.sources import DataUnavailable
+from leakexp.stages.sources import DataUnavailable
 
 
 @pytest.fixture(scope="module")

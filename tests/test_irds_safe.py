@@ -204,20 +204,20 @@ def test_ids_repeated_by_the_collection_itself_are_kept_and_a_store_grown_since_
 def _paper(tmp_path, monkeypatch, *extra):
     from conftest import paper_env
 
-    from leakexp.config import compose
+    from leakexp.runner.config import compose
 
     return compose([*paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}", "grid.sizes=[1000]",
                     "grid.seeds=[1]", "grid.models=[knrm]", *extra])
 
 
 def _runner(cfg):
-    from leakexp.stages import runner
+    from leakexp.stages.registry import runner
 
     return runner(cfg, readonly=True)
 
 
 def test_replacing_a_file_rekeys_what_reads_it(wapo_home, tmp_path, monkeypatch):
-    from leakexp.stage import Ask
+    from leakexp.runner.stage import Ask
 
     cfg = _paper(tmp_path, monkeypatch)
     index, robust, pool = (Ask.of("index", name=n) for n in ("core18", "robust04", "train"))
@@ -249,9 +249,9 @@ def test_a_docstore_built_from_another_archive_is_refused(wapo_home):
 
 
 def test_status_says_data_missing_with_the_paths_never_done(wapo_home, tmp_path, monkeypatch):
-    from leakexp.grid import grid_status, render_status
-    from leakexp.stage import Ask, InputsMissing
-    from leakexp.stages import runner
+    from leakexp.cli.grid import grid_status, render_status
+    from leakexp.runner.stage import Ask, InputsMissing
+    from leakexp.stages.registry import runner
 
     cfg = _paper(tmp_path, monkeypatch, "bm25.backend=pisa")
     index = Ask.of("index", name="core18")
@@ -265,7 +265,7 @@ def test_status_says_data_missing_with_the_paths_never_done(wapo_home, tmp_path,
     assert f"as {archive} (a symlink will do)" in detail and "licensed: the Washington Post" in detail
     with pytest.raises(InputsMissing, match=re.escape(str(archive))):
         runner(cfg, files=False).ensure(index)
-    from leakexp.lineage import why
+    from leakexp.runner.lineage import why
 
     assert any(line.startswith("  data missing: ir_datasets 'wapo/v2/trec-core-2018'") for line in
                why(_runner(cfg), index))
@@ -353,8 +353,8 @@ def test_a_missing_package_is_named_with_how_to_install_it(empty_home, monkeypat
 
 # -- run readers ------------------------------------------------------------------------------------------
 def test_every_run_reader_refuses_a_document_twice_for_a_topic(tmp_path):
-    from leakexp.audit import read_run
-    from leakexp.retrieval import read_anserini_run, read_trec_run, refuse_duplicates
+    from leakexp.toolkit.audit import read_run
+    from leakexp.stages.retrieval import read_anserini_run, read_trec_run, refuse_duplicates
 
     lines = "321 Q0 wp1 1 9.0 a\n321 Q0 wp2 2 8.0 a\n321 Q0 wp1 3 7.0 a\n322 Q0 wp1 1 5.0 a\n"
     anserini = tmp_path / "anserini.run"

@@ -12,13 +12,13 @@ import pytest
 from conftest import paper_env
 from omegaconf import OmegaConf
 
-from leakexp.cell import grid_cells
-from leakexp.config import ConfigError, compose, settings
-from leakexp.grid import cell_asks, shared_asks
-from leakexp.lineage import leaves as _leaves
-from leakexp.pipeline import Runner
-from leakexp.stages import STAGES
-from leakexp.store import Store
+from leakexp.stages.cell import grid_cells
+from leakexp.runner.config import ConfigError, compose, settings
+from leakexp.cli.grid import cell_asks, shared_asks
+from leakexp.runner.lineage import leaves as _leaves
+from leakexp.runner.pipeline import Runner
+from leakexp.stages.registry import STAGES
+from leakexp.runner.store import Store
 
 
 def _runner(s: dict, store) -> Runner:

@@ -12,7 +12,7 @@ import submitit
 from submitit.local import local as submitit_local
 
 from hydra_plugins.leakexp_launcher.gpu_local import resolve_gpus, schedule
-from leakexp.config import conf_dir
+from leakexp.runner.config import conf_dir
 
 
 class FakeProcess:

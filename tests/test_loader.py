@@ -8,7 +8,7 @@ import torch
 
 from leakexp.models import get
 from leakexp.models.tokens import Tokens
-from leakexp.train import PairBatches, TrainConfig, loader_workers, pairs_of, set_seed, train
+from leakexp.stages.train import PairBatches, TrainConfig, loader_workers, pairs_of, set_seed, train
 
 
 def _instances(n: int = 24, seed: int = 0) -> pd.DataFrame:
@@ -97,8 +97,8 @@ def test_loader_workers_auto_trains_on_the_cpu_alone_and_feeds_cuda():
 def test_every_seed_of_a_set_reads_one_tokens_artifact_and_every_size_one_per_corpus(small_cfg):
     """The tokens stage is shared: the seeds (and No-Leakage corpora) of a training set read one artifact, the
     re-rankings of a corpus by every size, leakage and seed read one per model."""
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
 
     r = runner(small_cfg, readonly=True)
 

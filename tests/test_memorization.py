@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from leakexp import memorization as M
-from leakexp import memorization_tables as MT
-from leakexp.cell import Cell
+from leakexp.stages import memorization as M
+from leakexp.tables import memorization as MT
+from leakexp.stages.cell import Cell
 from leakexp.models.base import rank_with_docno_ties
-from leakexp.stage import Ask
+from leakexp.runner.stage import Ask
 
 RUN_SCORES = [3.0, 2.0, 2.0, 1.0]
 RUN_DOCNOS = ["d1", "d2", "d4", "d5"]
@@ -142,7 +142,7 @@ class _FakeRunner:
 
 
 def test_config_names_the_with_and_the_matching_without_rerank_and_waits_for_both(tmp_path):
-    from leakexp.stages import compose, runner
+    from leakexp.stages.registry import compose, runner
 
     cfg = compose([f"store={tmp_path}"])
     r = runner(cfg)
@@ -246,8 +246,8 @@ def test_cv_choice_takes_the_most_frequent_size_and_breaks_ties_to_the_smaller()
 
 
 def test_bad_memorization_settings_name_the_key(tmp_path):
-    from leakexp.config import ConfigError
-    from leakexp.stages import compose  # composes and runs every stage's config check, memorization's included
+    from leakexp.runner.config import ConfigError
+    from leakexp.stages.registry import compose  # composes and runs every stage's config check, memorization's included
 
     base = [f"store={tmp_path}", "grid.sizes=[128,256]"]
     assert M.settings(compose(base))["sizes"] == ["each", "cv"]
@@ -258,16 +258,16 @@ def test_bad_memorization_settings_name_the_key(tmp_path):
                               ("memorization.enabled=maybe", r"memorization.enabled: input should be a valid boolean \(got 'maybe'\)")):
         with pytest.raises(ConfigError, match=message):
             compose([*base, override])
-    # leakexp.config.compose alone checks no stage's block; building a runner checks it before anything runs
-    from leakexp.config import compose as compose_only
-    from leakexp.stages import runner
+    # leakexp.runner.config.compose alone checks no stage's block; building a runner checks it before anything runs
+    from leakexp.runner.config import compose as compose_only
+    from leakexp.stages.registry import runner
 
     with pytest.raises(ConfigError, match=r"memorization.sizes.1: input should be .*'bogus'"):
         runner(compose_only([*base, "memorization.sizes=[each,bogus]"]))
 
 
 def test_only_leaked_cells_are_wanted_and_enabled_false_turns_it_off(tmp_path):
-    from leakexp.config import compose
+    from leakexp.runner.config import compose
 
     cfg = compose([f"store={tmp_path}"])
     assert M.wanted(cfg, Cell("toy_core17", "msm", 128, "knrm", 1))
@@ -279,8 +279,8 @@ def test_only_leaked_cells_are_wanted_and_enabled_false_turns_it_off(tmp_path):
 def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_to_8(small_run, small_cfg, tmp_path,
                                                                                     monkeypatch):
     from leakexp.models import load_checkpoint
-    from leakexp.stages import runner as make_runner
-    from leakexp.store import DONE
+    from leakexp.stages.registry import runner as make_runner
+    from leakexp.runner.store import DONE
 
     r, cells, _, tables_out = small_run
     absent = Cell("toy_core17", "msm", 4096, "knrm", 9)
@@ -377,7 +377,7 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
     for name in ("memorization.csv", "table6-size128.md", "table8-cv.tex", "table7-size256.csv"):
         assert (again / name).read_text() == (tmp_path / name).read_text()
     assert np.isfinite(pd.read_csv(tmp_path / "table8-size256.csv")["mean"]).all()
-    from leakexp.config import compose
+    from leakexp.runner.config import compose
 
     off = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "memorization.enabled=false"])
     assert MT.write_tables(off, r, tmp_path / "off", cells, cv_sizes) == [] and not (tmp_path / "off").exists()

@@ -10,14 +10,14 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from leakexp.config import model_config
+from leakexp.runner.config import model_config
 from leakexp.models import REGISTRY, load_checkpoint
 from leakexp.models.base import ties_per_query
 from leakexp.models.capreolus import IdfTable
 from leakexp.models.duet import DUET
 from leakexp.models.pacrr import PACRR, kmax_pooling
 from leakexp.models.vectors import load_word_vectors
-from leakexp.train import TrainConfig, set_seed, train
+from leakexp.stages.train import TrainConfig, set_seed, train
 
 WORDS = ["lyme", "tick", "hubble", "galaxy", "ferry", "ship", "bear", "forest"]
 NEG_TEXT = "weather sports market economy city news"
@@ -461,7 +461,7 @@ def test_transformers_use_sdpa_attention(tiny_bert, tiny_t5):
 
 
 def test_nan_loss_stops_training():
-    from leakexp.train import TrainingError
+    from leakexp.stages.train import TrainingError
 
     set_seed(0)
     m = REGISTRY["knrm"](maxdoclen=16)
@@ -515,7 +515,7 @@ def test_bf16_autocast_makes_no_more_ties_than_fp32(name, tiny_bert, tiny_t5):
 def test_the_loss_is_fp32_under_bf16_autocast(name, tiny_bert, tiny_t5):
     import numpy as np
 
-    from leakexp.train import PairBatches, batch_loss, pairs_of
+    from leakexp.stages.train import PairBatches, batch_loss, pairs_of
 
     set_seed(0)
     model = build(name, tiny_bert, tiny_t5, **({"dropoutrate": 0.0} if name == "duet" else {}))

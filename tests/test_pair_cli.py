@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from leakexp import audit as A
-from leakexp import resample as R
-from leakexp.cli import main
+from leakexp.toolkit import audit as A
+from leakexp.toolkit import resample as R
+from leakexp.cli.main import main
 
 TEXTS = {"hubble telescope": 0, "fish recipes": 1, "cars": 2, "hubble telescopes": 0, "jazz": 3}
 
@@ -37,7 +37,7 @@ def _study_model_in_the_cache(tmp_path_factory, monkeypatch):
     the commands past their model check, with an embedder stand-in where they embed."""
     from test_hub import fake_cache
 
-    from leakexp.audit import SEED_DEFAULTS
+    from leakexp.toolkit.audit import SEED_DEFAULTS
 
     cache = tmp_path_factory.mktemp("hub")
     monkeypatch.setenv("HF_HUB_CACHE", str(fake_cache(cache, str(SEED_DEFAULTS["sbert"]))))

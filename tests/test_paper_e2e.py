@@ -4,7 +4,7 @@ The paper's configuration, changed only where the miniature or this machine requ
 (all-MiniLM for detection, KNRM with a small seeded GloVe file), query variants and annotation files written for
 the generated topics, leak counts and sizes that a few topics and tens of training queries support, and Core
 2017 / 2018 re-ranking the authors' bundled runs (the generator writes their top-100 documents under their ids).
-Every step goes through the documented command line (``leakexp.cli.main``): status, plan, detect, annotations
+Every step goes through the documented command line (``leakexp.cli.main.main``): status, plan, detect, annotations
 review, verify, index, build, one cell per corpus, the grid, status again and the tables.
 
 ir_datasets fixes its home when it is imported, and the other tests' session home holds the default miniature:
@@ -59,7 +59,7 @@ def _glove(path: Path, dim: int = 20) -> None:
 
 
 def _command(results: dict, name: str, argv: list[str]) -> dict:
-    from leakexp.cli import main
+    from leakexp.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     start = time.process_time()
@@ -199,7 +199,7 @@ def test_status_lists_every_artifact_missing_and_plan_counts_the_grid(paper_run)
 
 
 def test_detection_finds_the_planted_near_duplicates_and_nothing_else(paper_run):
-    from leakexp.detect import leak_pairs
+    from leakexp.stages.detect import leak_pairs
 
     results, store, _, _ = paper_run
     world = results["world"]

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 from conftest import paper_env
 
-from leakexp.cell import grid_cells
-from leakexp.cli import main
-from leakexp.config import compose
-from leakexp.grid import STATES, cell_asks, complete, grid_status, needed_indexes, shared_asks
-from leakexp.stages import runner
-from leakexp.store import Store
+from leakexp.stages.cell import grid_cells
+from leakexp.cli.main import main
+from leakexp.runner.config import compose
+from leakexp.cli.grid import STATES, cell_asks, complete, grid_status, needed_indexes, shared_asks
+from leakexp.stages.registry import runner
+from leakexp.runner.store import Store
 
 PAPER_TINY = ["grid.sizes=[1000]", "grid.seeds=[1]", "grid.models=[knrm]"]
 
@@ -66,7 +66,7 @@ PAPER_MODELS = ("sentence-transformers/paraphrase-MiniLM-L6-v2", "t5-base", "ber
 def test_computing_commands_find_the_papers_models_in_the_cache_before_any_work(paper, tmp_path, monkeypatch):
     from test_hub import fake_cache
 
-    from leakexp.stage import ConfigError
+    from leakexp.runner.stage import ConfigError
 
     cache = tmp_path / "hub"
     cache.mkdir()
@@ -104,8 +104,8 @@ def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_onc
     that verify stop with one line naming the setting and the study's four files; status counts what it can."""
     from test_hub import fake_cache
 
-    from leakexp.stage import ConfigError
-    from leakexp.verify import FINAL_NAMES
+    from leakexp.runner.stage import ConfigError
+    from leakexp.stages.verify import FINAL_NAMES
 
     cache = tmp_path / "hub"
     cache.mkdir()

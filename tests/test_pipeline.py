@@ -5,11 +5,11 @@ import json
 import pandas as pd
 import pytest
 
-from leakexp.cell import Cell
-from leakexp.grid import run_cell, stored_results
-from leakexp.stage import Ask
-from leakexp.stages import runner
-from leakexp.store import DONE
+from leakexp.stages.cell import Cell
+from leakexp.cli.grid import run_cell, stored_results
+from leakexp.runner.stage import Ask
+from leakexp.stages.registry import runner
+from leakexp.runner.store import DONE
 from conftest import SMALL
 
 
@@ -25,8 +25,8 @@ def _set(r, corpus, leakage, size):
 def _excluded(r):
     """(source, qid) of every training query that No-Leakage sets must not use: above the threshold for any
     topic of any corpus, annotated (whatever its recomputed similarity), or a verified leak."""
-    from leakexp.build import excluded_queries
-    from leakexp.detect import above_threshold
+    from leakexp.stages.sets import excluded_queries
+    from leakexp.stages.detect import above_threshold
 
     pairs = above_threshold(r.get(Ask.of("detect")), float(r.settings["detect"]["threshold"]))
     leaks = [r.get(Ask.of("leaks", corpus=c)) for c in r.settings["data"]["corpora"]]
@@ -82,7 +82,7 @@ def test_rerun_is_a_no_op_and_a_changed_measure_setting_redoes_only_evaluation(s
     before = {s: _markers(r.store, s) for s in ("sets", "train", "rerank", "eval")}
     run_cell(small_cfg, runner(small_cfg), cells[0])
     assert {s: _markers(r.store, s) for s in before} == before
-    from leakexp.config import compose
+    from leakexp.runner.config import compose
 
     cfg = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "evaluate.mfr_missing=depth"])
     other = runner(cfg)
@@ -100,7 +100,7 @@ def test_rerun_is_a_no_op_and_a_changed_measure_setting_redoes_only_evaluation(s
 
 
 def test_tables_regenerate_from_the_store_alone(small_run, small_cfg):
-    from leakexp.tables import write_tables
+    from leakexp.tables.paper import write_tables
 
     r, cells, _, out = small_run
     names = ["summary.csv", "table3.md", "table4.tex", "table5.csv", "figure2.csv", "detail.csv", "cv_sizes.csv",
@@ -149,7 +149,7 @@ def test_every_toy_set_has_exact_counts_balance_and_no_candidate_filler(small_ru
 
 
 def test_an_external_first_stage_run_is_what_the_models_rerank(small_run, small_cfg, tmp_path):
-    from leakexp.config import compose
+    from leakexp.runner.config import compose
 
     r, cells, _, _ = small_run
     cell = next(c for c in cells if c.corpus == "toy_core17")
@@ -172,7 +172,7 @@ def test_an_external_first_stage_run_is_what_the_models_rerank(small_run, small_
 
 
 def test_leaked_and_other_topics_split_the_cross_validated_values(small_run, small_cfg):
-    from leakexp.tables import leaking_topics
+    from leakexp.tables.paper import leaking_topics
 
     r, cells, _, out = small_run
     t = pd.read_csv(out / "leaked_vs_other.csv", dtype={"qid": str})
@@ -186,7 +186,7 @@ def test_leaked_and_other_topics_split_the_cross_validated_values(small_run, sma
 
 
 def test_status_why_names_the_setting_that_made_a_stored_set_stale(small_run, small_cfg, capsys):
-    from leakexp.cli import main
+    from leakexp.cli.main import main
 
     small_run  # the small grid is in the store
     base = [f"store={small_cfg.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
@@ -201,7 +201,7 @@ def test_status_why_names_the_setting_that_made_a_stored_set_stale(small_run, sm
 
 
 def test_tables_from_unchanged_artifacts_are_kept_and_a_missing_one_is_written_again(small_run, small_cfg):
-    from leakexp.tables import TABLES_KEY, write_tables
+    from leakexp.tables.paper import TABLES_KEY, write_tables
 
     r, _, _, out = small_run
     write_tables(small_cfg, r)
@@ -217,7 +217,7 @@ def test_tables_from_unchanged_artifacts_are_kept_and_a_missing_one_is_written_a
 def test_status_why_answers_for_every_stage_a_cell_reads(small_run, small_cfg, capsys):
     """Stages with parameters of their own (a corpus's first stage, a df table, the tokens of a set and of a run) are
     found among the cell's inputs: each gets its lineage, none a crash."""
-    from leakexp.cli import main
+    from leakexp.cli.main import main
 
     small_run  # the small grid is in the store
     base = [f"store={small_cfg.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from leakexp.config import compose
-from leakexp.plan import load_measured, plan, render
-from leakexp.stages import runner
+from leakexp.runner.config import compose
+from leakexp.cli.plan import load_measured, plan, render
+from leakexp.stages.registry import runner
 
 
 def fake_runner(cfg):

@@ -1,8 +1,8 @@
 import numpy as np
 import pandas as pd
 
-from leakexp.report import latex_escape, latex_table, markdown_table
-from leakexp.tables import cv_latex, cv_table
+from leakexp.tables.report import latex_escape, latex_table, markdown_table
+from leakexp.tables.paper import cv_latex, cv_table
 
 SPECIAL = "cost $5 {x} a~b 2^3 R&D 50% #1 snake_case back\\slash"
 ESCAPED = (r"cost \$5 \{x\} a\textasciitilde{}b 2\textasciicircum{}3 R\&D 50\% \#1 snake\_case "

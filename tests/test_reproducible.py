@@ -6,11 +6,11 @@ import shutil
 
 import pytest
 
-from leakexp.cell import Cell
-from leakexp.config import compose
-from leakexp.grid import grid_status
-from leakexp.stages import runner
-from leakexp.store import DONE
+from leakexp.stages.cell import Cell
+from leakexp.runner.config import compose
+from leakexp.cli.grid import grid_status
+from leakexp.stages.registry import runner
+from leakexp.runner.store import DONE
 
 SETTINGS = ["data.queries_per_source=600", "grid.sizes=[64]", "grid.models=[knrm,monot5]",
             "grid.corpora=[toy_core17]"]

@@ -1,4 +1,4 @@
-"""leakexp.resample on hand-made data with known answers: decontamination, ReSTrain, ReSTTest."""
+"""leakexp.toolkit.resample on hand-made data with known answers: decontamination, ReSTrain, ReSTTest."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leakexp import resample as R
-from leakexp.audit import TEXT_COLUMNS, QuerySide
+from leakexp.toolkit import resample as R
+from leakexp.toolkit.audit import TEXT_COLUMNS, QuerySide
 from leakexp.data.files import read_qrels, read_queries
-from leakexp.data.sources import load_local_train_pool
+from leakexp.stages.sources import load_local_train_pool
 
 
 class FakeEmbedder:
@@ -77,7 +77,7 @@ def _study_model_in_the_cache(tmp_path_factory, monkeypatch):
     the commands past their model check, with an embedder stand-in where they embed."""
     from test_hub import fake_cache
 
-    from leakexp.audit import SEED_DEFAULTS
+    from leakexp.toolkit.audit import SEED_DEFAULTS
 
     cache = tmp_path_factory.mktemp("hub")
     monkeypatch.setenv("HF_HUB_CACHE", str(fake_cache(cache, str(SEED_DEFAULTS["sbert"]))))
@@ -285,7 +285,7 @@ def test_kmeans_buckets_on_memmap_in_chunks(tmp_path):
 
 # -- the command line and the toy world ------------------------------------------------------------------------
 def test_cli_resample_and_decontaminate_errors(tmp_path, capsys):
-    from leakexp.cli import main
+    from leakexp.cli.main import main
 
     (tmp_path / "train.tsv").write_text("a\tx\n")
     (tmp_path / "dev.tsv").write_text("b\ty\n")
@@ -302,8 +302,8 @@ def test_cli_resample_and_decontaminate_errors(tmp_path, capsys):
 
 @pytest.mark.slow  # the bundled MiniLM over the small toy world: ~30 s on 2 cores
 def test_demo_on_the_toy_world(small_cfg):
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
 
     r = runner(small_cfg)
     path = r.ensure(Ask.of("audit"))

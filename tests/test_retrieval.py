@@ -1,8 +1,8 @@
 import pandas as pd
 
-from leakexp.retrieval import bm25_search, clean_query, write_index
-from leakexp.stage import Ask
-from leakexp.store import Store
+from leakexp.stages.retrieval import bm25_search, clean_query, write_index
+from leakexp.runner.stage import Ask
+from leakexp.runner.store import Store
 
 DOCS = [("d1", "lyme disease ticks lyme"), ("d2", "hubble telescope images"), ("d3", "lyme regis beach"),
         ("d4", "ticks on deer")]
@@ -25,8 +25,8 @@ def _corpus(tmp_path, name: str, docs, topics: dict[str, str]) -> dict:
 
 def _runner(tmp_path, corpora: dict, *, depth: int = 100, stemmer: str = "porter2", stopwords: str = "terrier"):
     """A runner of every stage over ``corpora`` (name -> config) with the given first-stage settings."""
-    from leakexp.pipeline import Runner
-    from leakexp.stages import STAGES
+    from leakexp.runner.pipeline import Runner
+    from leakexp.stages.registry import STAGES
 
     settings = {"data": {"kind": "local", "name": "tiny"}, "corpora": corpora,
                 "bm25": {"k1": 0.9, "b": 0.4, "stemmer": stemmer, "stopwords": stopwords},
@@ -69,7 +69,7 @@ def test_anserini_analysis_keeps_title_terms_that_terriers_list_drops():
     from pyterrier_pisa import tokenize
     from pyterrier_pisa.stopwords import _STOPWORDS
 
-    from leakexp.retrieval import LUCENE_STOPWORDS, analyze
+    from leakexp.stages.retrieval import LUCENE_STOPWORDS, analyze
 
     assert len(LUCENE_STOPWORDS) == 33 and LUCENE_STOPWORDS == set(_STOPWORDS["lucene"])
     # Anserini's chain (StandardTokenizer, possessive, lower case, Lucene's stop list, original Porter)
@@ -102,9 +102,9 @@ def test_first_stage_retrieves_title_terms_under_anserinis_analysis_only(tmp_pat
 def test_the_analysis_is_part_of_the_index_config(tmp_path):
     import pytest
 
-    from leakexp.config import ConfigError, compose
-    from leakexp.retrieval import index_analysis
-    from leakexp.stages import check
+    from leakexp.runner.config import ConfigError, compose
+    from leakexp.stages.retrieval import index_analysis
+    from leakexp.stages.registry import check
 
     corpora = {"tiny": _corpus(tmp_path, "tiny", DOCS, {"1": "lyme"})}
     index = Ask.of("index", name="tiny")
@@ -137,7 +137,7 @@ def _run_file(tmp_path, text, name="bm25.run"):
 
 
 def test_read_trec_run_ranks_by_score_with_docno_ties_and_cuts_to_depth(tmp_path):
-    from leakexp.retrieval import read_trec_run
+    from leakexp.stages.retrieval import read_trec_run
 
     f = _run_file(tmp_path, "302 Q0 z 1 9.0 Anserini\n302 Q0 b 2 7.5 Anserini\n302 Q0 a 3 7.5 Anserini\n"
                             "302 Q0 c 4 1.0 Anserini\n\n301 Q0 d 1 2.0 Anserini\n")
@@ -157,7 +157,7 @@ def test_read_trec_run_errors_name_the_file_and_line(tmp_path):
     import pytest
 
     from leakexp.data.files import DataFormatError
-    from leakexp.retrieval import read_trec_run
+    from leakexp.stages.retrieval import read_trec_run
 
     bad = _run_file(tmp_path, "301 Q0 a 1 2.0 x\n301 Q0 b 2.0 x\n", "short.run")
     with pytest.raises(DataFormatError, match=r"short.run:2: expected 6 fields 'qid Q0 docno rank score tag', got 5"):
@@ -182,7 +182,7 @@ def test_read_trec_run_errors_name_the_file_and_line(tmp_path):
 
 
 def test_experiment_paper_uses_anserinis_analysis_and_the_demo_keeps_pisas():
-    from leakexp.config import compose
+    from leakexp.runner.config import compose
 
     paper, demo = compose(["experiment=paper"]), compose([])
     assert (paper.bm25.stemmer, paper.bm25.stopwords) == ("porter", "lucene")
@@ -193,7 +193,7 @@ def test_the_authors_core_runs_are_shipped_50_topics_by_100():
     import gzip
     import hashlib
 
-    from leakexp.retrieval import BUNDLED_RUNS, read_trec_run
+    from leakexp.stages.retrieval import BUNDLED_RUNS, read_trec_run
 
     core18_new = {str(q) for q in range(801, 826)}  # Core 2018's 25 new topics; the other 25 are older ones
     for corpus, first, tag_topics in (("core17", "307", {"307", "690"}), ("core18", "321", core18_new)):
@@ -215,8 +215,8 @@ def test_the_authors_core_runs_are_shipped_50_topics_by_100():
 
 
 def test_experiment_paper_re_ranks_the_authors_core_runs_and_anserini_for_robust04():
-    from leakexp.config import compose
-    from leakexp.retrieval import BUNDLED_RUNS, RerankSettings, first_stage_file
+    from leakexp.runner.config import compose
+    from leakexp.stages.retrieval import BUNDLED_RUNS, RerankSettings, first_stage_file
 
     paper = compose(["experiment=paper"])
     spec = paper.rerank.first_stage
@@ -246,8 +246,8 @@ def test_a_per_corpus_mapping_of_first_stages(tmp_path):
 def test_compare_runs_reports_the_overlap_of_two_first_stages(tmp_path, capsys):
     import gzip
 
-    from leakexp.cli import main
-    from leakexp.retrieval import read_trec_run, run_overlap
+    from leakexp.cli.main import main
+    from leakexp.stages.retrieval import read_trec_run, run_overlap
 
     lines = [f"{q} Q0 D{q}-{i} {i + 1} {100 - i} a\n" for q in (1, 2) for i in range(20)]
     a = tmp_path / "a.run"

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leakexp import robustness as rb
-from leakexp import robustness_tables as rt
-from leakexp.config import ConfigError, compose
+from leakexp.stages import robustness as rb
+from leakexp.tables import robustness as rt
+from leakexp.runner.config import ConfigError, compose
 
 
 def test_vnap_is_the_population_variance_of_ap_over_its_mean():
@@ -143,8 +143,8 @@ def test_robustness_cells_follow_the_corpora_and_sizes(demo_cfg):
 def test_the_full_attack_set_is_the_default_outside_the_demo():
     from omegaconf import OmegaConf
 
-    from leakexp.attacks import query_attacks
-    from leakexp.config import conf_dir
+    from leakexp.toolkit.attacks import query_attacks
+    from leakexp.runner.config import conf_dir
 
     r = OmegaConf.load(conf_dir() / "config.yaml").robustness
     assert set(r.query_attacks) == {"char-any-1", "char-any-2", "char-insert-1", "char-delete-1", "char-substitute-1",
@@ -268,7 +268,7 @@ def test_leaked_and_other_topics_get_every_figure_apart(demo_cfg):
 def test_robustness_evaluation_follows_evaluate_no_relevant():
     from types import SimpleNamespace
 
-    from leakexp.stage import Config
+    from leakexp.runner.stage import Config
 
     run = pd.DataFrame({"qid": ["1", "1", "2"], "docno": ["a", "b", "c"], "score": [2.0, 1.0, 1.0]})
     qrels = pd.DataFrame({"qid": ["1", "2"], "docno": ["a", "c"], "label": [1, 0]})  # topic 2: no relevant judgment
@@ -282,7 +282,7 @@ def test_robustness_evaluation_follows_evaluate_no_relevant():
 
 # -- Wu et al.'s poorly-performing-query measures, rank gain, topic sharing, CIs and tests (issue 23) ----------
 def test_pct_no_is_the_percentage_of_queries_without_a_relevant_document_in_the_top_10():
-    from leakexp.evaluate import per_query
+    from leakexp.stages.eval import per_query
 
     # q1: relevant at rank 3; q2: relevant only at rank 11; q3: no relevant retrieved; q4: relevant at rank 1
     run = pd.DataFrame([(q, f"{q}-d{i}", 20.0 - i) for q in ("q1", "q2", "q3", "q4") for i in range(12)],
@@ -338,7 +338,7 @@ def test_worst_topic_comparison_has_no_regression_to_the_mean_bias():
     """Null simulation: two models with the same per-topic distribution (topic difficulty plus independent
     noise). Selecting the worst topics on one model's values and comparing the other's on them is significant
     far more often than alpha; each model on its own worst topics with a paired randomization test is not."""
-    from leakexp.stats import paired_t
+    from leakexp.tables.stats import paired_t
 
     rng = np.random.default_rng(2024)
     sims, n, frac, alpha = 300, 50, 0.25, 0.05

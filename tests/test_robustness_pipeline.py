@@ -5,13 +5,13 @@ import re
 import pandas as pd
 import pytest
 
-from leakexp import robustness as rb
-from leakexp import robustness_tables as rt
-from leakexp import stages
-from leakexp.config import compose
-from leakexp.evaluate import per_query
-from leakexp.retrieval import bm25_search
-from leakexp.stage import Ask
+from leakexp.stages import robustness as rb
+from leakexp.tables import robustness as rt
+from leakexp.stages import registry as stages
+from leakexp.runner.config import compose
+from leakexp.stages.eval import per_query
+from leakexp.stages.retrieval import bm25_search
+from leakexp.runner.stage import Ask
 
 GRID = ["data.queries_per_source=600", "grid.corpora=[toy_core17,toy_core18]", "grid.leakages=[none,msm]",
         "grid.sizes=[64]", "grid.models=[knrm]", "grid.seeds=[1]", "robustness.corpora=[toy_core17]",

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leakexp import build
-from leakexp.build import Negatives, build_set
+from leakexp.stages import sets as build
+from leakexp.stages.sets import Negatives, build_set
 from leakexp.models.capreolus import IdfTable
 from leakexp.models.vectors import analyze
-from leakexp.seeded import draw_two, first_output, stable_seeds
-from leakexp.stage import Ask
-from leakexp.stages import runner
+from leakexp.lib.seeded import draw_two, first_output, stable_seeds
+from leakexp.runner.stage import Ask
+from leakexp.stages.registry import runner
 
 
 # -- the references: leakexp's code before the array versions ---------------------------------------------------

@@ -12,11 +12,11 @@ import pytest
 from conftest import paper_env
 from omegaconf import OmegaConf
 
-from leakexp import config as config_module
-from leakexp import stages
-from leakexp.config import ConfigError, compose
-from leakexp.lineage import leaves
-from leakexp.train import MODEL_SETTINGS
+from leakexp.runner import config as config_module
+from leakexp.stages import registry as stages
+from leakexp.runner.config import ConfigError, compose
+from leakexp.runner.lineage import leaves
+from leakexp.stages.train import MODEL_SETTINGS
 
 
 def _wrong_type(value):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from leakexp.store import DONE, Store, atomic_write_text, config_hash
+from leakexp.runner.store import DONE, Store, atomic_write_text, config_hash
 
 
 def _write(tmp: Path, text="x") -> dict:
@@ -77,7 +77,7 @@ def test_partial_directory_without_marker_is_redone(tmp_path):
 KILL_SCRIPT = """
 import os, sys
 from pathlib import Path
-from leakexp.store import Store
+from leakexp.runner.store import Store
 store = Store(sys.argv[1])
 def compute(tmp):
     (tmp / "a.txt").write_text("partial")
@@ -185,7 +185,7 @@ def test_looking_at_locks_creates_no_lock_file(tmp_path):
 
 
 def test_a_store_root_that_is_a_file_is_a_clear_error(tmp_path):
-    from leakexp.store import StoreError
+    from leakexp.runner.store import StoreError
 
     f = tmp_path / "store"
     f.write_text("")
@@ -195,7 +195,7 @@ def test_a_store_root_that_is_a_file_is_a_clear_error(tmp_path):
 
 HOLD_SCRIPT = """
 import sys, time
-from leakexp.store import Store
+from leakexp.runner.store import Store
 store = Store(sys.argv[1])
 def compute(tmp):
     print("computing", flush=True)
@@ -208,13 +208,13 @@ store.ensure(store.path("stage", "w"), {"k": 1}, compute)
 def test_a_waiting_worker_says_whom_it_waits_for(tmp_path, caplog, monkeypatch):
     import logging
 
-    import leakexp.store as store_module
+    import leakexp.runner.store as store_module
 
     monkeypatch.setattr(store_module, "WAIT_NOTICE_S", 0.5)
     holder = subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "computing"
     store, calls = Store(tmp_path), []
-    with caplog.at_level(logging.INFO, logger="leakexp.store"):
+    with caplog.at_level(logging.INFO, logger="leakexp.runner.store"):
         store.ensure(store.path("stage", "w"), {"k": 1}, lambda tmp: (calls.append(1), _write(tmp))[1])
     holder.wait(30)
     assert calls == []  # the other worker computed it

@@ -9,7 +9,7 @@ from pathlib import Path
 import networkx as nx
 
 import leakexp
-from leakexp.stages import STAGES
+from leakexp.stages.registry import STAGES
 
 ROOT = Path(leakexp.__file__).parent
 
@@ -43,8 +43,8 @@ def import_graph() -> nx.DiGraph:
 
 def test_the_graph_sees_imports_inside_functions():
     g = import_graph()
-    assert g.has_edge("leakexp.stages", "leakexp.pipeline")  # module level
-    assert g.has_edge("leakexp.tables", "leakexp.memorization_tables")  # inside write_tables
+    assert g.has_edge("leakexp.stages.registry", "leakexp.runner.pipeline")  # module level
+    assert g.has_edge("leakexp.tables.paper", "leakexp.tables.memorization")  # inside write_tables
 
 
 def test_no_import_circle():
@@ -61,20 +61,20 @@ def _stage_modules() -> set[str]:
 def test_stages_import_neither_runner_nor_writers_and_config_imports_no_stage():
     g = import_graph()
     stage_modules = _stage_modules()
-    assert {"leakexp.build", "leakexp.train", "leakexp.memorization", "leakexp.robustness"} <= stage_modules
+    assert {"leakexp.stages.sets", "leakexp.stages.train", "leakexp.stages.memorization", "leakexp.stages.robustness"} <= stage_modules
     # ``report`` is the format library (Markdown, LaTeX, CSV writers) that any report-writing capability may
     # use, e.g. the graph audit; the table assemblers that read the grid's artifacts sit above every stage
-    above = {"leakexp.pipeline", "leakexp.stages", "leakexp.grid", "leakexp.tables", "leakexp.memorization_tables", "leakexp.robustness_tables", "leakexp.commands", "leakexp.cli", "leakexp.lineage",
-             "leakexp.plan"}
+    above = {"leakexp.runner.pipeline", "leakexp.stages.registry", "leakexp.cli.grid", "leakexp.tables.paper", "leakexp.tables.memorization", "leakexp.tables.robustness", "leakexp.cli.commands", "leakexp.cli.main", "leakexp.runner.lineage",
+             "leakexp.cli.plan"}
     for module in stage_modules:
         assert not set(nx.descendants(g, module)) & above, (module, set(nx.descendants(g, module)) & above)
-    for module in ("leakexp.config", "leakexp.store", "leakexp.stage", "leakexp.pipeline"):
+    for module in ("leakexp.runner.config", "leakexp.runner.store", "leakexp.runner.stage", "leakexp.runner.pipeline"):
         assert not set(nx.descendants(g, module)) & stage_modules, module
-    assert "leakexp.pipeline" not in nx.descendants(g, "leakexp.audit")
+    assert "leakexp.runner.pipeline" not in nx.descendants(g, "leakexp.toolkit.audit")
 
 
 def test_the_runner_names_no_stage_and_stays_small():
-    text = (ROOT / "pipeline.py").read_text(encoding="utf-8")
+    text = (ROOT / "runner" / "pipeline.py").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 200
     for stage in STAGES:
         assert f'"{stage.name}"' not in text and f"'{stage.name}'" not in text, stage.name

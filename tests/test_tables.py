@@ -1,6 +1,6 @@
 import pandas as pd
 
-from leakexp.tables import cv_latex, cv_table
+from leakexp.tables.paper import cv_latex, cv_table
 
 
 def _summary():
@@ -30,8 +30,8 @@ def test_cv_table_marks_bold_dagger_and_swaps():
 
 
 def test_caption_names_the_folds_the_cross_validation_used():
-    from leakexp.stats import assign_folds
-    from leakexp.tables import cv_folds_text
+    from leakexp.tables.stats import assign_folds
+    from leakexp.tables.paper import cv_folds_text
 
     assert cv_folds_text(5, 250) == "five-fold cross-validation"
     assert cv_folds_text(10, 50) == "ten-fold cross-validation"

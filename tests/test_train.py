@@ -9,9 +9,9 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from leakexp.config import model_config
+from leakexp.runner.config import model_config
 from leakexp.models import REGISTRY
-from leakexp.train import (TrainConfig, configure_precision, lr_factor, make_optimizer, micro_batches,
+from leakexp.stages.train import (TrainConfig, configure_precision, lr_factor, make_optimizer, micro_batches,
                            no_decay_parameter_names, plot_histories, read_history, set_seed, train, write_history)
 
 
@@ -216,7 +216,7 @@ def test_precision_is_set_from_config_and_training_leaves_it_alone():
 
 
 def test_nan_loss_is_reported_with_its_update():
-    from leakexp.train import TrainingError
+    from leakexp.stages.train import TrainingError
 
     m = knrm()
     with torch.no_grad():
@@ -263,7 +263,7 @@ def test_adafactor_update_equals_hf_adafactor_with_the_recipes_settings():
 
     ours, opt = _adafactor_run("adafactor")
     ref, ref_opt = _adafactor_run("adafactor_hf")
-    assert type(ref_opt) is HFAdafactor and type(opt).__module__ == "leakexp.train"
+    assert type(ref_opt) is HFAdafactor and type(opt).__module__ == "leakexp.stages.train"
     torch.manual_seed(0)
     start = Mixed()
     for (name, a), b, s in zip(ours.named_parameters(), ref.parameters(), start.parameters()):

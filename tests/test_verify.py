@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from leakexp.data.files import DataFormatError
-from leakexp.verify import read_annotations, review_candidates, verified_leaks
+from leakexp.stages.verify import read_annotations, review_candidates, verified_leaks
 
 
 def _rec(i, qid, topic, labels, text="lyme disease"):
@@ -109,9 +109,9 @@ def test_an_empty_file_may_be_allowed_for_the_toy_truth(tmp_path):
 def test_a_query_verified_for_two_topics_is_a_leak_of_each_as_table_2a_counts(tmp_path):
     """SPIRE-22's 12107344 "industrial espionage": Title-Identical for Robust04 311, Title-Generalization for 389,
     389's only leak. Table 2 (a) counts 648 leaks for 172 topics (642 distinct queries): one per query and topic."""
-    from leakexp.build import leaking_queries, training_queries
+    from leakexp.stages.sets import leaking_queries, training_queries
     from leakexp.data.types import DictDocStore, TrainPool
-    from leakexp.verify import table2
+    from leakexp.stages.verify import table2
 
     f = _write(tmp_path / "a.jsonl", [
         _rec(45760, "12107344", "311", ["Title-Identical", "Variant-Identical"], "industrial espionage"),
@@ -140,7 +140,7 @@ def test_a_query_verified_for_two_topics_is_a_leak_of_each_as_table_2a_counts(tm
 def test_table_2a_attributes_a_reused_topic_id_to_the_corpus_whose_text_matched(tmp_path):
     """Core 2018 may reuse a Robust04 id with another text (the toy world's 330): a candidate counts for the corpus
     whose topic text it matched, in Table 2 (a) as in the verified leaks."""
-    from leakexp.verify import table2
+    from leakexp.stages.verify import table2
 
     f = _write(tmp_path / "a.jsonl", [_rec(0, "1", "330", ["Title-Identical"], "obesity in children"),
                                       _rec(1, "2", "330", ["Title-Identical"], "iran nuclear program")])
@@ -161,9 +161,9 @@ def test_verify_prints_table_2a_counts_and_keeps_the_topic_of_a_query_leaking_tw
     98 queries for 22 topics; counted per query it was 98 for 21, topic 323 lost), as Table 2 (a) does."""
     from conftest import SMALL
 
-    from leakexp.cli import main
-    from leakexp.stage import Ask
-    from leakexp.stages import runner
+    from leakexp.cli.main import main
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
 
     assert main(["verify", f"store={small_cfg.store}", *SMALL]) == 0
     printed = {line.split(":")[0]: line for line in capsys.readouterr().out.splitlines()}

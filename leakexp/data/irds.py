@@ -115,7 +115,7 @@ def _check_docstore(dataset_id: str, store, fresh: bool) -> None:
 
     import ir_datasets
 
-    from leakexp.store import atomic_write_json
+    from leakexp.runner.store import atomic_write_json
 
     folder = getattr(store, "path", None)
     if not isinstance(folder, (str, Path)) or not (Path(folder) / "bin.pos").exists():

@@ -144,7 +144,7 @@ _DIGESTS: dict[tuple, str] = {}
 
 
 def _digest(path: Path, st: os.stat_result) -> str:
-    from leakexp.store import file_digest
+    from leakexp.runner.store import file_digest
 
     memo = (str(path), st.st_size, st.st_mtime_ns)
     if memo not in _DIGESTS:

@@ -18,10 +18,10 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from leakexp.corpus_stats import docstats_input, stats_figures
+from leakexp.stages.docstats import docstats_input, stats_figures
 from leakexp.models.base import Reranker
 from leakexp.models.tokens import Tokens
-from leakexp.stage import Ask, Context, Stage
+from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.models.vectors import (TOKENIZER_VERSION, analyze, batch_ids, distinct_tokens, load_word_vectors,
                                     word_ids)
 

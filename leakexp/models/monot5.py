@@ -20,7 +20,7 @@ from torch.nn import functional as F
 from leakexp.models.base import HFReranker, fp32, padding_mask_4d
 from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
 from leakexp.models.tokens import Tokens
-from leakexp.stage import Ask, Context, Stage
+from leakexp.runner.stage import Ask, Context, Stage
 
 PROMPT = "Query: {q} Document: {d} Relevant:"
 # The prompt in two parts, split between "Document:" and the space that follows it: ':' then ' ' is always a
@@ -258,8 +258,8 @@ def _vocab(ctx: Context, tmp: Path) -> dict:
 
 def check_embedded(cfg) -> None:
     """The embedded monoT5 learns its vocabulary from the toy world's text: with real data it needs real weights."""
-    from leakexp.config import resolved_model_config
-    from leakexp.stage import ConfigError
+    from leakexp.runner.config import resolved_model_config
+    from leakexp.runner.stage import ConfigError
 
     models = dict.fromkeys([*cfg.grid.models, cfg.model.name])
     if "monot5" in models and cfg.data.kind != "toy" and resolved_model_config(cfg, "monot5").get("checkpoint") == "embedded":

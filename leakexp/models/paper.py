@@ -82,7 +82,7 @@ class PaperModels:
         """The model file's parameters (conf/model/<name>.yaml) with paper-shaped weights substituted."""
         from omegaconf import OmegaConf
 
-        from leakexp.config import model_config
+        from leakexp.runner.config import model_config
 
         params = OmegaConf.to_container(model_config(name), resolve=True)
         params.pop("train", None)
@@ -109,8 +109,8 @@ class PaperModels:
         """The model file's training settings (batch size, accumulation, optimiser, schedule, clipping)."""
         from omegaconf import OmegaConf
 
-        from leakexp.config import model_config
-        from leakexp.train import TrainConfig
+        from leakexp.runner.config import model_config
+        from leakexp.stages.train import TrainConfig
 
         return TrainConfig.from_config(OmegaConf.to_container(model_config(name).train, resolve=True), None,
                                        **overrides)

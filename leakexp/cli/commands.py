@@ -1,0 +1,624 @@
+"""What each ``leakexp`` command does: thin calls into the capability modules, and what they print.
+
+The command line (``leakexp.cli.main``) parses and dispatches to these functions; each returns an exit code
+(0 done, 1 a failed or incomplete run, 2 bad input).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger("leakexp")
+_OVERRIDE_KEYS = {"store", "experiment", "device", "verbose", "seed"}
+
+
+def _runner(overrides: list[str], needs: tuple[str, ...] | None = None):
+    """The config and runner of a computing command; ``needs``: the stages whose requirements (annotations,
+    models in the Hugging Face cache) must be met before any work (None: every stage, as a grid cell needs)."""
+    from leakexp.runner.config import compose
+    from leakexp.stages.registry import runner
+
+    cfg = compose(overrides)
+    return cfg, runner(cfg, needs=needs)
+
+
+def expand_sweeps(overrides: list[str]) -> list[list[str]]:
+    """Comma lists (``seed=1,2``) and ranges become one override list per combination (Hydra's parser)."""
+    import itertools
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    axes = []
+    for o in parsed:
+        key = o.get_key_element()
+        if o.is_sweep_override():
+            axes.append([f"{key}={v}" for v in o.sweep_string_iterator()])
+        else:
+            axes.append([o.input_line])
+    return [list(combo) for combo in itertools.product(*axes)] or [[]]
+
+
+def cmd_cells(stage: str, overrides: list[str]) -> int:
+    from leakexp.stages.cell import cell_from_config
+    from leakexp.cli.grid import run_cell
+
+    failures = 0
+    for combo in expand_sweeps(overrides):
+        cfg, r = _runner(combo)
+        cell = cell_from_config(cfg)
+        start = time.time()
+        try:
+            if stage in ("train", "rerank"):
+                out = r.ensure(cell.ask(stage))
+            else:
+                means = run_cell(cfg, r, cell)
+                out = "  ".join(f"{m}={v:.4f}" for m, v in sorted(means.items()))
+        except Exception as exc:  # one failed cell must not stop the others
+            failures += 1
+            print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            continue
+        print(f"{cell}: {out}  ({time.time() - start:.1f}s)")
+    return 1 if failures else 0
+
+
+def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
+    from tqdm.auto import tqdm
+
+    from leakexp.stages.cell import grid_cells
+    from leakexp.cli.grid import run_cell
+    from leakexp.tables.paper import write_tables
+
+    start = time.time()
+    cfg, r = _runner((["experiment=demo"] if demo else []) + overrides)
+    r.store.require_writable("leakexp demo" if demo else "leakexp grid")
+    robust = bool(cfg.robustness.get("enabled", False))
+    if robust:
+        from leakexp.stages import robustness
+
+        robustness.settings(cfg)  # bad settings fail before any work
+    cells = grid_cells(cfg)
+    failed = []
+    for cell in tqdm(cells, desc="grid", unit="cell"):
+        try:
+            run_cell(cfg, r, cell)
+        except Exception as exc:
+            failed.append((cell, exc))
+            log.error("cell %s failed: %s: %s", cell, type(exc).__name__, exc)
+    if robust:  # robustness.enabled (the demo); otherwise on request: `leakexp robustness experiment=paper`
+        failed += robustness.robust_all(cfg, r, robustness.robustness_cells(cfg))
+    extra_lines = []
+    if demo:
+        from leakexp.stages.demo import extras
+        from leakexp.tables.paper import write_table1, write_table2
+
+        write_table1(cfg, r)
+        write_table2(cfg, r)
+        extra_lines = extras(r)
+    out = write_tables(cfg, r)
+    for line in extra_lines:
+        print(line)
+    print(f"{len(cells) - len(failed)}/{len(cells)} cells done in {time.time() - start:.1f}s")
+    for cell, exc in failed:
+        print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    print(f"tables: {out}")
+    return 1 if failed else 0
+
+
+def cmd_memorization(overrides: list[str]) -> int:
+    from leakexp.stages import memorization
+    from leakexp.tables import memorization as memorization_tables
+    from leakexp.stages.cell import grid_cells
+    from leakexp.tables.paper import tables_dir
+
+    cfg, r = _runner(overrides)
+    r.store.require_writable("leakexp memorization")
+    cells = grid_cells(cfg)
+    _, failed = memorization.compute_all(cfg, r, cells)
+    written = memorization_tables.write_tables(cfg, r, tables_dir(cfg), cells,
+                                               memorization_tables.stored_cv_sizes(cfg, r, cells))
+    for path in written:
+        print(path)
+    for cell, exc in failed:
+        print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_robustness(overrides: list[str]) -> int:
+    from leakexp.stages import robustness
+    from leakexp.tables import robustness as robustness_tables
+    from leakexp.tables.paper import tables_dir
+
+    cfg, r = _runner(overrides)
+    robustness.settings(cfg)  # bad settings fail before any work
+    r.store.require_writable("leakexp robustness")
+    cells = robustness.robustness_cells(cfg)
+    failed = robustness.robust_all(cfg, r, cells)
+    for path in robustness_tables.write_tables(cfg, r, tables_dir(cfg), cells):
+        print(path)
+    for cell, exc in failed:
+        print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_tables(overrides: list[str]) -> int:
+    from leakexp.runner.config import compose
+    from leakexp.runner.store import Store
+    from leakexp.tables.paper import write_tables
+
+    cfg = compose(overrides)
+    Store(cfg.store, create=False).require_writable("leakexp tables")
+    print(f"tables: {write_tables(cfg)}")
+    return 0
+
+
+def cmd_toy(overrides: list[str]) -> int:
+    from leakexp.runner.stage import Ask
+
+    cfg, r = _runner(overrides, needs=())
+    print(r.ensure(Ask.of("toy")))
+    return 0
+
+
+def cmd_index(overrides: list[str]) -> int:
+    """The BM25 indexes the grid reads, and no other: a corpus that re-ranks a bundled or file run needs none."""
+    from leakexp.cli.grid import needed_indexes
+    from leakexp.stages.retrieval import first_stage_file
+
+    cfg, r = _runner(overrides, needs=())  # indexes need no model and no annotation
+    needed = needed_indexes(cfg, r)
+    for ask in needed:
+        path = r.ensure(ask)
+        print(f"{ask.params['name']}: {path} ({r.store.marker(path).figures['documents']} documents)")
+    built = {a.params["name"] for a in needed}
+    for corpus in dict.fromkeys(cfg.grid.corpora):
+        run = first_stage_file(cfg.rerank.get("first_stage"), corpus)
+        if corpus not in built and run is not None:
+            print(f"{corpus}: no index needed (its first stage is the run {run.name})")
+    return 0
+
+
+def cmd_corpus_stats(overrides: list[str]) -> int:
+    """``name: value`` lines per test corpus and for the training pool; exit 2 (the errors on stderr) when a corpus
+    fails its check (duplicate ids, an implausibly short median document)."""
+    from leakexp.runner.config import compose
+    from leakexp.stages.docstats import corpus_stats
+    from leakexp.runner.stage import Ask
+
+    cfg = compose(overrides)  # the runner (and its checks of Java, variants, ...) only for the toy world it makes
+    toy = _runner(overrides, needs=())[1].get(Ask.of("toy")) if cfg.data.kind == "toy" else None  # no model read
+    lines, errors = corpus_stats(cfg, toy)
+    for name, value in lines:
+        print(f"{name}: {value:g}" if isinstance(value, float) else f"{name}: {value}")
+    for e in errors:
+        print(f"leakexp: {e}", file=sys.stderr)
+    return 2 if errors else 0
+
+
+def cmd_detect(overrides: list[str]) -> int:
+    from leakexp.runner.stage import Ask
+    from leakexp.tables.paper import write_table1
+
+    cfg, r = _runner(overrides, needs=("embed", "detect"))  # candidates: the SBERT model and the variants, no annotation
+    path = write_table1(cfg, r)
+    print(f"{len(r.get(Ask.of('detect')))} candidate rows; threshold {cfg.detect.threshold}")
+    print(path.read_text())
+    print(f"table 1: {path.with_suffix('')}.{{md,csv,tex}}")
+    return 0
+
+
+def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None = None) -> int:
+    from leakexp.runner.config import compose
+    from leakexp.cli.grid import complete, grid_status, lineage, render_status
+
+    if why:  # `--why sets train corpus=...`: the overrides after the stage names are overrides all the same
+        overrides = [*overrides, *(w for w in why if "=" in w)]
+        why = [w for w in why if "=" not in w]
+    cfg = compose(overrides)
+    if why:
+        print("\n".join(lineage(cfg, why)))
+        return 0
+    status = grid_status(cfg, verify=verify)
+    print(render_status(status))
+    _print_unmet(cfg)
+    return 0 if complete(status) else 1
+
+
+def _print_unmet(cfg) -> None:
+    """What a run will still need (read-only commands list it; only commands that compute refuse)."""
+    from leakexp.stages.registry import unmet_requirements
+
+    unmet = unmet_requirements(cfg)
+    if unmet:
+        print(f"a run will still need ({len(unmet)}):")
+        print("\n".join(f"  - {line}" for line in unmet))
+
+
+def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str], depth: int) -> int:
+    """How far two first-stage runs agree: leakexp's first stage of ``corpus`` (under the overrides) or a first
+    run file, against a second run file; per-topic figures to CSV, means printed."""
+    from leakexp.runner.config import ConfigError, compose
+    from leakexp.stages.retrieval import _run_path, read_trec_run, run_overlap
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
+
+    if depth < 1:
+        raise ConfigError(f"--depth {depth}: compare at least the top 1")
+    if len(runs) + (corpus is not None) != 2:
+        raise ConfigError("compare-runs compares two runs: give --corpus NAME --run RUN, or --run A --run B")
+    paths = [_run_path(r) for r in runs]
+    for p in paths:
+        if not p.is_file():
+            raise FileNotFoundError(f"--run {p}: no such run file")
+    frames = [read_trec_run(p, depth=depth) for p in paths]
+    names = [str(p.name) for p in paths]
+    out_dir = Path(".")
+    if corpus is not None:
+        cfg = compose(overrides)
+        r = runner(cfg, needs=())  # a first stage needs no model and no annotation
+        frames.insert(0, r.get(Ask.of("firststage", corpus=corpus)))
+        names.insert(0, f"leakexp's first stage of {corpus} (bm25.backend={cfg.bm25.get('backend', 'pisa')})")
+        out_dir = r.store.path("compare-runs")
+    table = run_overlap(frames[0], frames[1], depth)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from leakexp.runner.store import atomic_write_text
+
+    path = atomic_write_text(out_dir / "overlap.csv", table.to_csv(index=False))
+    print(f"A: {names[0]}\nB: {names[1]}")
+    print(f"{len(table)} topics; top-{depth} documents shared: {table.shared.mean():.3f}; top-10 shared: "
+          f"{table.top10_shared.mean():.3f}; same document at the same rank: {table.same_rank.mean():.3f}; "
+          f"topics only in A: {int((table.b == 0).sum())}, only in B: {int((table.a == 0).sum())}")
+    print(f"per topic: {path}")
+    return 0
+
+
+def cmd_plan(overrides: list[str]) -> int:
+    import pandas as pd
+
+    from leakexp.stages.cell import grid_cells
+    from leakexp.cli.plan import plan, render
+    from leakexp.runner.store import atomic_write_text
+
+    from leakexp.runner.config import compose
+    from leakexp.stages.registry import runner
+
+    cfg = compose(overrides)
+    r = runner(cfg, files=False)  # a plan reads no input file: it may be made before the data is in place
+    print(render(plan(cfg, r)))
+    if cfg.bm25.get("backend") == "anserini":
+        print("  first stage: Anserini 0.22.1 (bm25.backend=anserini) needs Java 11 or 17 "
+              "(Debian 12: apt-get install openjdk-17-jre-headless) and its jar, installed by `make setup`")
+    jobs = pd.DataFrame([vars(c) for c in grid_cells(cfg)])
+    path = r.store.path("plan", f"{cfg.data.name}-jobs.tsv")
+    atomic_write_text(path, jobs.to_csv(sep="\t", index=False))
+    print(f"  job list ({len(jobs)} cells, one per line): {path}")
+    _print_unmet(cfg)
+    return 0
+
+
+def _corpus_topics(specs: list[str]) -> dict[str, list[str]]:
+    from leakexp.data.files import read_topic_ids
+
+    out = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise SystemExit(f"leakexp: --corpus expects NAME=TOPICS (a TREC topic file or a list of ids), got {spec!r}")
+        out[name] = read_topic_ids(Path(path))
+    return out
+
+
+def cmd_annotations(args) -> int:
+    import pandas as pd
+
+    from leakexp.stages import verify as v
+    from leakexp.tables.report import markdown_table, plot_calibration, write_table
+    from leakexp.runner.store import atomic_write_text
+
+    if args.action == "table2":
+        ann = v.read_annotations([Path(f) for f in args.annotations])
+        a, b = v.table2(ann, _corpus_topics(args.corpus))
+        out = Path(args.out)
+        write_table(a, out, "table2a", "Table 2 (a). Manually annotated leakage candidates: true and false "
+                    "candidates as queries and topics per corpus.")
+        write_table(b, out, "table2b", "Table 2 (b). Annotated query reformulation types (queries).")
+        print(markdown_table(a))
+        print(markdown_table(b))
+        print(f"table 2: {out}")
+        return 0
+    if args.action == "kappa":
+        k = v.kappa(v.read_annotations([Path(args.first)]), v.read_annotations([Path(args.second)]))
+        print(f"candidates: {k['candidates']}")
+        print(f"kappa_leak: {k['kappa_leak']:.4f}")
+        print(f"kappa_type: {k['kappa_type']:.4f}")
+        print(f"kappa_labels: {k['kappa_labels']:.4f}")
+        return 0
+    if args.action == "import":
+        ann = v.read_annotations([Path(f) for f in args.annotations])
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, ids in _corpus_topics(args.corpus).items():
+            leaks = v.verified_leaks(ann, ids)
+            atomic_write_text(out / f"verified-{name}.csv",
+                              leaks[["train_qid", "query", "topic_qid", "type", "similarity"]].to_csv(index=False))
+            print(f"{name}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics")
+        print(f"verified leaks: {out}")
+        return 0
+    if args.action == "calibrate":
+        ann = v.read_annotations([Path(f) for f in args.judged])
+        threshold, curve = v.calibrate(ann, args.target)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "calibration.csv", curve.to_csv(index=False))
+        plot_calibration(curve, threshold, args.target, out / "calibration.png")
+        print(f"{len(ann)} judged pairs; lowest threshold with precision >= {args.target}: "
+              f"{'none' if threshold is None else f'{threshold:.4f}'}")
+        print(f"curve: {out}/calibration.csv, {out}/calibration.png")
+        return 0 if threshold is not None else 1
+    # sample / review need the pipeline's candidates
+    from leakexp.stages import detect as d
+
+    from leakexp.runner.stage import Ask
+
+    cfg, r = _runner(args.overrides, needs=("embed", "detect"))  # candidates to annotate: no annotation needed yet
+    collections = [r.get(Ask.of("collection", corpus=c)) for c in cfg.data.corpora]
+    if args.action == "sample":
+        pairs = d.leak_pairs(r.get(Ask.of("detect")), args.lower)
+        chosen = v.stratified_sample(pairs, n=args.n, lower=args.lower, seed=args.seed)
+    else:
+        pairs = d.leak_pairs(r.get(Ask.of("detect")), float(cfg.detect.threshold))
+        chosen = v.review_candidates(pairs, int(cfg.verify.review_top_k))
+    labels = None
+    if args.label_with_truth:
+        if cfg.data.kind != "toy":
+            raise SystemExit("leakexp: --label-with-truth needs the toy world (data=toy)")
+        truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        labels = v.truth_labels(chosen, truth)
+    records = v.to_annotation_records(chosen, collections, labels)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(args.out), "".join(__import__("json").dumps(r) + "\n" for r in records))
+    print(f"{len(records)} candidates for annotation: {args.out}")
+    return 0
+
+
+def cmd_verify(overrides: list[str]) -> int:
+    from leakexp.runner.stage import Ask
+    from leakexp.tables.paper import write_table2
+
+    cfg, r = _runner(overrides, needs=("embed", "detect", "verify"))
+    ann = r.get(Ask.of("verify"))
+    print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
+    if cfg.data.kind == "toy":
+        import pandas as pd
+
+        from leakexp.stages.detect import leak_pairs
+        from leakexp.stages.verify import detection_quality
+
+        truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        q = detection_quality(leak_pairs(r.get(Ask.of("detect")), float(cfg.detect.threshold)), truth)
+        print(f"detection vs planted leaks at threshold {cfg.detect.threshold}: recall {q['recall']:.3f} "
+              f"precision {q['precision']:.3f} ({q['true_positives']} of {q['planted']} planted, "
+              f"{q['candidates']} candidate pairs)")
+    from leakexp.stages.sets import training_queries
+
+    for c in cfg.data.corpora:  # Table 2 (a)'s true candidates: a query verified for two topics leaks for each
+        leaks = r.get(Ask.of("leaks", corpus=c))
+        print(f"{c}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics "
+              f"({len(training_queries(leaks))} distinct training queries)")
+    print(f"table 2: {write_table2(cfg, r).parent}/table2{{a,b}}.{{md,csv,tex}}")
+    return 0
+
+
+def cmd_build(overrides: list[str], export: bool = False) -> int:
+    import pandas as pd
+
+    from leakexp.tables.report import markdown_table
+    from leakexp.runner.store import read_json
+
+    from leakexp.stages.sets import export_monot5
+    from leakexp.stages.cell import Cell
+
+    cfg, r = _runner(overrides, needs=("embed", "detect", "verify"))  # training sets: no model is loaded
+
+    rows = []
+    for corpus in cfg.grid.corpora:
+        for leakage in cfg.grid.leakages:
+            for size in cfg.grid.sizes:
+                path = r.ensure(Cell(corpus, leakage, int(size), "", 0).ask("sets"))
+                m = read_json(path / "manifest.json")
+                row = {"corpus": corpus, "leakage": leakage, "size": int(size), "instances": m["instances"],
+                       "leaked": m["leaked_instances"], "ratio": float(m["leakage_ratio"])}
+                for source in ("msmarco", "orcas", "test"):
+                    row[source] = int(m["by_source"].get(source, 0))
+                rows.append(row)
+                if export:
+                    target = r.store.path("exports", "monot5", corpus, leakage, f"{size}.tsv")
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = target.with_name(f".{target.name}.tmp")
+                    export_monot5(pd.read_parquet(path / "instances.parquet"), tmp)
+                    tmp.replace(target)
+    print(markdown_table(pd.DataFrame(rows), floatfmt="{:.4f}"))
+    if export:
+        print(f"monoT5 text exports: {r.store.path('exports', 'monot5')}")
+    return 0
+
+
+def split_overrides(items: list[str], what: str) -> tuple[list[str], list[str]]:
+    """(Hydra overrides, other arguments) of a command whose positional arguments are ``what`` (e.g. edge files
+    as SPLIT=PATH): ``key=value`` with a config key is an override. A whole section (``train=PATH``: ``train`` holds
+    the training budget) takes no file path, so there an existing file is ``what``; a group or a leaf whose value is
+    also an existing file could be either and is an error saying so."""
+    from leakexp.runner.config import ConfigError, section_keys, top_level_keys
+
+    keys, sections, overrides, rest = top_level_keys(), section_keys(), [], []
+    for item in items:
+        key, eq, value = item.partition("=")
+        if eq and key in sections and Path(value).is_file():
+            rest.append(item)
+        elif eq and key.lstrip("+~").split(".")[0] in keys:
+            if Path(value).exists():
+                raise ConfigError(f"{item!r} could be the setting {key}={value} or {what} named {key!r}; leakexp "
+                                  f"takes it for neither: name that {what.split()[-1]} otherwise")
+            overrides.append(item)
+        else:
+            rest.append(item)
+    return overrides, rest
+
+
+def cmd_graph_audit(args) -> int:
+    from leakexp.runner.config import compose
+    from leakexp.toolkit.graph import audit_command
+
+    overrides, args.edges = split_overrides(list(args.edges), "an edge file of a split")
+    if args.wordnet == "":  # --wordnet without DIR: LEAKEXP_WORDNET, read now (not when leakexp was imported)
+        from leakexp.toolkit.graph_data import default_wordnet
+
+        args.wordnet = str(default_wordnet())
+    store = str(compose(overrides).store) if overrides else None
+    return audit_command(store=store, edges=args.edges, wordnet=args.wordnet, pos=args.pos, split_by=args.split_by,
+                         resplit=args.resplit, proportions=args.proportions, seed=args.seed,
+                         train_split=args.train_split, antonym_labels=args.antonym_label,
+                         synonym_labels=args.synonym_label,
+                         columns=args.columns, out=args.out)
+def _pair_kwargs(args) -> dict:
+    """The shared inputs of audit/decontaminate/resample. Model, threshold and k: the options, else detect.* when
+    the command line sets it (detect.*=... or experiment=...), else the source documents' values
+    (audit.SEED_DEFAULTS): the default experiment is the demo, whose values fit only the toy world."""
+    from leakexp.toolkit.audit import SEED_DEFAULTS, AuditOptions
+    from leakexp.runner.config import compose
+
+    overrides = list(args.overrides)
+    for side in ("train", "test"):  # an override typed after --train/--test lands in its list
+        specs = []
+        for v in getattr(args, side):
+            key = v.partition("=")[0]
+            (overrides if "=" in v and ("." in key or key in _OVERRIDE_KEYS) else specs).append(v)
+        setattr(args, side, specs)
+    cfg = compose(overrides)
+    d = cfg.detect
+    given = {o.partition("=")[0].lstrip("+~") for o in overrides}
+
+    def default(key: str):
+        return d[key] if "experiment" in given or f"detect.{key}" in given else SEED_DEFAULTS[key]
+
+    k = getattr(args, "k", None)
+    k = int(default("k")) if k is None else k
+    threshold = getattr(args, "threshold", None)
+    threshold = float(default("threshold")) if threshold is None else threshold
+    if k < 1:
+        raise ValueError(f"--k {k}: give a number of neighbours >= 1 (the study: 100)")
+    if not -1.0 <= threshold <= 1.0:
+        raise ValueError(f"--threshold {threshold:g}: a cosine similarity lies in [-1, 1] (the study: 0.91)")
+    args.seed_defaults = [name for name, given_value in (("sbert", args.model), ("k", getattr(args, "k", None)),
+                                                         ("threshold", getattr(args, "threshold", None)))
+                          if given_value is None and default(name) == SEED_DEFAULTS[name]
+                          and not ("experiment" in given or f"detect.{name}" in given)]
+    options = AuditOptions(k=k, threshold=threshold, ngrams=tuple(getattr(args, "ngrams", (13, 3))),
+                           train_rel=getattr(args, "train_rel", 1), test_rel=getattr(args, "test_rel", 1))
+    sbert = args.model or str(default("sbert"))
+    if args.train and args.test:  # before any input is read; a qrels-only audit embeds nothing
+        from leakexp.lib.hub import require_sbert
+
+        if args.model:
+            require_sbert(sbert, "--model")
+        elif "experiment" in given or "detect.sbert" in given:
+            require_sbert(sbert, "detect.sbert")
+        else:
+            require_sbert(sbert, "--model", default="not given: the default, seed 000's model")
+    return dict(train=args.train, test=args.test, train_qrels=args.train_qrels, test_qrels=args.test_qrels,
+                fields=args.fields, test_variants=args.test_variants, out=Path(args.out), store=Path(cfg.store),
+                sbert=sbert, batch_size=int(d.batch_size), options=options)
+
+
+def _defaults_line(args, kwargs) -> str | None:
+    """Which settings came from the source documents, so that a printed figure says what it was measured with."""
+    from leakexp.toolkit.audit import SEED_DEFAULTS_SOURCE
+
+    if not getattr(args, "seed_defaults", None):
+        return None
+    o = kwargs["options"]
+    value = {"sbert": kwargs["sbert"], "k": o.k, "threshold": o.threshold}
+    shown = ", ".join(f"{name} {value[name]}" for name in args.seed_defaults)
+    return f"defaults: {shown} ({SEED_DEFAULTS_SOURCE}; the demo's with experiment=demo)"
+
+
+def check_pair_args(args) -> None:
+    """The numeric options of audit / decontaminate / resample, before any input is read."""
+    import math
+
+    from leakexp.runner.config import ConfigError
+
+    def bad(option: str, value, must: str) -> None:
+        raise ConfigError(f"{option} {value}: {must}")
+
+    for option, value in (("--threshold", getattr(args, "threshold", None)),
+                          ("--extrapolation-threshold", getattr(args, "extrapolation_threshold", None))):
+        if value is not None and not (math.isfinite(value) and -1.0 <= value <= 1.0):
+            bad(option, value, "a cosine similarity lies in [-1, 1] (the study: 0.91)")
+    if getattr(args, "k", None) is not None and args.k < 1:
+        bad("--k", args.k, "give a number of neighbours >= 1 (the study: 100)")
+    if getattr(args, "buckets", None) is not None and args.buckets < 2:
+        bad("--buckets", args.buckets, "ReSTTest needs K >= 2 buckets (extrapolate-eval: 5)")
+    if getattr(args, "sample", None) is not None and args.sample < 1:
+        bad("--sample", args.sample, "the k-means training sample needs >= 1 query")
+    for size in getattr(args, "sizes", None) or []:
+        if size < 1:
+            bad("--sizes", size, "training-set sizes are >= 1")
+    for n in getattr(args, "ngrams", None) or []:
+        if n < 1:
+            bad("--ngrams", n, "n-gram sizes are >= 1 (lm-eval: 13)")
+
+
+def cmd_pair(args) -> int:
+    from leakexp.toolkit import audit, resample
+    from leakexp.stages.sources import DataUnavailable
+    from leakexp.tables.report import markdown_table
+
+    check_pair_args(args)
+    try:
+        if args.command == "split-eval":
+            from leakexp.runner.config import compose
+
+            e = compose([]).evaluate
+            table = audit.run_split_eval(args.runs, qrels=Path(args.qrels), audit_dir=Path(args.audit),
+                                         measures=args.measures or list(e.measures), baseline=args.baseline,
+                                         leaked_by=args.leaked_by, source=args.source,
+                                         out=Path(args.out) if args.out else None, mfr_missing=str(e.mfr_missing))
+            print(markdown_table(table, floatfmt="{:.4f}"))
+            groups = table.groupby("group").queries.max()
+            print(f"{int(groups.get('leaked', 0))} leaked ({args.leaked_by}) and {int(groups.get('other', 0))} other "
+                  "test queries with judgments; p: paired t-test, empty with fewer than two queries")
+            print(f"split-eval: {Path(args.out) if args.out else Path(args.audit) / 'split-eval'}/split_eval.{{md,csv,tex}}")
+            return 0
+        kwargs = _pair_kwargs(args)
+        line = _defaults_line(args, kwargs)
+        if line and not (args.command == "audit" and not args.train):  # a qrels-only audit embeds nothing
+            print(line)
+        if args.command == "audit":
+            print(audit.format_summary(audit.run_audit(**kwargs)))
+            print(f"report: {kwargs['out'] / 'report.md'}")
+        elif args.command == "decontaminate":
+            f = resample.run_decontaminate(**kwargs, by_label=args.by_label, docs=args.docs)
+            print(f"removed: {f['removed']} of {f['train_queries']} training queries "
+                  f"({f['removed_similarity']} above {f['threshold']:g}, {f['removed_exact_only']} exact duplicates "
+                  f"below it, {f['removed_label_only']} by label only)")
+            print(resample.matches_line(f))
+            print(f"decontaminated data: {kwargs['out']} (removed.csv lists each removal)")
+        else:
+            extra = (dict(sizes=args.sizes, extrapolation_threshold=args.extrapolation_threshold, unit=args.size_unit)
+                     if args.method == "restrain" else dict(buckets=args.buckets, sample=args.sample))
+            table = resample.run_resample(args.method, **kwargs, seed=args.seed, **extra)
+            print(markdown_table(table, floatfmt="{:.4f}"))
+            print(f"{args.method}: {kwargs['out'] / args.method}")
+        return 0
+    except audit.NothingToCompare as exc:
+        print(f"leakexp: {exc}", file=sys.stderr)
+        return 1
+    except (ValueError, DataUnavailable) as exc:
+        print(f"leakexp: {exc}", file=sys.stderr)
+        return 2
+
+

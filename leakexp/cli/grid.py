@@ -1,0 +1,219 @@
+"""The configured grid: its cells, the artifacts each needs, and their state in the store.
+
+A cell is (corpus, leakage, size, model, seed). Status asks the runner for the key of each artifact of *this*
+configuration, computing and writing nothing, so it also works on a read-only store and never mistakes
+another configuration's result for this one's. Artifacts that several cells share (the No-Leakage sets and
+models, the first-stage runs, the indexes) are counted once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from leakexp.stages.cell import Cell, cell_from_config, grid_cells
+from leakexp.runner.pipeline import Runner
+from leakexp.runner.stage import Ask
+
+
+STATES = ("done", "running", "failed", "damaged", "stale", "missing", "data missing")
+
+
+def _attr(state: str) -> str:
+    return state.replace(" ", "_")
+
+
+@dataclass
+class StageStatus:
+    done: int = 0
+    running: int = 0
+    failed: int = 0
+    damaged: int = 0
+    stale: int = 0
+    missing: int = 0
+    data_missing: int = 0  # outside files it reads (ir_datasets' archives, topics, qrels) are not on this machine
+    notes: list[tuple[str, str, str]] = field(default_factory=list)  # (state, artifact, detail)
+    unkeyed: dict[str, int] = field(default_factory=dict)  # why -> missing artifacts whose key cannot be made
+    absent: dict[str, list[str]] = field(default_factory=dict)  # what data is missing -> the artifacts that need it
+
+    @property
+    def total(self) -> int:
+        return sum(getattr(self, _attr(s)) for s in STATES)
+
+    @property
+    def failures(self) -> list[tuple[str, str]]:
+        return [(a, d) for s, a, d in self.notes if s == "failed"]
+
+    def add(self, state: str, artifact: str, detail: str = "") -> None:
+        setattr(self, _attr(state), getattr(self, _attr(state)) + 1)
+        if state in ("failed", "damaged", "running") or (state == "missing" and detail and artifact):
+            self.notes.append((state, artifact, detail))
+
+
+def needed_indexes(cfg: DictConfig, runner: Runner | None = None) -> list[Ask]:
+    """The BM25 indexes the grid reads, as the stages declare them: the training pool's (the negatives of every
+    training set), a corpus's where its first stage is leakexp's own BM25 (a bundled or file run, e.g. Core 2017 /
+    2018 in experiment=paper, needs none), and those robustness re-runs BM25 on (``robustness.first_stage=bm25``)."""
+    from leakexp.stages import robustness
+    from leakexp.stages.registry import runner as make_runner
+
+    r = runner or make_runner(cfg, readonly=True)
+    asks = [Ask.of("negatives", part="0"), *(Ask.of("firststage", corpus=c) for c in dict.fromkeys(cfg.grid.corpora))]
+    if cfg.robustness.get("enabled", False):
+        corpora = dict.fromkeys(c.corpus for c in robustness.robustness_cells(cfg))
+        asks += [robustness.queries_ask(cfg, c, a) for c in corpora for a in robustness.settings(cfg).query_attacks]
+    found = [r.normal(b) for a in asks for v in r.inputs(a).values() for b in (v if isinstance(v, list) else [v])
+             if b.stage == "index"]
+    return list(dict.fromkeys(found))
+
+
+def shared_asks(cfg: DictConfig, runner: Runner | None = None) -> dict[str, list[Ask]]:
+    """The artifacts every cell of the grid builds on, per status row: toy world, the indexes it reads
+    (:func:`needed_indexes`), embeddings, detection, verification, and the first-stage runs of the corpora the grid
+    re-ranks."""
+    from leakexp.data.types import SOURCES
+
+    corpora = list(dict.fromkeys(cfg.grid.corpora))
+    rows = {"data": [Ask.of("toy")] if cfg.data.kind == "toy" else [],
+            "index": needed_indexes(cfg, runner),
+            "embed": [Ask.of("embed", source=s) for s in SOURCES],
+            "detect": [Ask.of("detect")], "verify": [Ask.of("verify")],
+            "firststage": [Ask.of("firststage", corpus=c) for c in corpora]}
+    return {k: v for k, v in rows.items() if v}
+
+
+def cell_asks(cfg: DictConfig, cells: list[Cell]) -> dict[str, list[Ask]]:
+    """Per status row, the requests of the grid's cells (several cells may ask for one artifact)."""
+    from leakexp.stages import memorization, robustness
+
+    rows: dict[str, list[Ask]] = {"sets": [c.ask("sets") for c in cells]}
+    # documents encoded once per model: a training set's and a corpus's first-stage candidates
+    rows["tokens"] = [a for c in cells for a in (
+        Ask.of("tokens", docs="set", model=c.model, corpus=c.corpus, leakage=c.leakage, size=c.size),
+        Ask.of("tokens", docs="run", model=c.model, corpus=c.corpus))]
+    for stage in ("train", "rerank", "eval"):
+        rows[stage] = [c.ask(stage) for c in cells]
+    rows["memorize"] = [c.ask("memorization") for c in cells if memorization.wanted(cfg, c)]
+    robust = robustness.robustness_cells(cfg) if cfg.robustness.get("enabled", False) else []
+    rows["robust"] = [a for c in robust for a in robustness.asks(cfg, c).values()]
+    return {k: v for k, v in rows.items() if v}
+
+
+def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None = None) -> dict[str, StageStatus]:
+    """Per stage, how many distinct artifacts of the configured grid are in each state (``verify``: re-read
+    every finished artifact's files against their checksums). An artifact several cells share counts once."""
+    from leakexp.stages.registry import runner as make_runner
+
+    from leakexp.runner.stage import ConfigError
+
+    r = runner or make_runner(cfg, readonly=True)
+    out: dict[str, StageStatus] = {}
+    rows = {**shared_asks(cfg, r), **cell_asks(cfg, grid_cells(cfg))}
+    for row, asks in rows.items():
+        st = out.setdefault(row, StageStatus())
+        seen = set()
+        for ask in asks:
+            try:
+                path = r.path(ask)
+            except Exception as exc:  # e.g. annotation files not given yet: nothing of it can exist
+                normal = r.normal(ask)  # shared artifacts count once, as they do when keyed
+                if normal in seen:
+                    continue
+                seen.add(normal)
+                why = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+                why = why.splitlines()[0]
+                st.add("missing", str(normal))
+                st.unkeyed[why] = st.unkeyed.get(why, 0) + 1
+                continue
+            if path in seen:
+                continue
+            seen.add(path)
+            state, path, detail = r.state(ask, checksums=verify)
+            name = str(path.relative_to(r.store.root)) if path is not None else str(ask)
+            st.add(state, name, detail)
+            for message in (r.unavailable(ask) if state == "data missing" else []):
+                st.absent.setdefault(message, []).append(name)
+    return out
+
+
+def run_cell(cfg: DictConfig, runner: Runner, cell: Cell) -> dict:
+    """Everything one cell needs, computing only what the store lacks; returns its mean measures. A leaked
+    cell's memorization is computed once it and its No-Leakage cell are both re-ranked."""
+    from leakexp.stages import memorization
+
+    pq = runner.get(cell.ask("eval"))
+    for leaked in memorization.ready_cells(cfg, runner, cell):
+        runner.ensure(leaked.ask("memorization"))
+    return pq.groupby("measure").value.mean().to_dict()
+
+
+def stored_results(runner: Runner, cells: list[Cell]):
+    """Per-query values of the finished cells among ``cells`` (from the store alone), and the state of every
+    cell that has none (missing, failed, stale, running)."""
+    import pandas as pd
+
+    frames, states = [], {}
+    for cell in cells:
+        state, path, _ = runner.state(cell.ask("eval"))
+        if state != "done":
+            states[cell] = state
+            continue
+        pq = pd.read_parquet(path / "perquery.parquet")
+        frames.append(pq.assign(corpus=cell.corpus, leakage=cell.leakage, size=cell.size, model=cell.model,
+                                seed=cell.seed))
+    if not frames:
+        return pd.DataFrame(columns=["qid", "measure", "value", "corpus", "leakage", "size", "model", "seed"]), states
+    return pd.concat(frames, ignore_index=True), states
+
+
+def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
+    """``status --why``: for the configured cell's artifact of each named stage, what made its key and, where
+    only other configurations' artifacts are stored, which values and inputs differ."""
+    from leakexp.runner.lineage import why
+    from leakexp.stages.registry import runner as make_runner
+
+    from leakexp.runner.stage import ConfigError
+
+    r, cell = make_runner(cfg, readonly=True), cell_from_config(cfg)
+    unknown = [s for s in stages if s not in r.stages]
+    if unknown:
+        raise ConfigError(f"status --why: no stage named {', '.join(unknown)}; stages: {', '.join(r.stages)}")
+    lines = []
+    needed = r.upstream(cell.ask("eval"))  # the cell's artifacts and everything they read
+    for stage in stages:
+        asks = [a for a in needed if a.stage == stage] or [cell.ask(stage)]  # e.g. memorization: below eval
+        for ask in asks:
+            lines += [*why(r, ask), ""]
+    return lines
+
+
+def render_status(status: dict[str, StageStatus]) -> str:
+    width = {s: max(9, len(s) + 2) for s in STATES}
+    lines = [f"{'stage':<8}" + "".join(f"{s:>{width[s]}}" for s in STATES) + f"{'total':>8}"]
+    for stage, st in status.items():
+        lines.append(f"{stage:<8}" + "".join(f"{getattr(st, _attr(s)):>{width[s]}}" for s in STATES) + f"{st.total:>8}")
+    absent: dict[str, list[str]] = {}  # one line per missing data, not per artifact that needs it
+    for stage, st in status.items():
+        for state, path, detail in st.notes:
+            lines.append(f"{state.upper()} {path}: {detail}" if detail else f"{state.upper()} {path}")
+        for message, paths in st.absent.items():
+            absent.setdefault(message, []).extend(paths)
+    for message, paths in absent.items():
+        lines.append(f"DATA MISSING for {len(paths)} artifact(s) (e.g. {paths[0]}): {message}")
+    unkeyed: dict[str, list[str]] = {}  # one line per reason (e.g. no annotation files), not one per artifact
+    for stage, st in status.items():
+        for why, n in st.unkeyed.items():
+            unkeyed.setdefault(why, []).append(f"{n} {stage}")
+    for why, counts in unkeyed.items():
+        lines.append(f"MISSING {', '.join(counts)}: {why}")
+    stale = sum(st.stale for st in status.values())
+    if stale:
+        lines.append(f"{stale} artifact(s) exist only for other configurations (stale for this one): they are "
+                     "kept, and neither status nor tables use them")
+    return "\n".join(lines)
+
+
+def complete(status: dict[str, StageStatus]) -> bool:
+    return all(st.done == st.total for st in status.values())

@@ -1,0 +1,322 @@
+"""``leakexp``: the command line. Every command takes Hydra overrides (``key=value``) after its name.
+
+Examples::
+
+    leakexp demo                                   # the whole pipeline on the toy world
+    leakexp cell corpus=toy_core17 leakage=msm size=512 seed=2
+    leakexp train experiment=paper corpus=robust04 leakage=msm size=16000 model=monot5 seed=3
+    leakexp train model=knrm seed=1,2              # comma lists run every combination
+    leakexp tables experiment=paper                # the tables, from the store alone
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import traceback
+
+STAGES = {
+    "toy": "generate the toy world into the store and print where it is",
+    "index": "build the BM25 indexes the grid reads: the training pool's and those of the corpora whose first "
+             "stage is leakexp's BM25 (not a bundled or file run)",
+    "corpus-stats": "per test corpus and the training pool: documents, median words, empty documents, repeated "
+                    "document ids, topics and judged topics (exit 2 when a corpus fails its check)",
+    "detect": "SBERT + Faiss leakage candidates; prints Table 1 counts",
+    "verify": "review the top candidates per topic and import annotations; prints verified leaks per corpus",
+    "build": "build the training sets of the grid (corpus x leakage x size); prints a summary "
+             "(--export-monot5: also write the monoT5 text format)",
+    "train": "train the model(s) of the given cell(s) (and whatever they lack upstream)",
+    "rerank": "re-rank the BM25 top-100 of the cell(s)' corpus",
+    "evaluate": "nDCG@10, P@1 and MFR of the cell(s)",
+    "cell": "run one cell end to end (same as evaluate)",
+    "grid": "run every cell of the configured grid, then write the tables",
+    "demo": "the whole pipeline on the embedded toy world (experiment=demo), then the tables",
+    "memorization": "scores and ranks of the leaked documents with vs without leakage (Tables 6-8); computes what "
+                    "the store lacks, then writes the tables",
+    "robustness": "robustness of the trained models with vs without leakage (Wu et al.: variance, OOD drop, query "
+                  "attacks, document manipulation); computes what the store lacks, then writes the tables",
+    "tables": "write the tables from the store alone (no training)",
+    "status": "done / running / failed / missing artifacts of the configured grid per stage (exit 1 while incomplete)",
+    "plan": "job counts, training instances, embedding size and estimated GPU-hours of the configured grid",
+    "compare-runs": "top-k overlap of the configured first stage of --corpus (or of a first --run) with a --run "
+                    "(e.g. the SPIRE-22 authors' Anserini runs: bundled:core17.bm25-anserini.top100.run.gz)",
+}
+CELL_KEYS = ("corpus", "leakage", "size", "model", "seed")
+
+log = logging.getLogger("leakexp")
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("leakexp").setLevel(logging.INFO)
+    for noisy in ("ir_datasets", "sentence_transformers", "transformers", "faiss", "pyterrier", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+# -- any train/test pair: audit, decontaminate, resample, split-eval ---------------------------------------------
+PAIR_COMMANDS = {
+    "audit": "query (SBERT), lexical and label overlap of any train/test pair; writes a report",
+    "decontaminate": "the training queries without those similar to a test query (DuReader-retrieval), as local files",
+    "resample": "ReSTrain / ReSTTest qrels for interpolation vs extrapolation (extrapolate-eval)",
+    "split-eval": "re-score TREC runs on an audit's leaked vs other test queries, with paired t-tests",
+}
+_DEFAULTS_TEXT = ("Defaults on real data come from the source documents: paraphrase-MiniLM-L6-v2, the exact top-100 "
+                  "neighbours and threshold 0.91 (seed 000, Froebe et al., Sec. 3); the demo's bundled all-MiniLM at "
+                  "0.8 applies only with experiment=demo. detect.*=... overrides and --model/--k/--threshold win.")
+PAIR_DESCRIPTIONS = {
+    "audit": f"""How much of a test set is already in a training set. Prints, each out of the test queries:
+  query_overlap       test queries whose most similar training query (SBERT cosine over every compared field,
+                      exact top-k) is above the threshold
+  exact_duplicates    test queries equal to a training query after NFKC, case folding and punctuation removal
+  ngram13/ngram3_overlap  test queries sharing a word n-gram with a training query (13: lm-evaluation-harness's
+                      rule); n-grams made of stop words only (scikit-learn's English list, 318 words) do not count
+  label_overlap       judged test queries with at least one relevant document that is relevant for a training
+                      query; label_overlap_reference_rule: the same by extrapolate-eval's '> 1 shared' rule
+Writes report.md, summary.*, per_query.*, examples.*, similarity.png, neighbours.parquet, audit.json.
+{_DEFAULTS_TEXT}""",
+    "decontaminate": f"""The training queries and qrels without every training query above the threshold for some
+test query and without every exact duplicate of a test query (NFKC, case, punctuation) whatever its similarity
+(DuReader-retrieval, seed 001, Sec. 2.3); --by-label also removes those sharing a relevant document. Prints
+the removed training queries by reason and the test queries matched: test queries with at least one training
+query above the threshold or an exact duplicate, with how many such training queries each has (matches.csv).
+{_DEFAULTS_TEXT}""",
+    "restrain": f"""ReSTrain (extrapolate-eval, seed 003): nested interpolation training sets (the training queries
+most similar to the test queries, balanced over them) and extrapolation sets (only training queries not above
+the threshold for any test query) of the given sizes. --size-unit queries counts training queries; qrels counts
+qrels lines, the unit of extrapolate-eval's released files (14k, 45k, 200k): a set then is the shortest prefix
+of the selection order with at least that many qrels lines. {_DEFAULTS_TEXT}""",
+    "resttest": """ReSTTest (extrapolate-eval, seed 003): seeded spherical k-means over training and test queries into
+K buckets (the paper's K = 5); per bucket, training qrels of the other K-1 buckets, and the test queries split
+into interpolation (other buckets) and extrapolation (this bucket). Only the embedding model applies here.""",
+    "split-eval": """Re-score runs on the audit's leaked test queries and on the others (DuReader-retrieval, seed 001,
+Table 6): per run and group the number of judged queries, the mean, the difference to the baseline and a paired
+t-test against it, Bonferroni-corrected over the other runs; no test (empty p) with fewer than two queries.
+Runs: TREC (qid Q0 docno rank score tag) or MS MARCO (qid TAB docid TAB rank). An audit without a leaked
+judged query is nothing to compare: said so, exit 1.""",
+}
+
+
+def _add_pair_arguments(sp, name: str) -> None:
+    sp.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. store=/tmp/s detect.threshold=0.91")
+    sp.add_argument("--train", nargs="+", default=[], metavar="SPEC",
+                    help="training queries: ir_datasets ids or files (TSV qid<TAB>text or TREC topics), NAME=... to name one")
+    sp.add_argument("--test", nargs="+", default=[], metavar="SPEC", help="test queries, as --train")
+    sp.add_argument("--train-qrels", nargs="+", default=[], metavar="FILE",
+                    help="qrels of the local training files (one per file, or one for all)")
+    sp.add_argument("--test-qrels", nargs="+", default=[], metavar="FILE", help="qrels of the local test files")
+    sp.add_argument("--fields", nargs="+", default=["title"], choices=["title", "description", "variant"],
+                    help="test fields to compare (a plain query's text is its title)")
+    sp.add_argument("--test-variants", nargs="+", default=[], metavar="FILE", help="query variants TSV (qid<TAB>text)")
+    sp.add_argument("--model", help="SBERT model name or path (default: paraphrase-MiniLM-L6-v2, seed 000)")
+    if name != "resttest":  # ReSTTest clusters: no neighbours, threshold or relevance label
+        sp.add_argument("--k", type=int, help="nearest training queries per test text (default: 100, seed 000)")
+        sp.add_argument("--threshold", type=float, help="similarity threshold (default: 0.91, seed 000)")
+        sp.add_argument("--train-rel", type=int, default=1, help="training label counted as relevant (>=)")
+    if name in ("audit", "decontaminate"):
+        sp.add_argument("--test-rel", type=int, default=1, help="test label counted as relevant (>=)")
+    sp.add_argument("--out", required=True, help="output directory")
+    if name == "audit":
+        sp.add_argument("--ngrams", nargs="+", type=int, default=[13, 3],
+                        help="word n-gram sizes (13: lm-evaluation-harness's rule; 3 for short queries)")
+    if name == "decontaminate":
+        sp.add_argument("--by-label", action="store_true", help="also remove training queries sharing a relevant document")
+        sp.add_argument("--docs", help="training documents, for the data.yaml written with the result")
+    if name == "restrain":
+        sp.add_argument("--sizes", nargs="+", type=int, default=[],
+                        help="training set sizes in --size-unit (extrapolate-eval: 14000 45000 200000 qrels lines)")
+        sp.add_argument("--size-unit", choices=["queries", "qrels"], default="queries",
+                        help="what a size counts: training queries, or qrels lines as extrapolate-eval's files")
+        sp.add_argument("--extrapolation-threshold", type=float, help="default: --threshold")
+    if name == "resttest":
+        sp.add_argument("--buckets", type=int, default=5, help="K, at least 2 (the paper: 5)")
+        sp.add_argument("--sample", type=int, default=100_000, help="k-means training sample")
+    if name in ("restrain", "resttest"):
+        sp.add_argument("--seed", type=int, default=0)
+
+
+def _pair_parser(sub, name: str, help_text: str, key: str):
+    return sub.add_parser(name, help=help_text, description=PAIR_DESCRIPTIONS[key],
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _add_pair_commands(sub) -> None:
+    for name in ("audit", "decontaminate"):
+        _add_pair_arguments(_pair_parser(sub, name, PAIR_COMMANDS[name], name), name)
+    rs = sub.add_parser("resample", help=PAIR_COMMANDS["resample"], description=PAIR_COMMANDS["resample"])
+    rsub = rs.add_subparsers(dest="method", required=True, metavar="method")
+    _add_pair_arguments(_pair_parser(rsub, "restrain", "interpolation / extrapolation training sets of given sizes",
+                                     "restrain"), "restrain")
+    _add_pair_arguments(_pair_parser(rsub, "resttest", "K buckets: train on K-1, test interpolation / extrapolation",
+                                     "resttest"), "resttest")
+    sp = _pair_parser(sub, "split-eval", PAIR_COMMANDS["split-eval"], "split-eval")
+    sp.add_argument("runs", nargs="+", metavar="RUN", help="TREC or MS MARCO run files (NAME=PATH to name one)")
+    sp.add_argument("--qrels", required=True, help="TREC qrels of the test queries")
+    sp.add_argument("--audit", required=True, help="an audit's output directory")
+    sp.add_argument("--leaked-by", default="semantic", choices=["semantic", "exact", "label", "any"])
+    sp.add_argument("--source", help="the audit's test source the runs belong to (when qids repeat across sources)")
+    sp.add_argument("--measures", nargs="+", help="default: evaluate.measures")
+    sp.add_argument("--baseline", help="run compared with the others (default: the first)")
+    sp.add_argument("--out", help="output directory (default: AUDIT/split-eval)")
+
+
+def _take_trailing_overrides(parser, args, extra: list[str]) -> None:
+    """Overrides on both sides of a command's options (``compare-runs store=/s --corpus core17 --run R
+    experiment=paper``: argparse fills a positional list once, so the later ones were unrecognized) join the
+    command's overrides (graph-audit: its edge files, which hold its overrides); anything else left over is the
+    usual usage error."""
+    target = "overrides" if hasattr(args, "overrides") else "edges" if hasattr(args, "edges") else None
+    words = [w for w in extra if "=" in w and not w.startswith("-")] if target else []
+    if target == "edges":  # edge files too: `graph-audit --out DIR edges.tsv`
+        words = [w for w in extra if not w.startswith("-")]
+    rest = [w for w in extra if w not in words]
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if words:
+        setattr(args, target, [*getattr(args, target), *words])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="leakexp",
+        description="Measure how train-test leakage affects neural re-rankers. Each command takes Hydra "
+                    "overrides such as experiment=paper corpus=robust04 leakage=msm size=16000 model=knrm seed=3.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="stages, in pipeline order:\n" + "\n".join(f"  {k:<9} {v}" for k, v in STAGES.items()),
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what each stage reads and writes")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    for name, help_text in STAGES.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. corpus=toy_core17 seed=2")
+        if name == "build":
+            sp.add_argument("--export-monot5", action="store_true",
+                            help="also write each set in the monoT5 text format under <store>/exports/monot5/")
+        if name == "compare-runs":
+            sp.add_argument("--corpus", help="the corpus whose configured first stage is compared (needs its data)")
+            sp.add_argument("--run", action="append", default=[], metavar="RUN",
+                            help="a TREC run file (bundled:<file> for a run shipped with leakexp); once or twice")
+            sp.add_argument("--depth", type=int, default=100, help="the top-k compared (default 100)")
+        if name == "status":
+            sp.add_argument("--verify", action="store_true",
+                            help="also re-read every finished artifact's files against their recorded checksums")
+            sp.add_argument("--why", nargs="+", metavar="STAGE", help="what made the key of the cell's artifacts of "
+                            "these stages (e.g. sets train) and, for a stale one, which values or inputs differ")
+    ann = sub.add_parser("annotations", help="sample / review candidates for annotation; import, calibrate, "
+                         "Table 2 and Cohen's kappa from annotation files (the study's JSONL format)")
+    asub = ann.add_subparsers(dest="action", required=True, metavar="action")
+    a = asub.add_parser("sample", help="stratified sample of query-topic pairs above a lower bound (JSONL)")
+    a.add_argument("overrides", nargs="*")
+    a.add_argument("--out", required=True)
+    a.add_argument("--n", type=int, default=100, help="pairs to sample (paper: 100)")
+    a.add_argument("--lower", type=float, default=0.8, help="similarity lower bound (paper: 0.8)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--label-with-truth", action="store_true", help="toy world: let the ground truth annotate")
+    a = asub.add_parser("review", help="top-k candidates per topic above the threshold, for annotation (JSONL)")
+    a.add_argument("overrides", nargs="*")
+    a.add_argument("--out", required=True)
+    a.add_argument("--label-with-truth", action="store_true", help="toy world: let the ground truth annotate")
+    a = asub.add_parser("calibrate", help="lowest threshold with precision >= target on judged pairs")
+    a.add_argument("--judged", nargs="+", required=True)
+    a.add_argument("--target", type=float, default=0.9)
+    a.add_argument("--out", required=True)
+    for action, help_text in (("import", "verified leaks per corpus as CSV"), ("table2", "Table 2 (a) and (b)")):
+        a = asub.add_parser(action, help=help_text)
+        a.add_argument("--annotations", nargs="+", required=True)
+        a.add_argument("--corpus", action="append", required=True, metavar="NAME=TOPICS")
+        a.add_argument("--out", required=True)
+    a = asub.add_parser("kappa", help="Cohen's kappa between two annotators' files")
+    a.add_argument("first")
+    a.add_argument("second")
+    g = sub.add_parser("graph-audit", help="A-leakage audit of a graph benchmark split on edges (paths between "
+                       "held-out pairs in the training graph, A-parity heuristic, reverse edges, vertex re-split)")
+    g.add_argument("edges", nargs="*", help="edge files: PATH (head TAB tail TAB label TAB split) or SPLIT=PATH "
+                   "(head TAB tail TAB label); none: the seeded synthetic graph (or --wordnet)")
+    g.add_argument("--wordnet", nargs="?", const="", metavar="DIR",
+                   help="build the synonym/antonym benchmark from WordNet 3.0 (default DIR: $LEAKEXP_WORDNET, else "
+                        "/usr/share/wordnet)")
+    g.add_argument("--pos", default="adj", choices=["adj", "noun", "verb", "adv"], help="WordNet part of speech")
+    g.add_argument("--split-by", default="edges", choices=["edges", "vertices", "components"],
+                   help="how a built benchmark is split (edges: the standard construction)")
+    g.add_argument("--resplit", choices=["vertices", "components"], help="also write and audit a vertex-disjoint split")
+    g.add_argument("--proportions", default="0.70,0.05,0.25", help="train,val,test shares (paper: 0.70,0.05,0.25)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--train-split", default="train")
+    g.add_argument("--antonym-label", action="append", help="label(s) meaning antonym (default: antonym, 1)")
+    g.add_argument("--synonym-label", action="append", help="label(s) meaning synonym (default: synonym, 0); "
+                   "any other label in an edge file is an error")
+    g.add_argument("--columns", default="head,tail,label",
+                   help="order of the first three fields (WN18: head,label,tail)")
+    g.add_argument("--out", help="report folder (default <LEAKEXP_STORE or store>/graph/<name>/<key of inputs and "
+                   "options>)")
+    _add_pair_commands(sub)
+    args, extra = parser.parse_known_args(argv)
+    _take_trailing_overrides(parser, args, extra)
+    _setup_logging(args.verbose)
+    from leakexp.runner.config import ConfigError
+
+    from leakexp.cli import commands as c
+
+    handlers = {
+        "toy": c.cmd_toy, "index": c.cmd_index, "corpus-stats": c.cmd_corpus_stats, "detect": c.cmd_detect, "verify": c.cmd_verify,
+        "tables": c.cmd_tables, "memorization": c.cmd_memorization, "robustness": c.cmd_robustness,
+        "plan": c.cmd_plan, "grid": c.cmd_grid, "demo": lambda o: c.cmd_grid(o, demo=True),
+        "train": lambda o: c.cmd_cells("train", o), "rerank": lambda o: c.cmd_cells("rerank", o),
+        "evaluate": lambda o: c.cmd_cells("evaluate", o), "cell": lambda o: c.cmd_cells("evaluate", o),
+    }
+    from hydra.errors import HydraException
+
+    from leakexp.data.files import DataFormatError, DataUnavailable
+    from leakexp.runner.store import StoreError
+    from leakexp.tables.paper import NoResults
+
+    try:
+        out = getattr(args, "out", None)
+        if out and os.path.isfile(out):  # before any work: an output folder cannot be an existing file
+            raise FileExistsError(f"--out {out} is an existing file; give a directory (it is created if missing)")
+        if args.command in PAIR_COMMANDS:
+            return c.cmd_pair(args)
+        if args.command == "annotations":
+            return c.cmd_annotations(args)
+        if args.command == "graph-audit":
+            return c.cmd_graph_audit(args)
+        if args.command == "build":
+            return c.cmd_build(args.overrides, export=args.export_monot5)
+        if args.command == "compare-runs":
+            return c.cmd_compare_runs(args.overrides, corpus=args.corpus, runs=args.run, depth=args.depth)
+        if args.command == "status":
+            return c.cmd_status(args.overrides, verify=args.verify, why=args.why)
+        return handlers[args.command](args.overrides)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while shutting down must not change the code
+        print("\nleakexp: interrupted; re-run the same command to resume (finished artifacts are kept)",
+              file=sys.stderr)
+        return 130
+    except ConfigError as exc:
+        print(f"leakexp: config error: {exc}", file=sys.stderr)
+        return 2
+    except HydraException as exc:  # an override Hydra cannot parse or compose
+        print(f"leakexp: bad override: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    except (DataFormatError, DataUnavailable, FileNotFoundError, FileExistsError, IsADirectoryError,
+            NotADirectoryError, PermissionError, StoreError) as exc:
+        print(f"leakexp: {exc}", file=sys.stderr)
+        return 2
+    except NoResults as exc:
+        print(f"leakexp: {exc}", file=sys.stderr)
+        return 1
+    except Exception:  # a bug: the traceback, and what to do with it
+        traceback.print_exc()
+        print(f"leakexp: internal error in `leakexp {args.command}`: this is a bug. Please report it on leakexp's "
+              "issue tracker with the command line and the traceback above.", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

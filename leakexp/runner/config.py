@@ -1,0 +1,287 @@
+"""Loading and checking the Hydra configuration in ``conf/``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from typing import Annotated, Literal
+
+from omegaconf import DictConfig, OmegaConf
+from pydantic import Field
+
+
+from leakexp.runner.schema import Name, PositiveFloat, PositiveInt, Section
+from leakexp.runner.stage import ConfigError  # noqa: F401  (defined beside the stage declarations: stages raise it)
+
+
+def conf_dir() -> Path:
+    """``conf/`` of the source tree (or ``$LEAKEXP_CONF``)."""
+    env = os.environ.get("LEAKEXP_CONF")
+    path = Path(env) if env else Path(__file__).resolve().parents[2] / "conf"
+    if not (path / "config.yaml").exists():
+        raise ConfigError(f"no config.yaml in {path}; set LEAKEXP_CONF to leakexp's conf/ directory")
+    return path
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+
+
+def _group_file(group: str, name: str) -> DictConfig:
+    path = conf_dir() / group / f"{name}.yaml"
+    if not path.exists():
+        raise ConfigError(f"{group}={name} is unknown; available: {', '.join(options(group))}")
+    return OmegaConf.load(path)
+
+
+def top_level_keys() -> list[str]:
+    """The names a Hydra override can start with: the config groups and the keys of conf/config.yaml."""
+    return list(GROUPS) + sorted(k for k in OmegaConf.load(conf_dir() / "config.yaml").keys() if k != "defaults")
+
+
+def section_keys() -> list[str]:
+    """The keys of conf/config.yaml that hold a section (a mapping), not a value: ``train``, ``bm25``, ``detect``, ..."""
+    raw = OmegaConf.load(conf_dir() / "config.yaml")
+    return sorted(k for k in raw.keys() if k != "defaults" and OmegaConf.is_dict(raw[k]))
+
+
+def corpus_config(name: str) -> DictConfig:
+    return _group_file("corpus", name)
+
+
+def model_config(name: str) -> DictConfig:
+    return _group_file("model", name)
+
+
+def compose(overrides: list[str] | None = None) -> DictConfig:
+    """The config for ``overrides`` (Hydra syntax), checked; unknown group options name the key."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    overrides = [_per_name(o) for o in overrides or []]
+    for o in overrides:
+        key, _, value = o.partition("=")
+        key = key.lstrip("+~")
+        if key in ("data", "corpus", "leakage", "model", "grid", "experiment") and value not in options(key):
+            raise ConfigError(f"{key}={value} is unknown; available: {', '.join(options(key))}")
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=overrides)
+    except HydraException as exc:
+        raise ConfigError(str(exc).splitlines()[0] + _suggestion(str(exc))) from None
+    validate(cfg)
+    return cfg
+
+
+PER_NAME = ("model_overrides.", "corpus_overrides.")
+
+
+def _per_name(override: str) -> str:
+    """``model_overrides.knrm.train.lr=…`` / ``corpus_overrides.core17.fixed_leak_queries=…`` set or add a value
+    (``++``): these mappings start empty or partial, and a value they lack is what such an override adds."""
+    return f"++{override}" if override.startswith(PER_NAME) and "=" in override else override
+
+
+def _suggestion(message: str) -> str:
+    """' Did you mean model=...?' for an override whose key does not exist (e.g. ``modle=knrm``)."""
+    import difflib
+    import re
+
+    m = re.search(r"Could not (?:override|append to config\.) '([^']+)'", message) or \
+        re.search(r"Key '([^']+)' is not in struct", message)
+    if not m:
+        return ""
+    key = m.group(1)
+    head, _, rest = key.partition(".")
+    known = top_level_keys()
+    close = difflib.get_close_matches(head, known, n=1, cutoff=0.6)
+    if not close or close[0] == head:
+        return ""
+    return f"; did you mean {close[0] + ('.' + rest if rest else '')}=...?"
+
+
+GROUPS = ("data", "corpus", "leakage", "model", "grid", "experiment")
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def validate_device(device) -> None:
+    device = str(device)
+    if device in ("auto", "cpu"):
+        return
+    if device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit()):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device={device} but no CUDA device is visible here; use device=cpu or device=auto")
+        return
+    raise ConfigError(f"device={device} is unknown; use auto, cpu, cuda or cuda:N")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Fail early, naming the key, on values that cannot work together. The grid, the cell and the models are
+    checked here; each stage checks its own section (``Stage.check``, run by ``leakexp.stages.registry.check``)."""
+    for group in ("data", "corpus", "leakage", "model", "grid"):
+        if group not in cfg:
+            raise ConfigError(f"config has no '{group}'")
+    if cfg.leakage.name not in ("none", "msm", "test"):
+        raise ConfigError(f"leakage.name={cfg.leakage.name} is unknown; use none, msm or test")
+    for key in ("seed", "size"):
+        if not _is_int(cfg.get(key)):
+            raise ConfigError(f"{key}={cfg.get(key)!r} must be an integer")
+    for key in ("seeds", "sizes"):
+        bad = [v for v in cfg.grid[key] if not _is_int(v)]
+        if bad:
+            raise ConfigError(f"grid.{key} has {bad[0]!r}; it must be a list of integers")
+    validate_device(cfg.get("device", "auto"))
+    size = cfg.size
+    if not isinstance(size, int) or size <= 0 or size % 2:
+        raise ConfigError(f"size={size}: must be a positive even number of instances (one pos + one neg per query)")
+    for name in cfg.get("corpus_overrides") or {}:
+        if name not in options("corpus"):
+            raise ConfigError(f"corpus_overrides.{name} names no corpus; available: {', '.join(options('corpus'))}")
+    corpus = resolved_corpus_config(cfg, cfg.corpus.name)
+    for key in ("fixed_leak_queries", "test_leak_queries"):
+        if corpus.get(key) is not None and int(corpus[key]) < 0:
+            raise ConfigError(f"corpus.{key}={corpus[key]} must be >= 0")
+    fixed = {"msm": corpus.get("fixed_leak_queries", 0), "test": corpus.get("test_leak_queries", 0)}
+    leak = fixed.get(cfg.leakage.name, 0) or 0
+    if 2 * leak > size:
+        raise ConfigError(
+            f"size={size} is smaller than the {2 * leak} fixed leaked instances of corpus={cfg.corpus.name} "
+            f"leakage={cfg.leakage.name}; choose size >= {2 * leak}"
+        )
+    if cfg.corpus.name not in cfg.data.corpora and not OmegaConf.is_missing(cfg.data, "corpora"):
+        raise ConfigError(
+            f"corpus={cfg.corpus.name} is not one of data.corpora={list(cfg.data.corpora)} "
+            f"(data={cfg.data.name}); pick a matching data/corpus pair"
+        )
+    t = float(cfg.detect.threshold)
+    if not -1.0 <= t <= 1.0:
+        raise ConfigError(f"detect.threshold={t} must be a cosine similarity in [-1, 1]")
+    if cfg.build.get("test_missing_judgments", "skip") not in ("skip", "top_up"):
+        raise ConfigError(f"build.test_missing_judgments={cfg.build.test_missing_judgments} is unknown; use skip "
+                          "(leave out topics without a relevant or non-relevant judgment) or top_up")
+    for c in cfg.grid.corpora:
+        corpus_config(c)
+    for m in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
+        model_config(m)
+    for name in cfg.grid.leakages:
+        if name not in ("none", "msm", "test"):
+            raise ConfigError(f"grid.leakages has {name!r}; use none, msm or test")
+    for s in cfg.grid.sizes:
+        if int(s) <= 0 or int(s) % 2:
+            raise ConfigError(f"grid.sizes has {s}; sizes must be positive even numbers of instances")
+
+
+def _diff(a, b):
+    """Keys of ``a`` whose values differ from ``b`` (nested dicts compared key by key)."""
+    out = {}
+    for k, v in a.items():
+        if isinstance(v, dict) and isinstance(b.get(k), dict):
+            d = _diff(v, b[k])
+            if d:
+                out[k] = d
+        elif b.get(k, object()) != v:
+            out[k] = v
+    return out
+
+
+def _resolved(cfg: DictConfig, group: str, name: str, base: DictConfig) -> DictConfig:
+    """``base`` (the group's file), then ``<group>_overrides.<name>`` of the experiment, then — for the selected
+    option — what the command line changed in ``<group>.*``."""
+    layers = [base]
+    extra = cfg.get(f"{group}_overrides", {}) or {}
+    if name in extra:
+        layers.append(extra[name])
+    if cfg[group].name == name:
+        selected = OmegaConf.to_container(cfg[group], resolve=True)
+        layers.append(OmegaConf.create(_diff(selected, OmegaConf.to_container(base, resolve=True))))
+    return OmegaConf.merge(*layers)
+
+
+def resolved_corpus_config(cfg: DictConfig, name: str) -> DictConfig:
+    """A corpus's config: its file, ``corpus_overrides.<name>`` (any corpus of the grid, e.g. the leak counts of a
+    smaller collection), then what the command line changed in ``corpus.*`` for the selected corpus."""
+    return _resolved(cfg, "corpus", name, corpus_config(name))
+
+
+def resolved_model_config(cfg: DictConfig, name: str) -> DictConfig:
+    """A model's config: its file, ``model_overrides.<name>``, then what the command line changed in ``model.*``
+    for the selected model."""
+    return _resolved(cfg, "model", name, model_config(name))
+
+
+# -- what stages read -------------------------------------------------------------------------------------
+def corpus_names(cfg: DictConfig) -> list[str]:
+    """Every corpus a configuration can touch: the data's, the grid's and the cell's."""
+    names = [] if OmegaConf.is_missing(cfg.data, "corpora") else list(cfg.data.corpora)
+    return list(dict.fromkeys([*names, *cfg.grid.corpora, cfg.corpus.name]))
+
+
+def settings(cfg: DictConfig) -> dict:
+    """The resolved configuration that stages read: ``corpora.<name>`` and ``models.<name>`` hold every corpus
+    and model config the grid or the cell uses (models as ``resolved_model_config`` merges them)."""
+    out = OmegaConf.to_container(cfg, resolve=True)
+    out.pop("hydra", None)
+    out["corpora"] = {n: OmegaConf.to_container(resolved_corpus_config(cfg, n), resolve=True) for n in corpus_names(cfg)}
+    models = dict.fromkeys([*cfg.grid.models, cfg.model.name])
+    out["models"] = {m: OmegaConf.to_container(resolved_model_config(cfg, m), resolve=True) for m in models}
+    return out
+
+
+def runtime(cfg: DictConfig, device: str) -> dict:
+    """Settings that change how fast, not what, a stage computes: visible to every stage, part of no key."""
+    s = settings(cfg)
+    return {"device": device, "verbose": bool(cfg.get("verbose", False)), "threads": int(cfg.bm25.threads),
+            "loader_workers": cfg.get("loader_workers", "auto"),
+            "embed_batch_size": int(cfg.detect.batch_size),
+            "score_batch_size": {m: int((c.get("train") or {}).get("score_batch_size") or 64)
+                                 for m, c in s["models"].items()}}
+
+
+class RunSettings(Section):
+    """The top-level values: the store, the cell's size and seed, the device, and per-model overrides."""
+
+    store: Name
+    size: PositiveInt
+    seed: Annotated[int, Field(ge=0)]
+    device: Annotated[str, Field(pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")]
+    verbose: bool
+    loader_workers: Literal["auto"] | Annotated[int, Field(ge=0, le=256)]
+    model_overrides: dict[Name, dict]
+    corpus_overrides: dict[Name, dict] = {}
+
+
+class ReportSettings(Section):
+    """``report``: the model Figure 2 shows."""
+
+    figure_model: Name
+
+
+class CollectionSize(Section):
+    """A collection's size for the plan's df-table hours: documents and mean words per document."""
+
+    docs: PositiveInt
+    words_per_doc: PositiveFloat
+
+
+class PlanSettings(Section):
+    """``plan``: assumed throughput (used until ``make bench`` measures it on the GPU) and topic counts."""
+
+    embed_queries_per_s: PositiveFloat
+    train_instances_per_s: dict[str, PositiveFloat]
+    rerank_docs_per_s: dict[str, PositiveFloat]
+    topics: dict[str, PositiveInt]
+    job_startup_s: dict[str, Annotated[float, Field(ge=0)]] = {}
+    encode_docs_per_s: dict[str, PositiveFloat] = {}
+    data_pipeline_instances_per_s: dict[str, PositiveFloat] = {}
+    loader_workers: PositiveInt = 4
+    cells_per_job: PositiveInt = 1
+    negatives_queries_per_s: PositiveFloat = 25_000
+    df_words_per_s: PositiveFloat = 450_000
+    collections: dict[str, CollectionSize] = {}

@@ -1,0 +1,186 @@
+"""The runner: resolves the stages an artifact needs, keys each by what it reads, and computes what is missing.
+
+It names no stage. A key is the hash of a record: the stage's name and version, its normalised parameters,
+the config values it declared (``Stage.reads``), the identity of outside files it reads, and the keys of its
+inputs. So a changed value re-keys the stages that read it and everything below them, nothing else; equal
+records are one artifact. Keys are computed once per process and need no data: status is cheap.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from leakexp.runner.stage import Ask, Config, Context, InputsMissing, Stage, select
+from leakexp.runner.store import KEY_LENGTH, Store, config_hash
+
+RUNNER = 2  # the key scheme; markers of other schemes are another layout (see ``Runner.state``)
+
+
+class Runner:
+    """Keys, paths, states and values of the artifacts of one configuration (``settings``, resolved)."""
+
+    def __init__(self, settings: Mapping, stages: Iterable[Stage], store: Store, *, runtime: Mapping | None = None,
+                 cuda: bool = False):
+        self.settings, self.store, self.cuda = settings, store, cuda
+        self.runtime = dict(runtime or {})
+        self.stages = {s.name: s for s in stages}
+        self._records: dict[Ask, dict] = {}
+        self._values: dict[str, Any] = {}
+        self._ensured: set[tuple[Ask, bool]] = set()
+        self._upstream: dict[Ask, list[Ask]] = {}
+        self._missing: dict[Ask, list[str]] = {}  # absent outside data of each artifact (see ``unavailable``)
+
+    def stage(self, ask: Ask) -> Stage:
+        try:
+            return self.stages[ask.stage]
+        except KeyError:
+            raise ValueError(f"no stage named {ask.stage!r}; stages: {', '.join(self.stages)}") from None
+
+    def normal(self, ask: Ask) -> Ask:
+        return Ask.of(ask.stage, **self.stage(ask).normalise(ask.params))
+
+    def config(self, ask: Ask) -> Config:
+        ask = self.normal(ask)
+        return select(self.settings, self.stage(ask).read_paths(ask.params, self.cuda))
+
+    def inputs(self, ask: Ask) -> dict[str, Ask | list[Ask]]:
+        ask = self.normal(ask)
+        return dict(self.stage(ask).inputs(ask.params, self.config(ask)))
+
+    def record(self, ask: Ask) -> dict:
+        """Everything the key of ``ask`` is made of (its marker's ``config``)."""
+        ask = self.normal(ask)
+        if ask not in self._records:
+            stage, config = self.stage(ask), self.config(ask)
+            keys = {n: [self.key(a) for a in v] if isinstance(v, list) else self.key(v)
+                    for n, v in self.inputs(ask).items()}
+            record = {"runner": RUNNER, "stage": stage.name, "version": stage.version, "params": ask.params,
+                      "config": config, "inputs": keys}
+            if stage.external is not None:
+                record["external"] = stage.external(ask.params, config)
+            if stage.device:
+                record["cuda"] = self.cuda
+            self._records[ask] = json.loads(json.dumps(record, sort_keys=True, default=str))
+        return self._records[ask]
+
+    def key(self, ask: Ask) -> str:
+        return config_hash(self.record(ask))
+
+    def path(self, ask: Ask) -> Path | None:
+        """The artifact's directory (None for in-process values); computes nothing."""
+        ask, stage = self.normal(ask), self.stage(ask)
+        if not stage.stored:
+            return None
+        parts = stage.path(ask.params, self.config(ask)) if stage.path else ask.params.values()
+        return self.store.path(stage.name, *parts, self.key(ask)[:KEY_LENGTH])
+
+    def direct(self, ask: Ask) -> list[Ask]:
+        return [b for v in self.inputs(ask).values() for b in (v if isinstance(v, list) else [v])]
+
+    def upstream(self, ask: Ask) -> list[Ask]:
+        """``ask`` and every artifact it needs, each once, inputs first."""
+        ask = self.normal(ask)
+        if ask in self._upstream:
+            return self._upstream[ask]
+        seen: dict[Ask, None] = {}
+
+        def visit(a: Ask) -> None:
+            a = self.normal(a)
+            if a in seen:
+                return
+            for b in self.direct(a):
+                visit(b)
+            seen[a] = None
+
+        visit(ask)
+        self._upstream[ask] = list(seen)
+        return self._upstream[ask]
+
+    def unavailable(self, ask: Ask) -> list[str]:
+        """Outside files ``ask`` or anything upstream reads that are absent (``Stage.missing``), one line each;
+        memoised per artifact, so status asks each stage's hook once."""
+        ask = self.normal(ask)
+        if ask not in self._missing:
+            hook = self.stage(ask).missing
+            found = [hook(ask.params, self.config(ask))] if hook else []
+            found += [m for b in self.direct(ask) for m in self.unavailable(b)]
+            self._missing[ask] = list(dict.fromkeys(m for m in found if m))
+        return self._missing[ask]
+
+    def context(self, ask: Ask) -> Context:
+        ask = self.normal(ask)
+        inputs = self.inputs(ask)
+
+        def resolve(name: str) -> Any:
+            v = inputs[name]
+            return [self.get(a) for a in v] if isinstance(v, list) else self.get(v)
+
+        return Context(self.stage(ask), ask.params, self.config(ask), self.key(ask), self.path(ask), self.runtime,
+                       tuple(inputs), resolve)
+
+    def ensure(self, ask: Ask, *, load: bool = False) -> Path:
+        """The stored artifact of ``ask``, computing it and whatever it lacks upstream. Every stored artifact
+        upstream is checked first, by its marker and file sizes (a damaged one is recomputed, and a failure is
+        recorded where it happens, not in each dependant), once per runner; ``load``: ``ask`` is about to be read,
+        so a stage that asks for it (checkpoints) also has its files' checksums checked."""
+        ask = self.normal(ask)
+        if gone := self.unavailable(ask):  # nothing is keyed or computed on absent data (its loader refuses too)
+            raise InputsMissing("; ".join(gone))
+        for up in self.upstream(ask):
+            deep = load and up == ask and self.stage(up).verify
+            if self.stage(up).stored and (up, deep) not in self._ensured and (up, True) not in self._ensured:
+                self.store.ensure(self.path(up), self.record(up), checksums=deep,
+                                  compute=lambda tmp, up=up: self.stage(up).compute(self.context(up), tmp))
+                self._ensured.add((up, deep))
+        return self.path(ask)
+
+    def get(self, ask: Ask) -> Any:
+        """What a dependant receives: the in-process value, or the stored artifact (opened), memoised."""
+        ask, stage = self.normal(ask), self.stage(ask)
+        memo = f"{ask.stage}:{self.key(ask)}"
+        if memo not in self._values:
+            if stage.stored:
+                path = self.ensure(ask, load=True)
+                self._values[memo] = stage.opener(path) if stage.opener else path
+            else:
+                self._values[memo] = stage.value(self.context(ask))
+        return self._values[memo]
+
+    def state(self, ask: Ask, *, checksums: bool = False) -> tuple[str, Path | None, str]:
+        """(state, path, detail), computing nothing: data missing (outside files it reads), done, damaged (files differ
+        from the marker, or it is unreadable), running, failed, stale (only other configurations'), or missing."""
+        try:
+            path = self.path(ask)
+        except Exception as exc:  # e.g. a file the config names is missing: nothing of it can exist
+            return "missing", None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if gone := self.unavailable(ask):  # whatever the store holds, it is not of the data named by the key
+            return "data missing", path, "; ".join(gone)
+        store = self.store
+        if (path / "DONE.json").exists():
+            marker = store.marker(path)
+            if marker is None:
+                return "damaged", path, "DONE.json is unreadable"
+            bad = store.damaged_files(path, marker, checksums=checksums)
+            return ("damaged", path, ", ".join(bad)) if bad else ("done", path, "")
+        if store.is_locked(path):
+            return "running", path, store.holder(path)
+        failure = store.failure_path(path)
+        if failure.exists():
+            try:
+                return "failed", path, json.loads(failure.read_text()).get("error", "")
+            except (OSError, ValueError, AttributeError):
+                return "failed", path, "(unreadable failure record)"
+        others = store.others(path)
+        if others:
+            older = sum(1 for o in others if ((store.marker(o) or 0) and (store.marker(o).config or {})
+                                              .get("runner")) != RUNNER)
+            detail = f"{len(others)} artifact(s) of other configurations"
+            if older:
+                detail += (f", {older} of an earlier store layout (kept, not reused: their keys were made "
+                           "another way; delete them once the new ones are computed)")
+            return "stale", path, detail
+        return "missing", path, ""
+

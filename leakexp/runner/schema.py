@@ -1,0 +1,87 @@
+"""Typed config sections: every leaf has a type and, where it has one, a domain, checked before any work.
+
+A module that owns a config section declares it as a :class:`Section` (a strict pydantic model: no unknown keys,
+no string for a number, no bool for an int, finite floats); ``leakexp.stages.registry`` registers each section under its
+top-level key and checks the whole composed configuration with :func:`check_sections`, so a setting added to a
+YAML file without a schema is an error too. A section names the files it needs (:meth:`Section.files`); they are
+checked before a run that computes, each error naming the setting, the path and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from leakexp.runner.stage import ConfigError
+
+PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
+Name = Annotated[str, Field(min_length=1)]
+
+
+class Section(BaseModel):
+    """One config section: strict types, no unknown keys, finite numbers."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+    def files(self) -> Iterable[tuple[str, Path]]:
+        """(setting, path) of every file this section says a run reads (checked before the run)."""
+        return ()
+
+
+def _message(prefix: str, error: Mapping[str, Any]) -> str:
+    # pydantic names the branch of a union it tried (e.g. "literal['each','cv']"): the setting's path leaves it out
+    parts = [p for p in error["loc"] if isinstance(p, int) or str(p).isidentifier()]
+    loc = ".".join(str(p) for p in (prefix, *parts) if p != "")
+    value = error.get("input")
+    shown = "" if error["type"] == "missing" else f" (got {value!r})"[:120]
+    if error["type"] == "extra_forbidden":
+        return f"{loc} is not a setting of {prefix or 'the configuration'}; remove it or check its spelling"
+    return f"{loc}: {error['msg'].lower()}{shown}"
+
+
+def validate(prefix: str, schema: type[Section], value: Any) -> Section:
+    """``value`` as ``schema``; a ConfigError naming the first bad leaf (``prefix.path``) and what it must be."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{prefix} must be a mapping of settings (got {value!r})"[:200])
+    try:
+        return schema.model_validate(dict(value))
+    except ValidationError as exc:
+        raise ConfigError(_message(prefix, exc.errors()[0])) from None
+
+
+def check_sections(config: Mapping[str, Any], sections: Mapping[str, type[Section]],
+                   top: type[Section], skip: Iterable[str] = ("hydra",)) -> dict[str, Section]:
+    """Every top-level key of ``config`` against its registered section, the plain top-level values against
+    ``top`` (a key without a schema is an error)."""
+    out = {"": validate("", top, {k: v for k, v in config.items() if k in top.model_fields})}
+    for key, value in config.items():
+        if key in skip or key in top.model_fields:
+            continue
+        if key not in sections:
+            raise ConfigError(f"{key} is not a setting of leakexp (known: {', '.join(sorted(sections))}); remove it "
+                              "or check its spelling")
+        out[key] = validate(key, sections[key], value)
+    return out
+
+
+def check_files(entries: Iterable[tuple[str, Path]]) -> None:
+    """Each (setting, path) names a readable file (or directory); the error names both and what to do."""
+    for setting, path in entries:
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"{setting} names {path}, which does not exist; give the path of an existing file "
+                              f"(relative paths are read from {Path.cwd()})")
+        if path.is_file():
+            try:
+                with open(path, "rb") as f:
+                    f.read(1)
+            except OSError as exc:
+                raise ConfigError(f"{setting} names {path}, which cannot be read ({exc.strerror}); fix its "
+                                  "permissions") from None

