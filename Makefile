@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=compat  # compat: Hydra finds hydra_plugins/
 	$(BIN)/python -m pip install -q --no-deps $(ANSERINI_WHEEL)
-	$(BIN)/python -c "from leakexp.stages.retrieval import anserini_jar; print('Anserini jar:', anserini_jar())"
+	$(BIN)/python -c "from leakexp.lib.bm25 import anserini_jar; print('Anserini jar:', anserini_jar())"
 	touch $(STAMP)
 
 test: setup ## the default test suite (CPU, toy data; slow tests excluded)

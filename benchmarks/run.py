@@ -30,7 +30,8 @@ def bench_detect(root: Path) -> None:
     import numpy as np
 
     from leakexp.runner.config import compose
-    from leakexp.stages.detect import load_sbert, topic_fields
+    from leakexp.lib.dense import load_sbert
+    from leakexp.stages.detect import topic_fields
     from leakexp.runner.stage import Ask
     from leakexp.stages.registry import runner
 
@@ -74,7 +75,7 @@ def bench_build(root: Path) -> None:
     A No-Leakage set is one for every corpus (its fillers exclude the leaks of all corpora), so the grid's
     corpus x leakage x size requests are fewer distinct sets; each is built and counted once."""
     from leakexp.runner.config import compose
-    from leakexp.stages.retrieval import bm25_search
+    from leakexp.lib.bm25 import bm25_search
     from leakexp.runner.stage import Ask
     from leakexp.stages.registry import runner
 
@@ -541,7 +542,7 @@ model = get(name)(**dict(paper.params(name), embeddings=glove))
 data = synthetic_pairs(32, doc_words=700)
 if model.needs_idf:
     model.use_idf(IdfTable.from_docs(data.text))
-train(model, data, seed=0, cfg=paper.train_config(name, updates=1), progress=False)
+train(model, data, seed=0, cfg=TrainConfig.of_model(name, updates=1), progress=False)
 print(time.time() - t0)
 """
 
@@ -603,7 +604,7 @@ def bench_pipeline(root: Path) -> None:
             model = get(name)(**dict(paper.params(name), embeddings=str(glove)))
             if model.needs_idf:
                 model.use_idf(IdfTable.from_docs(synthetic_pairs(200, doc_words=300, seed=1).text))
-        tc = paper.train_config(name)
+        tc = TrainConfig.of_model(name)
         batches = micro_batches(len(pos), dataclasses.replace(tc, epochs=1, updates=None), 0)
         # once per training set (the tokens stage): every document encoded
         start = time.perf_counter()
@@ -700,7 +701,7 @@ def bench_gpu(root: Path) -> None:
     from leakexp.runner.config import model_config
     from leakexp.models.paper import PaperModels, synthetic_pairs
     from leakexp.runner.store import atomic_write_json
-    from leakexp.stages.train import PairBatches, batch_loss, configure_precision, loader_workers, pairs_of, set_seed, train
+    from leakexp.stages.train import PairBatches, TrainConfig, batch_loss, configure_precision, loader_workers, pairs_of, set_seed, train
 
     configure_precision({"matmul": "highest"})
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
@@ -714,7 +715,7 @@ def bench_gpu(root: Path) -> None:
     for name in names:
         set_seed(0)
         model = paper.build(name).to(device)
-        cfg = paper.train_config(name)
+        cfg = TrainConfig.of_model(name)
         per_update = cfg.batch_size * cfg.grad_accum
         n_updates = int(os.environ.get("LEAKEXP_BENCH_UPDATES", 100))  # a realistic budget: >= 100 updates
         data = synthetic_pairs(per_update * min(n_updates, 20), doc_words=900)  # passes repeat beyond 20 updates

@@ -363,7 +363,7 @@ PLANTS = (
 
 def _runs(depth: int) -> dict[str, dict[str, list[str]]]:
     """Per Core corpus, the authors' bundled run (leakexp/data/runs/): topic -> its documents down to rank ``depth``."""
-    from leakexp.stages.retrieval import BUNDLED_RUNS
+    from leakexp.stages.firststage import BUNDLED_RUNS
 
     out: dict[str, dict[str, list[str]]] = {}
     for corpus, name in PAPER_RUNS.items():

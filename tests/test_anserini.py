@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from leakexp.stages.retrieval import analyze, lucene_porter
+from leakexp.lib.analysis import analyze, lucene_porter
 
 # Lucene's stems (DefaultEnglishAnalyzer, Anserini 0.22.1's DumpAnalyzedQueries), the Porter departures first:
 # the reference C code maps bli -> ble and logi -> log in step 2, the published algorithm (Snowball's 'porter')
@@ -57,7 +57,7 @@ def _java_or_skip() -> str:
 
 @pytest.fixture(scope="module")
 def jar():
-    from leakexp.stages.retrieval import anserini_jar
+    from leakexp.lib.bm25 import anserini_jar
 
     _java_or_skip()
     return anserini_jar()  # Java but no jar: fails, `make setup` installs it
@@ -126,7 +126,7 @@ def test_missing_java_is_one_error_naming_the_fix_before_any_work(tmp_path, monk
 
 
 def test_missing_jar_names_make_setup(tmp_path, monkeypatch):
-    from leakexp.stages.retrieval import anserini_jar
+    from leakexp.lib.bm25 import anserini_jar
 
     _java_or_skip()
     monkeypatch.setenv("LEAKEXP_ANSERINI_JAR", str(tmp_path / "nope.jar"))

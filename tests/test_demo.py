@@ -1,7 +1,7 @@
 """The demo's extras beside the grid: each runs once, is cached in the store and prints its key lines."""
 
 from leakexp.runner.config import compose
-from leakexp.stages.demo import extras
+from leakexp.cli.commands import demo_extras as extras
 from leakexp.stages.registry import runner
 
 

@@ -4,7 +4,9 @@ import re
 import pytest
 import pandas as pd
 
-from leakexp.stages.detect import embed_to_memmap, exact_topk, leak_pairs, table1
+from leakexp.lib import dense
+from leakexp.lib.dense import embed_to_memmap, exact_topk
+from leakexp.stages.detect import leak_pairs, table1
 
 
 def test_exact_topk_matches_brute_force_across_shards():
@@ -159,7 +161,7 @@ def test_detection_embeddings_stay_float32_on_gpu(monkeypatch):
             return self
 
     monkeypatch.setattr(sentence_transformers, "SentenceTransformer", FakeModel)
-    model = detect.load_sbert("bundled", device="cuda")
+    model = dense.load_sbert("bundled", device="cuda")
     assert model.device == "cuda" and not model.halved  # fp16 moves similarities near 0.91 by ~1e-3
 
 

@@ -369,7 +369,7 @@ def case_paper_cell(ctx: Ctx, command: str) -> None:
 
 
 def case_paper_compare_runs(ctx: Ctx, command: str) -> None:
-    from leakexp.stages.retrieval import _run_path, first_stage_file
+    from leakexp.stages.firststage import _run_path, first_stage_file
 
     case_paper_compute(ctx, command)
     argv = words(command)

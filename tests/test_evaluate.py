@@ -3,7 +3,7 @@ import math
 import pandas as pd
 import pytest
 
-from leakexp.stages.eval import no_relevant_note, per_query, without_relevant
+from leakexp.lib.measures import no_relevant_note, per_query, without_relevant
 from leakexp.models.base import rank_with_docno_ties
 
 QRELS = pd.DataFrame([("q1", "a", 0), ("q1", "b", 2), ("q1", "c", 1), ("q2", "x", 1), ("q3", "z", 0), ("q3", "w", 1)],
@@ -82,7 +82,7 @@ def test_mfr_works_inside_pt_experiment():
     import ir_measures
     import pyterrier as pt
 
-    from leakexp.stages.eval import mfr_measure
+    from leakexp.lib.measures import mfr_measure
 
     topics = pd.DataFrame({"qid": ["q1", "q2"], "query": ["a", "b"]})
     qrels = QRELS[QRELS.qid.isin(["q1", "q2"])]
@@ -120,7 +120,7 @@ def test_reranker_as_a_pyterrier_transformer_breaks_ties_by_docno_and_handles_em
 def test_mfr_definitions_rank1_and_rank0_and_their_captions():
     import pandas as pd
 
-    from leakexp.stages.eval import mfr_caption, per_query
+    from leakexp.lib.measures import mfr_caption, per_query
 
     run = pd.DataFrame({"qid": ["1"] * 3 + ["2"] * 3 + ["3"] * 2, "docno": ["a", "b", "c", "d", "e", "f", "g", "h"],
                         "score": [3.0, 2, 1, 3, 2, 1, 2, 1]})

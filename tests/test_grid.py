@@ -14,7 +14,7 @@ import pytest
 from leakexp.cli.main import main
 from leakexp.runner.config import compose
 from leakexp.stages.cell import Cell, grid_cells
-from leakexp.cli.grid import complete, grid_status
+from leakexp.stages.grid import complete, grid_status
 from leakexp.stages.registry import runner
 from leakexp.runner.store import Store
 

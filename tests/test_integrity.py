@@ -12,7 +12,7 @@ import pytest
 from leakexp.cli.main import main
 from leakexp.runner.config import compose
 from leakexp.stages.cell import Cell, grid_cells
-from leakexp.cli.grid import grid_status
+from leakexp.stages.grid import grid_status
 from leakexp.runner.stage import Ask
 from leakexp.stages.registry import runner
 from leakexp.runner.store import Store

@@ -249,7 +249,7 @@ def test_a_docstore_built_from_another_archive_is_refused(wapo_home):
 
 
 def test_status_says_data_missing_with_the_paths_never_done(wapo_home, tmp_path, monkeypatch):
-    from leakexp.cli.grid import grid_status, render_status
+    from leakexp.stages.grid import grid_status, render_status
     from leakexp.runner.stage import Ask, InputsMissing
     from leakexp.stages.registry import runner
 
@@ -354,7 +354,7 @@ def test_a_missing_package_is_named_with_how_to_install_it(empty_home, monkeypat
 # -- run readers ------------------------------------------------------------------------------------------
 def test_every_run_reader_refuses_a_document_twice_for_a_topic(tmp_path):
     from leakexp.toolkit.audit import read_run
-    from leakexp.stages.retrieval import read_anserini_run, read_trec_run, refuse_duplicates
+    from leakexp.lib.trec import read_anserini_run, read_trec_run, refuse_duplicates
 
     lines = "321 Q0 wp1 1 9.0 a\n321 Q0 wp2 2 8.0 a\n321 Q0 wp1 3 7.0 a\n322 Q0 wp1 1 5.0 a\n"
     anserini = tmp_path / "anserini.run"

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from leakexp.stages.cell import grid_cells
 from leakexp.runner.config import ConfigError, compose, settings
-from leakexp.cli.grid import cell_asks, shared_asks
+from leakexp.stages.grid import cell_asks, shared_asks
 from leakexp.runner.lineage import leaves as _leaves
 from leakexp.runner.pipeline import Runner
 from leakexp.stages.registry import STAGES

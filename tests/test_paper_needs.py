@@ -12,7 +12,7 @@ from conftest import paper_env
 from leakexp.stages.cell import grid_cells
 from leakexp.cli.main import main
 from leakexp.runner.config import compose
-from leakexp.cli.grid import STATES, cell_asks, complete, grid_status, needed_indexes, shared_asks
+from leakexp.stages.grid import STATES, cell_asks, complete, grid_status, needed_indexes, shared_asks
 from leakexp.stages.registry import runner
 from leakexp.runner.store import Store
 

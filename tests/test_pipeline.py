@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from leakexp.stages.cell import Cell
-from leakexp.cli.grid import run_cell, stored_results
+from leakexp.stages.grid import run_cell, stored_results
 from leakexp.runner.stage import Ask
 from leakexp.stages.registry import runner
 from leakexp.runner.store import DONE

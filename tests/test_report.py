@@ -1,7 +1,7 @@
 import numpy as np
 import pandas as pd
 
-from leakexp.tables.report import latex_escape, latex_table, markdown_table
+from leakexp.lib.report import latex_escape, latex_table, markdown_table
 from leakexp.tables.paper import cv_latex, cv_table
 
 SPECIAL = "cost $5 {x} a~b 2^3 R&D 50% #1 snake_case back\\slash"

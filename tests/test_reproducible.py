@@ -8,7 +8,7 @@ import pytest
 
 from leakexp.stages.cell import Cell
 from leakexp.runner.config import compose
-from leakexp.cli.grid import grid_status
+from leakexp.stages.grid import grid_status
 from leakexp.stages.registry import runner
 from leakexp.runner.store import DONE
 

@@ -1,6 +1,7 @@
 import pandas as pd
 
-from leakexp.stages.retrieval import bm25_search, clean_query, write_index
+from leakexp.lib.analysis import clean_query
+from leakexp.lib.bm25 import bm25_search, write_index
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store
 
@@ -69,7 +70,7 @@ def test_anserini_analysis_keeps_title_terms_that_terriers_list_drops():
     from pyterrier_pisa import tokenize
     from pyterrier_pisa.stopwords import _STOPWORDS
 
-    from leakexp.stages.retrieval import LUCENE_STOPWORDS, analyze
+    from leakexp.lib.analysis import LUCENE_STOPWORDS, analyze
 
     assert len(LUCENE_STOPWORDS) == 33 and LUCENE_STOPWORDS == set(_STOPWORDS["lucene"])
     # Anserini's chain (StandardTokenizer, possessive, lower case, Lucene's stop list, original Porter)
@@ -103,7 +104,7 @@ def test_the_analysis_is_part_of_the_index_config(tmp_path):
     import pytest
 
     from leakexp.runner.config import ConfigError, compose
-    from leakexp.stages.retrieval import index_analysis
+    from leakexp.lib.bm25 import index_analysis
     from leakexp.stages.registry import check
 
     corpora = {"tiny": _corpus(tmp_path, "tiny", DOCS, {"1": "lyme"})}
@@ -137,7 +138,7 @@ def _run_file(tmp_path, text, name="bm25.run"):
 
 
 def test_read_trec_run_ranks_by_score_with_docno_ties_and_cuts_to_depth(tmp_path):
-    from leakexp.stages.retrieval import read_trec_run
+    from leakexp.lib.trec import read_trec_run
 
     f = _run_file(tmp_path, "302 Q0 z 1 9.0 Anserini\n302 Q0 b 2 7.5 Anserini\n302 Q0 a 3 7.5 Anserini\n"
                             "302 Q0 c 4 1.0 Anserini\n\n301 Q0 d 1 2.0 Anserini\n")
@@ -157,7 +158,7 @@ def test_read_trec_run_errors_name_the_file_and_line(tmp_path):
     import pytest
 
     from leakexp.data.files import DataFormatError
-    from leakexp.stages.retrieval import read_trec_run
+    from leakexp.lib.trec import read_trec_run
 
     bad = _run_file(tmp_path, "301 Q0 a 1 2.0 x\n301 Q0 b 2.0 x\n", "short.run")
     with pytest.raises(DataFormatError, match=r"short.run:2: expected 6 fields 'qid Q0 docno rank score tag', got 5"):
@@ -193,7 +194,8 @@ def test_the_authors_core_runs_are_shipped_50_topics_by_100():
     import gzip
     import hashlib
 
-    from leakexp.stages.retrieval import BUNDLED_RUNS, read_trec_run
+    from leakexp.lib.trec import read_trec_run
+    from leakexp.stages.firststage import BUNDLED_RUNS
 
     core18_new = {str(q) for q in range(801, 826)}  # Core 2018's 25 new topics; the other 25 are older ones
     for corpus, first, tag_topics in (("core17", "307", {"307", "690"}), ("core18", "321", core18_new)):
@@ -216,7 +218,7 @@ def test_the_authors_core_runs_are_shipped_50_topics_by_100():
 
 def test_experiment_paper_re_ranks_the_authors_core_runs_and_anserini_for_robust04():
     from leakexp.runner.config import compose
-    from leakexp.stages.retrieval import BUNDLED_RUNS, RerankSettings, first_stage_file
+    from leakexp.stages.firststage import BUNDLED_RUNS, RerankSettings, first_stage_file
 
     paper = compose(["experiment=paper"])
     spec = paper.rerank.first_stage
@@ -247,7 +249,7 @@ def test_compare_runs_reports_the_overlap_of_two_first_stages(tmp_path, capsys):
     import gzip
 
     from leakexp.cli.main import main
-    from leakexp.stages.retrieval import read_trec_run, run_overlap
+    from leakexp.lib.trec import read_trec_run, run_overlap
 
     lines = [f"{q} Q0 D{q}-{i} {i + 1} {100 - i} a\n" for q in (1, 2) for i in range(20)]
     a = tmp_path / "a.run"

@@ -282,7 +282,7 @@ def test_robustness_evaluation_follows_evaluate_no_relevant():
 
 # -- Wu et al.'s poorly-performing-query measures, rank gain, topic sharing, CIs and tests (issue 23) ----------
 def test_pct_no_is_the_percentage_of_queries_without_a_relevant_document_in_the_top_10():
-    from leakexp.stages.eval import per_query
+    from leakexp.lib.measures import per_query
 
     # q1: relevant at rank 3; q2: relevant only at rank 11; q3: no relevant retrieved; q4: relevant at rank 1
     run = pd.DataFrame([(q, f"{q}-d{i}", 20.0 - i) for q in ("q1", "q2", "q3", "q4") for i in range(12)],
@@ -338,7 +338,7 @@ def test_worst_topic_comparison_has_no_regression_to_the_mean_bias():
     """Null simulation: two models with the same per-topic distribution (topic difficulty plus independent
     noise). Selecting the worst topics on one model's values and comparing the other's on them is significant
     far more often than alpha; each model on its own worst topics with a paired randomization test is not."""
-    from leakexp.tables.stats import paired_t
+    from leakexp.lib.stats import paired_t
 
     rng = np.random.default_rng(2024)
     sims, n, frac, alpha = 300, 50, 0.25, 0.05

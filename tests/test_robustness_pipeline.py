@@ -9,8 +9,8 @@ from leakexp.stages import robustness as rb
 from leakexp.tables import robustness as rt
 from leakexp.stages import registry as stages
 from leakexp.runner.config import compose
-from leakexp.stages.eval import per_query
-from leakexp.stages.retrieval import bm25_search
+from leakexp.lib.measures import per_query
+from leakexp.lib.bm25 import bm25_search
 from leakexp.runner.stage import Ask
 
 GRID = ["data.queries_per_source=600", "grid.corpora=[toy_core17,toy_core18]", "grid.leakages=[none,msm]",

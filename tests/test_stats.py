@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from leakexp.tables.stats import assign_folds, bonferroni, cross_validate, evaluate_corpus, order_swaps, paired_t
+from leakexp.lib.stats import assign_folds, bonferroni, cross_validate, evaluate_corpus, order_swaps, paired_t
 
 
 def test_folds_are_deterministic_balanced_and_seeded():
@@ -64,7 +64,7 @@ def test_corrected_p_values_match_pt_experiment():
     """Three fixed runs through pt.Experiment (baseline none, Bonferroni) and through leakexp's stats."""
     import pyterrier as pt
 
-    from leakexp.stages.eval import per_query
+    from leakexp.lib.measures import per_query
 
     rng = np.random.default_rng(7)
     qids = [str(q) for q in range(30)]

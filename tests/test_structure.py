@@ -64,7 +64,7 @@ def test_stages_import_neither_runner_nor_writers_and_config_imports_no_stage():
     assert {"leakexp.stages.sets", "leakexp.stages.train", "leakexp.stages.memorization", "leakexp.stages.robustness"} <= stage_modules
     # ``report`` is the format library (Markdown, LaTeX, CSV writers) that any report-writing capability may
     # use, e.g. the graph audit; the table assemblers that read the grid's artifacts sit above every stage
-    above = {"leakexp.runner.pipeline", "leakexp.stages.registry", "leakexp.cli.grid", "leakexp.tables.paper", "leakexp.tables.memorization", "leakexp.tables.robustness", "leakexp.cli.commands", "leakexp.cli.main", "leakexp.runner.lineage",
+    above = {"leakexp.runner.pipeline", "leakexp.stages.registry", "leakexp.stages.grid", "leakexp.tables.paper", "leakexp.tables.memorization", "leakexp.tables.robustness", "leakexp.cli.commands", "leakexp.cli.main", "leakexp.runner.lineage",
              "leakexp.cli.plan"}
     for module in stage_modules:
         assert not set(nx.descendants(g, module)) & above, (module, set(nx.descendants(g, module)) & above)

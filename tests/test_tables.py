@@ -30,7 +30,7 @@ def test_cv_table_marks_bold_dagger_and_swaps():
 
 
 def test_caption_names_the_folds_the_cross_validation_used():
-    from leakexp.tables.stats import assign_folds
+    from leakexp.lib.stats import assign_folds
     from leakexp.tables.paper import cv_folds_text
 
     assert cv_folds_text(5, 250) == "five-fold cross-validation"

@@ -73,7 +73,7 @@ def test_toy_topics_without_relevant_judgment_and_with_a_single_one(hazards):
 def test_toy_documents_longer_than_the_models_inputs_and_empty_ones(hazards):
     from transformers import AutoTokenizer
 
-    from leakexp.stages.detect import sbert_path
+    from leakexp.lib.dense import sbert_path
 
     root, hz = hazards
     wordpiece = AutoTokenizer.from_pretrained(sbert_path("bundled"))  # BERT's uncased WordPiece vocabulary

@@ -44,7 +44,7 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
 
 def cmd_cells(stage: str, overrides: list[str]) -> int:
     from leakexp.stages.cell import cell_from_config
-    from leakexp.cli.grid import run_cell
+    from leakexp.stages.grid import run_cell
 
     failures = 0
     for combo in expand_sweeps(overrides):
@@ -69,7 +69,7 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     from tqdm.auto import tqdm
 
     from leakexp.stages.cell import grid_cells
-    from leakexp.cli.grid import run_cell
+    from leakexp.stages.grid import run_cell
     from leakexp.tables.paper import write_tables
 
     start = time.time()
@@ -92,12 +92,11 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
         failed += robustness.robust_all(cfg, r, robustness.robustness_cells(cfg))
     extra_lines = []
     if demo:
-        from leakexp.stages.demo import extras
         from leakexp.tables.paper import write_table1, write_table2
 
         write_table1(cfg, r)
         write_table2(cfg, r)
-        extra_lines = extras(r)
+        extra_lines = demo_extras(r)
     out = write_tables(cfg, r)
     for line in extra_lines:
         print(line)
@@ -165,8 +164,8 @@ def cmd_toy(overrides: list[str]) -> int:
 
 def cmd_index(overrides: list[str]) -> int:
     """The BM25 indexes the grid reads, and no other: a corpus that re-ranks a bundled or file run needs none."""
-    from leakexp.cli.grid import needed_indexes
-    from leakexp.stages.retrieval import first_stage_file
+    from leakexp.stages.grid import needed_indexes
+    from leakexp.stages.firststage import first_stage_file
 
     cfg, r = _runner(overrides, needs=())  # indexes need no model and no annotation
     needed = needed_indexes(cfg, r)
@@ -212,7 +211,7 @@ def cmd_detect(overrides: list[str]) -> int:
 
 def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None = None) -> int:
     from leakexp.runner.config import compose
-    from leakexp.cli.grid import complete, grid_status, lineage, render_status
+    from leakexp.stages.grid import complete, grid_status, lineage, render_status
 
     if why:  # `--why sets train corpus=...`: the overrides after the stage names are overrides all the same
         overrides = [*overrides, *(w for w in why if "=" in w)]
@@ -241,7 +240,8 @@ def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str
     """How far two first-stage runs agree: leakexp's first stage of ``corpus`` (under the overrides) or a first
     run file, against a second run file; per-topic figures to CSV, means printed."""
     from leakexp.runner.config import ConfigError, compose
-    from leakexp.stages.retrieval import _run_path, read_trec_run, run_overlap
+    from leakexp.lib.trec import read_trec_run, run_overlap
+    from leakexp.stages.firststage import _run_path
     from leakexp.runner.stage import Ask
     from leakexp.stages.registry import runner
 
@@ -315,7 +315,7 @@ def cmd_annotations(args) -> int:
     import pandas as pd
 
     from leakexp.stages import verify as v
-    from leakexp.tables.report import markdown_table, plot_calibration, write_table
+    from leakexp.lib.report import markdown_table, plot_calibration, write_table
     from leakexp.runner.store import atomic_write_text
 
     if args.action == "table2":
@@ -415,7 +415,7 @@ def cmd_verify(overrides: list[str]) -> int:
 def cmd_build(overrides: list[str], export: bool = False) -> int:
     import pandas as pd
 
-    from leakexp.tables.report import markdown_table
+    from leakexp.lib.report import markdown_table
     from leakexp.runner.store import read_json
 
     from leakexp.stages.sets import export_monot5
@@ -575,7 +575,7 @@ def check_pair_args(args) -> None:
 def cmd_pair(args) -> int:
     from leakexp.toolkit import audit, resample
     from leakexp.stages.sources import DataUnavailable
-    from leakexp.tables.report import markdown_table
+    from leakexp.lib.report import markdown_table
 
     check_pair_args(args)
     try:
@@ -622,3 +622,19 @@ def cmd_pair(args) -> int:
         return 2
 
 
+def demo_extras(runner) -> list[str]:
+    """Run every demo extra; returns the lines to print."""
+    from leakexp.runner.stage import Ask
+    from leakexp.toolkit import audit, graph
+
+    lines = []
+    path = runner.ensure(Ask.of("audit"))
+    figures = runner.store.marker(path).figures
+    lines += [f"train/test audit of the toy world (leakexp audit, decontaminate, resample): {path}",
+              *audit.format_summary(figures["audit"]).splitlines(),
+              *(f"  {k}: {path / v}" for k, v in figures["outputs"].items())]
+    path = runner.ensure(Ask.of("graph"))
+    figures = runner.store.marker(path).figures
+    lines += [f"graph audit (synthetic benchmark, edge split vs vertex split): {path}",
+              *graph.summary_lines(figures["audit"]), *graph.summary_lines(figures["resplit"])]
+    return lines

@@ -20,7 +20,6 @@ from torch.nn import functional as F
 from leakexp.models.base import HFReranker, fp32, padding_mask_4d
 from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
 from leakexp.models.tokens import Tokens
-from leakexp.runner.stage import Ask, Context, Stage
 
 PROMPT = "Query: {q} Document: {d} Relevant:"
 # The prompt in two parts, split between "Document:" and the space that follows it: ':' then ' ' is always a
@@ -241,36 +240,3 @@ class PromptCollator:
                 for i in range(len(q))]
         ids, mask = pad_rows(rows, self.pad_id)
         return {"input_ids": ids, "attention_mask": mask}
-
-
-# -- the embedded tokenizer stage -------------------------------------------------------------------------
-EMBEDDED_VOCAB = 4000
-
-
-def _vocab(ctx: Context, tmp: Path) -> dict:
-    pool = ctx.inputs["pool"]
-    texts = [t for _, t in pool.docs] + pool.queries.text.tolist()
-    for coll in ctx.inputs["collections"]:
-        texts += [t for _, t in coll.docs] + [t.title for t in coll.topics.values()]
-    train_embedded_tokenizer(texts, tmp / "t5", vocab_size=EMBEDDED_VOCAB)
-    return {"texts": len(texts)}
-
-
-def check_embedded(cfg) -> None:
-    """The embedded monoT5 learns its vocabulary from the toy world's text: with real data it needs real weights."""
-    from leakexp.runner.config import resolved_model_config
-    from leakexp.runner.stage import ConfigError
-
-    models = dict.fromkeys([*cfg.grid.models, cfg.model.name])
-    if "monot5" in models and cfg.data.kind != "toy" and resolved_model_config(cfg, "monot5").get("checkpoint") == "embedded":
-        raise ConfigError(f"models.monot5.checkpoint=embedded needs the toy world (data.kind=toy), not "
-                          f"data.kind={cfg.data.kind}; use model.checkpoint=t5-base (or a local path to T5 weights)")
-
-
-T5_VOCAB = Stage(
-    "t5vocab", version=1, reads=("data.corpora",),
-    inputs=lambda p, c: {"pool": Ask.of("pool"),
-                         "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora")]},
-    compute=_vocab, opener=lambda path: path / "t5", check=check_embedded,
-    describe="the embedded monoT5's tokenizer and config (a vocabulary trained on the toy world's text)",
-)

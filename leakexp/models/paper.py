@@ -104,13 +104,3 @@ class PaperModels:
         if model.needs_idf:
             model.use_idf(IdfTable.from_docs(synthetic_pairs(200, doc_words=300, seed=1).text))
         return model
-
-    def train_config(self, name: str, **overrides):
-        """The model file's training settings (batch size, accumulation, optimiser, schedule, clipping)."""
-        from omegaconf import OmegaConf
-
-        from leakexp.runner.config import model_config
-        from leakexp.stages.train import TrainConfig
-
-        return TrainConfig.from_config(OmegaConf.to_container(model_config(name).train, resolve=True), None,
-                                       **overrides)

@@ -12,34 +12,33 @@ from collections.abc import Iterable
 from omegaconf import DictConfig
 
 from leakexp.runner import config
-from leakexp.stages import (cell, demo, detect, docstats, memorization, rerank, retrieval, robustness, sets, sources,
-                            tokens, train, verify)
+from leakexp.stages import (audit, cell, detect, df, docstats, firststage, graph, index, memorization, rerank,
+                            robustness, sets, sources, t5vocab, tokens, train, verify)
 from leakexp.stages import eval as evaluation
-from leakexp.models import capreolus, monot5
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import check_files, check_sections, validate
 from leakexp.runner.stage import ConfigError
 
 STAGES = (
     sources.TOY, sources.POOL, sources.COLLECTION, docstats.DOCSTATS,
-    retrieval.INDEX, retrieval.FIRST_STAGE,
+    index.INDEX, firststage.FIRST_STAGE,
     detect.EMBED, detect.DETECT,
     verify.VERIFY, verify.LEAKS,
     sets.FILLERS, sets.NEGATIVES, sets.SET,
-    capreolus.DF, monot5.T5_VOCAB, tokens.TOKENS,
+    df.DF, t5vocab.T5_VOCAB, tokens.TOKENS,
     train.TRAIN, rerank.RERANK, evaluation.EVAL,
     memorization.MEMORIZATION,
     *robustness.STAGES,
-    demo.PAIR_AUDIT, demo.GRAPH_DEMO,
+    audit.PAIR_AUDIT, graph.GRAPH_DEMO,
 )
 
 
 # each config section and the module whose schema it is, one line each ("model" and "corpus" by their name)
 SECTIONS = {
     "data": sources.DataSettings, "grid": cell.GridSettings, "leakage": cell.LeakageSettings,
-    "train": train.TrainBudget, "precision": train.PrecisionSettings, "bm25": retrieval.BM25Settings,
+    "train": train.TrainBudget, "precision": train.PrecisionSettings, "bm25": index.BM25Settings,
     "detect": detect.DetectSettings, "verify": verify.VerifySettings, "build": sets.BuildSettings,
-    "rerank": retrieval.RerankSettings, "evaluate": evaluation.EvaluateSettings,
+    "rerank": firststage.RerankSettings, "evaluate": evaluation.EvaluateSettings,
     "memorization": memorization.MemorizationSettings, "robustness": robustness.RobustnessSettings,
     "plan": config.PlanSettings, "report": config.ReportSettings,
     "corpus": sources.CorpusSettings, "model": train.MODEL_SETTINGS,

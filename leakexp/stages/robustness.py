@@ -44,7 +44,7 @@ from scipy import stats as sps
 
 from leakexp.toolkit import attacks
 from leakexp.stages.cell import Cell, grid_cells
-from leakexp.stages.eval import LOWER_IS_BETTER, per_query
+from leakexp.lib.measures import LOWER_IS_BETTER, per_query
 from leakexp.runner.schema import Name, PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 
@@ -434,7 +434,7 @@ def _attacked_queries(ctx: Context, tmp: Path) -> dict:
     att = attacks.attack_queries(topics, attack, int(c.at("robustness.seed", 0)), attacks.WordLists(**lists))
     applied = att[att.applied][["qid", "attacked"]].rename(columns={"attacked": "query"})
     if p["first_stage"] == "bm25":
-        from leakexp.stages.retrieval import bm25_search
+        from leakexp.lib.bm25 import bm25_search
 
         pool = bm25_search(ctx.inputs["index"], applied, depth=int(c.at("rerank.depth")),
                            k1=float(c.at("bm25.k1")), b=float(c.at("bm25.b")),

@@ -460,7 +460,8 @@ def _negatives_inputs(p: dict, c: Config) -> dict:
 
 
 def _negatives(ctx: Context, tmp: Path) -> dict:
-    from leakexp.stages.retrieval import bm25_options, bm25_search
+    from leakexp.lib.bm25 import bm25_search
+    from leakexp.stages.index import bm25_options
 
     part = ctx.params["part"]
     if part == "leaks":

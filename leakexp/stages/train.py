@@ -79,6 +79,16 @@ class TrainConfig:
                 raise ValueError(f"train config: {msg} (got {self})")
 
     @classmethod
+    def of_model(cls, name: str, **overrides) -> "TrainConfig":
+        """The model file's training settings (``conf/model/<name>.yaml``: batch size, accumulation, optimiser,
+        schedule, clipping) with ``overrides``; what the GPU tests and benchmarks train the paper's shapes with."""
+        from omegaconf import OmegaConf
+
+        from leakexp.runner.config import model_config
+
+        return cls.from_config(OmegaConf.to_container(model_config(name).train, resolve=True), None, **overrides)
+
+    @classmethod
     def from_config(cls, model_train: Mapping | None, run: Mapping | None = None, **overrides) -> "TrainConfig":
         """The config of one model: the run-wide budget (``train:`` of the config: epochs / updates), then the
         model's ``train:`` block, then ``overrides`` (e.g. ``bf16=cfg.precision.train_bf16``).

@@ -10,11 +10,11 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from leakexp.stages.cell import Cell
-from leakexp.cli.grid import stored_results
+from leakexp.stages.grid import stored_results
 from leakexp.stages.memorization import (FILE, LEAKAGE_LABEL, LEAKED, VARIANTS, cv_choice, macro_average, offset_increase,
                                   settings)
-from leakexp.tables.report import CORPUS_LABEL, MODEL_LABEL, TABLE_MEASURES, incomplete_note, latex_escape, markdown_table
-from leakexp.tables.stats import evaluate_corpus, seed_average
+from leakexp.lib.report import CORPUS_LABEL, MODEL_LABEL, TABLE_MEASURES, incomplete_note, latex_escape, markdown_table
+from leakexp.lib.stats import evaluate_corpus, seed_average
 from leakexp.runner.store import atomic_write_text
 
 log = logging.getLogger(__name__)

@@ -16,13 +16,13 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from leakexp.stages.eval import LOWER_IS_BETTER, mfr_caption, no_relevant_note
-from leakexp.stages.retrieval import first_stage_caption
+from leakexp.lib.measures import LOWER_IS_BETTER, mfr_caption, no_relevant_note
+from leakexp.stages.firststage import first_stage_caption
 from leakexp.stages.cell import grid_cells
 from leakexp.runner.stage import Ask
-from leakexp.tables.report import (CORPUS_LABEL, LEAKAGE_LABEL, MODEL_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
+from leakexp.lib.report import (CORPUS_LABEL, LEAKAGE_LABEL, MODEL_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
                             markdown_table, summary, write_table)
-from leakexp.tables.stats import evaluate_corpus, order_swaps, seed_average
+from leakexp.lib.stats import evaluate_corpus, order_swaps, seed_average
 from leakexp.runner.store import Store, atomic_write_text
 
 
@@ -235,12 +235,13 @@ TABLES_KEY = "tables.key.json"
 def _tables_key(cfg: DictConfig, runner) -> str:
     """What the tables are made of: the settings, the state and key of every artifact of the grid they read, and
     the code of the table writers. Equal keys: the tables on disk are the ones this run would write."""
-    from leakexp.cli.grid import cell_asks, shared_asks
+    from leakexp.stages.grid import cell_asks, shared_asks
     from leakexp.runner.store import config_hash
 
     asks = [a for rows in (shared_asks(cfg, runner), cell_asks(cfg, grid_cells(cfg))) for v in rows.values() for a in v]
-    code = {f: (Path(__file__).parent / f).read_text(encoding="utf-8")
-            for f in ("paper.py", "memorization.py", "robustness.py", "report.py", "stats.py")}
+    here, lib = Path(__file__).parent, Path(__file__).parents[1] / "lib"
+    code = {f.name: f.read_text(encoding="utf-8") for f in (here / "paper.py", here / "memorization.py",
+                                                             here / "robustness.py", lib / "report.py", lib / "stats.py")}
     return config_hash({"settings": runner.settings, "code": config_hash(code),
                         "artifacts": sorted({(str(a), runner.key(a), runner.state(a)[0]) for a in asks})})
 
@@ -260,7 +261,7 @@ FOLD_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 
 
 def cv_folds_text(n_folds: int, n_topics: int) -> str:
     """The cross-validation a caption names: as many folds as were used (``evaluate.folds``, or one per topic when a
-    corpus has fewer topics, as :func:`leakexp.tables.stats.assign_folds` deals them)."""
+    corpus has fewer topics, as :func:`leakexp.lib.stats.assign_folds` deals them)."""
     k = min(n_folds, n_topics)
     text = f"{FOLD_WORDS.get(k, k)}-fold cross-validation"
     if k < n_folds:
@@ -287,7 +288,7 @@ def write_tables(cfg: DictConfig, runner=None) -> Path:
 
 
 def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
-    from leakexp.cli.grid import stored_results
+    from leakexp.stages.grid import stored_results
 
     cells = grid_cells(cfg)
     results, states = stored_results(runner, cells)
@@ -386,7 +387,7 @@ def _topic_ids(cfg: DictConfig, runner) -> dict[str, list[str]]:
 def write_table1(cfg: DictConfig, runner) -> Path:
     """Table 1 from the candidate table (computing detection if the store lacks it)."""
     from leakexp.stages.detect import table1, table1_wide
-    from leakexp.tables.report import write_table as write
+    from leakexp.lib.report import write_table as write
 
     cands = runner.get(Ask.of("detect"))
     corpora = _topic_ids(cfg, runner)
@@ -404,7 +405,7 @@ def write_table1(cfg: DictConfig, runner) -> Path:
 def write_table2(cfg: DictConfig, runner) -> Path:
     """Table 2 (a) and (b) from the verify artifact's annotations."""
     from leakexp.stages.detect import leak_pairs
-    from leakexp.tables.report import write_table as write
+    from leakexp.lib.report import write_table as write
     from leakexp.stages.verify import table2
 
     ann = runner.get(Ask.of("verify"))

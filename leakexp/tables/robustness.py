@@ -14,10 +14,10 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from leakexp.stages.cell import Cell
-from leakexp.tables.report import LEAKAGE_LABEL, MODEL_LABEL, incomplete_note, latex_table, markdown_table
+from leakexp.lib.report import LEAKAGE_LABEL, MODEL_LABEL, incomplete_note, latex_table, markdown_table
 from leakexp.stages import robustness as rb
 from leakexp.stages.robustness import Settings, docs_ask, paired_randomization, queries_ask, settings, stored_values
-from leakexp.tables.stats import bonferroni, paired_t
+from leakexp.lib.stats import bonferroni, paired_t
 from leakexp.runner.store import atomic_write_text
 from leakexp.toolkit.attacks import defined_by_wu as wu
 from leakexp.runner.stage import Ask
@@ -193,7 +193,7 @@ def robustness_frame(values: pd.DataFrame, s: Settings, alpha: float = 0.05,
     figure, its standard deviation over seeds, the number of seeds and topics, the percentile bootstrap CI over
     topics (``robustness.bootstrap`` resamples, seeded by ``robustness.seed``; the figure recomputed on every
     resample) and the test against no leakage on the same topics: a paired t-test over per-topic values (as
-    ``leakexp.tables.stats.evaluate_corpus``), or for the worst-fraction figures a paired randomization test that
+    ``leakexp.lib.stats.evaluate_corpus``), or for the worst-fraction figures a paired randomization test that
     re-selects each model's own worst topics per permutation; Bonferroni over the leaked types of that model,
     column and subset. ``subset``: all topics, or (with ``leaking``, corpus -> topics with verified leaks) the
     leaked topics and the others."""

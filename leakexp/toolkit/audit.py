@@ -40,8 +40,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from leakexp.data.files import DataFormatError, read_qrels, read_trec_topics, read_tsv_pairs, read_variants
-from leakexp.stages.sources import DataUnavailable
-from leakexp.stages.retrieval import read_trec_run
+from leakexp.data.files import DataUnavailable
+from leakexp.lib.trec import read_trec_run
 from leakexp.runner.store import Store, atomic_write_json, atomic_write_text
 
 if TYPE_CHECKING:
@@ -308,13 +308,13 @@ class SbertEmbedder:
     @property
     def model(self):
         if self._model is None:
-            from leakexp.stages.detect import load_sbert
+            from leakexp.lib.dense import load_sbert
 
             self._model = load_sbert(self.sbert)
         return self._model
 
     def __call__(self, texts: list[str], name: str) -> np.ndarray:
-        from leakexp.stages.detect import embedded, encode, sbert_slug
+        from leakexp.lib.dense import embedded, encode, sbert_slug
 
         if self.store is None:
             return encode(self.model, list(texts), self.batch_size)
@@ -327,8 +327,8 @@ class SbertEmbedder:
 
 # -- query overlap (semantic) ------------------------------------------------------------------------------
 def nearest(train_emb: np.ndarray, test_emb: np.ndarray, k: int, shard_size: int = 1_000_000):
-    """Exact top-k training neighbours (similarity, row) of every test text (detect.exact_topk, sharded)."""
-    from leakexp.stages.detect import exact_topk
+    """Exact top-k training neighbours (similarity, row) of every test text (leakexp.lib.dense.exact_topk, sharded)."""
+    from leakexp.lib.dense import exact_topk
 
     start = time.perf_counter()
     sims, ids = exact_topk(train_emb, test_emb, k, shard_size=shard_size)
@@ -356,7 +356,7 @@ def train_best_match(
     training queries above it than its top-k shows, so those texts are searched again from the training
     side (every training query against them, in chunks).
     """
-    from leakexp.stages.detect import exact_topk
+    from leakexp.lib.dense import exact_topk
 
     n = len(train_emb)
     best = np.full(n, -np.inf, dtype=np.float32)
@@ -729,7 +729,7 @@ def plot_similarity(best: np.ndarray, threshold: float, path: Path) -> Path:
 
 
 def _write_report(out_dir: Path, figures: dict, per: pd.DataFrame, o: AuditOptions) -> None:
-    from leakexp.tables.report import markdown_table, write_table
+    from leakexp.lib.report import markdown_table, write_table
 
     summary = summary_table(figures)
     write_table(summary, out_dir, "summary", "Train-test overlap of the audited pair.")
@@ -804,7 +804,7 @@ def split_eval(
     and pt.Experiment do. ``leaked``: the leaked qids, or a mapping from a value of ``leaked_key`` (e.g. a
     corpus) to its leaked qids. DuReader-retrieval reports its re-rankers this way (Table 6).
     """
-    from leakexp.tables.stats import bonferroni, paired_t
+    from leakexp.lib.stats import bonferroni, paired_t
 
     df = perquery.copy()
     df["qid"] = df["qid"].astype(str)
@@ -935,8 +935,8 @@ def run_split_eval(
     mfr_missing: str = "skip", depth: int = 100, alpha: float = 0.05,
 ) -> pd.DataFrame:
     """``leakexp split-eval``: re-score TREC runs on the audit's leaked vs other test queries."""
-    from leakexp.stages.eval import per_query
-    from leakexp.tables.report import write_table
+    from leakexp.lib.measures import per_query
+    from leakexp.lib.report import write_table
 
     leaked = read_leaked(audit_dir, rule=leaked_by, source=source)
     judgments = read_qrels_file(qrels, "--qrels")

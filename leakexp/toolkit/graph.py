@@ -35,7 +35,7 @@ from leakexp.toolkit.graph_data import (  # the benchmark readers and splits, re
     check_proportions, component_split,
     edge_file, edge_split, read_edges, read_wordnet, synthetic_graph, vertex_index, vertex_split, wordnet_pairs,
     write_edges)
-from leakexp.tables.report import write_table
+from leakexp.lib.report import write_table
 from leakexp.runner.store import atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)

@@ -342,8 +342,8 @@ def restrain(
     set does not hold (so the two kinds are disjoint, as in the released files). Only training queries with
     a relevant document (label >= train_rel) are drawn.
     """
-    from leakexp.stages.detect import exact_topk
-    from leakexp.tables.report import write_table
+    from leakexp.lib.dense import exact_topk
+    from leakexp.lib.report import write_table
 
     if unit not in SIZE_UNITS:
         raise ValueError(f"--size-unit {unit}: use queries (training queries) or qrels (qrels lines)")
@@ -473,7 +473,7 @@ def resttest(
     bucket of every query in ``resttest/buckets.csv``; a summary table. A test query is clustered by its
     first compared text (its first field).
     """
-    from leakexp.tables.report import write_table
+    from leakexp.lib.report import write_table
 
     if buckets < 2:
         raise ValueError(f"--buckets {buckets}: give at least 2 buckets (train on K-1, extrapolate to 1; "

@@ -1,7 +1,5 @@
-"""What `make demo` runs beside the grid: the toolkit's other capabilities on the embedded defaults.
-
-Each is a stage (a second demo finds it done), and each prints its key lines.
-"""
+"""The ``audit`` stage: the toy world's training pool audited against its test collections, decontaminated and
+resampled (``make demo``; ``leakexp audit``, ``decontaminate`` and ``resample`` do the same for any pair)."""
 
 from __future__ import annotations
 
@@ -9,16 +7,7 @@ import json
 from pathlib import Path
 
 from leakexp.runner.stage import Ask, Context, Stage
-
-
-def _graph(ctx: Context, tmp: Path) -> dict:
-    from leakexp.toolkit import graph
-
-    return graph.demo(tmp, seed=0)
-
-
-GRAPH_DEMO = Stage("graph", version=1, compute=_graph, path=lambda p, c: ["synthetic"],
-                   describe="the A-leakage audit of the synthetic edge-split graph benchmark and its vertex re-split")
+from leakexp.toolkit import audit, resample
 
 
 class _Once:
@@ -37,8 +26,6 @@ class _Once:
 
 def _pair_audit(ctx: Context, tmp: Path) -> dict:
     """The toy world's training pool against its test collections: audit, decontaminate and resample."""
-    from leakexp.toolkit import audit, resample
-
     d = ctx.config["detect"]
     train = audit.side_from_pool(ctx.inputs["pool"])
     test = audit.side_from_collections(ctx.inputs["collections"], fields=list(d["fields"]))
@@ -62,19 +49,3 @@ PAIR_AUDIT = Stage(
     compute=_pair_audit, describe="audit, decontamination and resampling of the toy world's train/test pair",
 )
 
-
-def extras(runner) -> list[str]:
-    """Run every demo extra; returns the lines to print."""
-    from leakexp.toolkit import audit, graph
-
-    lines = []
-    path = runner.ensure(Ask.of("audit"))
-    figures = runner.store.marker(path).figures
-    lines += [f"train/test audit of the toy world (leakexp audit, decontaminate, resample): {path}",
-              *audit.format_summary(figures["audit"]).splitlines(),
-              *(f"  {k}: {path / v}" for k, v in figures["outputs"].items())]
-    path = runner.ensure(Ask.of("graph"))
-    figures = runner.store.marker(path).figures
-    lines += [f"graph audit (synthetic benchmark, edge split vs vertex split): {path}",
-              *graph.summary_lines(figures["audit"]), *graph.summary_lines(figures["resplit"])]
-    return lines

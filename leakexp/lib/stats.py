@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from leakexp.stages.eval import LOWER_IS_BETTER, SELECTIONS  # noqa: F401  (SELECTIONS: the CV's choices)
+from leakexp.lib.measures import LOWER_IS_BETTER, SELECTIONS
 
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from leakexp.stages.eval import MEASURE_ORDER
+from leakexp.lib.measures import MEASURE_ORDER
 from leakexp.runner.store import atomic_write_text
 
 LEAKAGE_ORDER = ("none", "msm", "test")

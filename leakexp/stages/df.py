@@ -1,0 +1,30 @@
+"""The ``df`` stage: the document frequencies of a collection (name=train: the training pool), from which KNRM,
+PACRR and DUET read each query term's idf (Capreolus' ``AnseriniIndex`` df table; the table is
+``leakexp.models.capreolus.IdfTable``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from leakexp.models.capreolus import IdfTable
+from leakexp.runner.stage import Ask, Context, Stage
+from leakexp.stages.docstats import docstats_input, stats_figures
+
+
+def _df(ctx: Context, tmp: Path) -> dict:
+    docs = ctx.inputs["docs"].docs
+    # runtime threads (bm25.threads): worker processes; the table is the same for any number
+    table = IdfTable.from_docs((t for _, t in docs), progress=bool(ctx.runtime.get("verbose")),
+                               processes=int(ctx.runtime.get("threads", 1)))
+    table.save(tmp / "df.parquet")
+    return {"documents": table.n_docs, "terms": len(table.df), **stats_figures(ctx.inputs["stats"])}
+
+
+DF = Stage(
+    "df", version=1,  # the analyzer is part of the table (TOKENIZER_VERSION, checked when it is loaded)
+    inputs=lambda p, c: {"docs": Ask.of("pool") if p["name"] == "train" else Ask.of("collection", corpus=p["name"]),
+                         "stats": docstats_input(p["name"])},
+    compute=_df, opener=lambda path: IdfTable.load(path / "df.parquet"),
+    describe="document frequencies of a collection (name=train: the training pool), the idf KNRM/PACRR/DUET read",
+)

@@ -1,0 +1,130 @@
+"""The ``firststage`` stage: the top-k of every topic of a corpus that the models re-rank, from leakexp's BM25
+or from an external TREC run (e.g. the SPIRE-22 authors' Anserini runs, bundled in ``leakexp/data/runs``); and the
+``rerank`` section that names them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Mapping
+
+import pandas as pd
+
+from leakexp.lib.bm25 import ANSERINI_VERSION, bm25_search
+from leakexp.lib.trec import read_trec_run
+from leakexp.runner.schema import PositiveInt, Section
+from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
+from leakexp.stages.index import BM25, bm25_options
+from leakexp.stages.sources import file_fingerprint
+
+BUNDLED_RUNS = Path(__file__).parents[1] / "data" / "runs"  # runs shipped with leakexp (see its README.md)
+BUNDLED = "bundled:"
+
+
+def _run_path(value: str) -> Path:
+    """A run's path: ``bundled:<file>`` is a file of ``leakexp/data/runs/``, anything else a path."""
+    value = str(value)
+    return BUNDLED_RUNS / value.removeprefix(BUNDLED) if value.startswith(BUNDLED) else Path(value)
+
+
+def first_stage_file(spec: str | Mapping | None, corpus: str) -> Path | None:
+    """The external first-stage run that ``rerank.first_stage`` names for ``corpus`` (None: leakexp's BM25).
+
+    A mapping names one run per corpus (``{core17: bundled:core17…gz}``); a corpus it lacks, or maps to null,
+    gets leakexp's BM25. A value with ``{corpus}`` names one run per corpus; a plain path is one run, of the one
+    corpus the grid re-ranks (``check_first_stage`` refuses it for a grid of several corpora).
+    """
+    if isinstance(spec, Mapping):
+        spec = spec.get(corpus)
+        return None if not spec else _run_path(spec)
+    if not spec:
+        return None
+    return _run_path(str(spec).format(corpus=corpus)) if "{corpus}" in str(spec) else _run_path(spec)
+
+
+def first_stage_caption(cfg, corpus: str) -> str:
+    """What the models of ``corpus`` re-ranked, for a table's caption."""
+    depth = int(cfg.rerank.depth)
+    spec = cfg.rerank.get("first_stage")
+    external = first_stage_file(dict(spec) if isinstance(spec, Mapping) else spec, corpus)
+    if external is not None:
+        who = ("the SPIRE-22 authors' Anserini BM25 run" if external.parent == BUNDLED_RUNS
+               else "the external run")
+        return f"First stage: the top-{depth} of {who} {external.name}"
+    b = cfg.bm25
+    tool = (f"Anserini {ANSERINI_VERSION}" if str(b.get("backend", "pisa")) == "anserini" else "PISA")
+    return (f"First stage: the BM25 top-{depth} of {tool} (k1 {b.k1}, b {b.b}, stemmer {b.stemmer}, "
+            f"stop words {b.stopwords})")
+
+
+def check_first_stage(cfg) -> None:
+    """A plain ``rerank.first_stage`` path is one corpus's run: the grid and the cell must re-rank that corpus
+    alone (Core 2017's topics are a subset of Robust04's, so a wrong run would not be noticed by its topics)."""
+    from leakexp.runner.stage import ConfigError
+
+    spec = cfg.rerank.get("first_stage")
+    if isinstance(spec, Mapping):  # a corpus it does not know would silently re-rank BM25: name it
+        from leakexp.runner.config import corpus_names, options
+
+        known = list(dict.fromkeys([*options("corpus"), *corpus_names(cfg)]))
+        unknown = [str(k) for k in spec if str(k) not in known]
+        if unknown:
+            raise ConfigError(f"rerank.first_stage.{unknown[0]} names no corpus; the mapping's keys are corpora "
+                              f"({', '.join(known)})")
+        return
+    if not spec or "{corpus}" in str(spec):
+        return
+    corpora = list(dict.fromkeys([*cfg.grid.corpora, cfg.corpus.name]))
+    if corpora != [cfg.corpus.name]:
+        raise ConfigError(f"rerank.first_stage={spec} is one run, for corpus={cfg.corpus.name}, but the grid also "
+                          f"re-ranks {', '.join(c for c in corpora if c != cfg.corpus.name)}; name one run per "
+                          f"corpus with a template such as 'runs/{{corpus}}.bm25.gz' or a mapping such as "
+                          f"{{{cfg.corpus.name}: {spec}}}, or re-rank this corpus alone "
+                          f"with grid.corpora=[{cfg.corpus.name}]")
+
+
+def _first_stage_inputs(p: dict, c: Config) -> dict:
+    inputs = {"topics": Ask.of("collection", corpus=p["corpus"])}
+    if first_stage_file(c.at("rerank.first_stage"), p["corpus"]) is None:
+        inputs["index"] = Ask.of("index", name=p["corpus"])
+    return inputs
+
+
+def _first_stage(ctx: Context, tmp: Path) -> dict:
+    r = ctx.config["rerank"]
+    topics = ctx.inputs["topics"].topics_frame(r["query_field"])
+    external = first_stage_file(r.get("first_stage"), ctx.params["corpus"])
+    if external is not None:
+        run = read_trec_run(external, topics, depth=int(r["depth"]))
+    else:
+        opts = {k: v for k, v in bm25_options(ctx).items()}
+        run = bm25_search(ctx.inputs["index"], topics, depth=int(r["depth"]), **opts)
+    run.to_parquet(tmp / "run.parquet", index=False)
+    return {"queries": int(run.qid.nunique()), "rows": len(run)}
+
+
+def _first_stage_reads(p: dict, cuda: bool) -> tuple[str, ...]:
+    return ("rerank.query_field", "rerank.depth", "rerank.first_stage", *BM25)
+
+
+FIRST_STAGE = Stage(
+    "firststage", version=1, reads=_first_stage_reads, inputs=_first_stage_inputs, compute=_first_stage,
+    external=lambda p, c: (lambda f: None if f is None else file_fingerprint(f))(
+        first_stage_file(c.at("rerank.first_stage"), p["corpus"])),
+    opener=lambda path: pd.read_parquet(path / "run.parquet"), check=check_first_stage,
+    describe="the first-stage top-k of every topic of a corpus that the models re-rank",
+)
+
+
+
+class RerankSettings(Section):
+    """``rerank``: which first stage the models re-rank, how deep, with which topic field."""
+
+    query_field: Literal["title", "description", "narrative"]
+    depth: PositiveInt
+    first_stage: dict[str, str | None] | str | None  # corpus -> run (null: BM25), one run, or a '{corpus}' template
+
+    def files_for(self, corpora: list[str]) -> list[tuple[str, Path]]:
+        return [("rerank.first_stage", f) for f in dict.fromkeys(first_stage_file(self.first_stage, c) for c in corpora)
+                if f is not None]
+
+
