@@ -13,16 +13,15 @@ import hydra
 from omegaconf import DictConfig
 
 from leakexp.runner.config import conf_dir, validate
+from leakexp.stages.cell import cell_from_config
+from leakexp.stages.grid import run_cell
+from leakexp.stages.registry import runner
 
 log = logging.getLogger("leakexp")
 
 
 @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict | None:
-    from leakexp.stages.cell import cell_from_config
-    from leakexp.stages.grid import run_cell
-    from leakexp.stages.registry import runner
-
     validate(cfg)
     cell = cell_from_config(cfg)
     try:

@@ -11,6 +11,27 @@ import sys
 import time
 from pathlib import Path
 
+from leakexp.cli.plan import plan, render
+from leakexp.data.files import read_topic_ids
+from leakexp.lib.report import markdown_table, plot_calibration, write_table
+from leakexp.lib.trec import read_trec_run, run_overlap
+from leakexp.runner.config import ConfigError, compose, section_keys, top_level_keys
+from leakexp.runner.stage import Ask
+from leakexp.runner.store import Store, atomic_write_text, read_json
+from leakexp.stages import detect as d, memorization, robustness, verify as verification
+from leakexp.stages.cell import Cell, cell_from_config, grid_cells
+from leakexp.stages.docstats import corpus_stats
+from leakexp.stages.firststage import _run_path, first_stage_file
+from leakexp.stages.grid import complete, grid_status, lineage, needed_indexes, render_status, run_cell
+from leakexp.stages.registry import runner, unmet_requirements
+from leakexp.stages.sets import export_monot5, training_queries
+from leakexp.data.files import DataUnavailable
+from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
+from leakexp.tables.paper import tables_dir, write_table1, write_table2, write_tables
+from leakexp.toolkit import audit, graph, resample
+from leakexp.toolkit.audit import SEED_DEFAULTS, SEED_DEFAULTS_SOURCE, AuditOptions
+from leakexp.toolkit.graph import audit_command
+
 log = logging.getLogger("leakexp")
 _OVERRIDE_KEYS = {"store", "experiment", "device", "verbose", "seed"}
 
@@ -18,9 +39,6 @@ _OVERRIDE_KEYS = {"store", "experiment", "device", "verbose", "seed"}
 def _runner(overrides: list[str], needs: tuple[str, ...] | None = None):
     """The config and runner of a computing command; ``needs``: the stages whose requirements (annotations,
     models in the Hugging Face cache) must be met before any work (None: every stage, as a grid cell needs)."""
-    from leakexp.runner.config import compose
-    from leakexp.stages.registry import runner
-
     cfg = compose(overrides)
     return cfg, runner(cfg, needs=needs)
 
@@ -43,9 +61,6 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
 
 
 def cmd_cells(stage: str, overrides: list[str]) -> int:
-    from leakexp.stages.cell import cell_from_config
-    from leakexp.stages.grid import run_cell
-
     failures = 0
     for combo in expand_sweeps(overrides):
         cfg, r = _runner(combo)
@@ -68,9 +83,6 @@ def cmd_cells(stage: str, overrides: list[str]) -> int:
 def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     from tqdm.auto import tqdm
 
-    from leakexp.stages.cell import grid_cells
-    from leakexp.stages.grid import run_cell
-    from leakexp.tables.paper import write_tables
 
     start = time.time()
     cfg, r = _runner((["experiment=demo"] if demo else []) + overrides)
@@ -108,11 +120,6 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
 
 
 def cmd_memorization(overrides: list[str]) -> int:
-    from leakexp.stages import memorization
-    from leakexp.tables import memorization as memorization_tables
-    from leakexp.stages.cell import grid_cells
-    from leakexp.tables.paper import tables_dir
-
     cfg, r = _runner(overrides)
     r.store.require_writable("leakexp memorization")
     cells = grid_cells(cfg)
@@ -127,10 +134,6 @@ def cmd_memorization(overrides: list[str]) -> int:
 
 
 def cmd_robustness(overrides: list[str]) -> int:
-    from leakexp.stages import robustness
-    from leakexp.tables import robustness as robustness_tables
-    from leakexp.tables.paper import tables_dir
-
     cfg, r = _runner(overrides)
     robustness.settings(cfg)  # bad settings fail before any work
     r.store.require_writable("leakexp robustness")
@@ -144,10 +147,6 @@ def cmd_robustness(overrides: list[str]) -> int:
 
 
 def cmd_tables(overrides: list[str]) -> int:
-    from leakexp.runner.config import compose
-    from leakexp.runner.store import Store
-    from leakexp.tables.paper import write_tables
-
     cfg = compose(overrides)
     Store(cfg.store, create=False).require_writable("leakexp tables")
     print(f"tables: {write_tables(cfg)}")
@@ -155,8 +154,6 @@ def cmd_tables(overrides: list[str]) -> int:
 
 
 def cmd_toy(overrides: list[str]) -> int:
-    from leakexp.runner.stage import Ask
-
     cfg, r = _runner(overrides, needs=())
     print(r.ensure(Ask.of("toy")))
     return 0
@@ -164,9 +161,6 @@ def cmd_toy(overrides: list[str]) -> int:
 
 def cmd_index(overrides: list[str]) -> int:
     """The BM25 indexes the grid reads, and no other: a corpus that re-ranks a bundled or file run needs none."""
-    from leakexp.stages.grid import needed_indexes
-    from leakexp.stages.firststage import first_stage_file
-
     cfg, r = _runner(overrides, needs=())  # indexes need no model and no annotation
     needed = needed_indexes(cfg, r)
     for ask in needed:
@@ -183,10 +177,6 @@ def cmd_index(overrides: list[str]) -> int:
 def cmd_corpus_stats(overrides: list[str]) -> int:
     """``name: value`` lines per test corpus and for the training pool; exit 2 (the errors on stderr) when a corpus
     fails its check (duplicate ids, an implausibly short median document)."""
-    from leakexp.runner.config import compose
-    from leakexp.stages.docstats import corpus_stats
-    from leakexp.runner.stage import Ask
-
     cfg = compose(overrides)  # the runner (and its checks of Java, variants, ...) only for the toy world it makes
     toy = _runner(overrides, needs=())[1].get(Ask.of("toy")) if cfg.data.kind == "toy" else None  # no model read
     lines, errors = corpus_stats(cfg, toy)
@@ -198,9 +188,6 @@ def cmd_corpus_stats(overrides: list[str]) -> int:
 
 
 def cmd_detect(overrides: list[str]) -> int:
-    from leakexp.runner.stage import Ask
-    from leakexp.tables.paper import write_table1
-
     cfg, r = _runner(overrides, needs=("embed", "detect"))  # candidates: the SBERT model and the variants, no annotation
     path = write_table1(cfg, r)
     print(f"{len(r.get(Ask.of('detect')))} candidate rows; threshold {cfg.detect.threshold}")
@@ -210,9 +197,6 @@ def cmd_detect(overrides: list[str]) -> int:
 
 
 def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None = None) -> int:
-    from leakexp.runner.config import compose
-    from leakexp.stages.grid import complete, grid_status, lineage, render_status
-
     if why:  # `--why sets train corpus=...`: the overrides after the stage names are overrides all the same
         overrides = [*overrides, *(w for w in why if "=" in w)]
         why = [w for w in why if "=" not in w]
@@ -228,8 +212,6 @@ def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None
 
 def _print_unmet(cfg) -> None:
     """What a run will still need (read-only commands list it; only commands that compute refuse)."""
-    from leakexp.stages.registry import unmet_requirements
-
     unmet = unmet_requirements(cfg)
     if unmet:
         print(f"a run will still need ({len(unmet)}):")
@@ -239,12 +221,6 @@ def _print_unmet(cfg) -> None:
 def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str], depth: int) -> int:
     """How far two first-stage runs agree: leakexp's first stage of ``corpus`` (under the overrides) or a first
     run file, against a second run file; per-topic figures to CSV, means printed."""
-    from leakexp.runner.config import ConfigError, compose
-    from leakexp.lib.trec import read_trec_run, run_overlap
-    from leakexp.stages.firststage import _run_path
-    from leakexp.runner.stage import Ask
-    from leakexp.stages.registry import runner
-
     if depth < 1:
         raise ConfigError(f"--depth {depth}: compare at least the top 1")
     if len(runs) + (corpus is not None) != 2:
@@ -264,7 +240,6 @@ def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str
         out_dir = r.store.path("compare-runs")
     table = run_overlap(frames[0], frames[1], depth)
     out_dir.mkdir(parents=True, exist_ok=True)
-    from leakexp.runner.store import atomic_write_text
 
     path = atomic_write_text(out_dir / "overlap.csv", table.to_csv(index=False))
     print(f"A: {names[0]}\nB: {names[1]}")
@@ -278,12 +253,7 @@ def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str
 def cmd_plan(overrides: list[str]) -> int:
     import pandas as pd
 
-    from leakexp.stages.cell import grid_cells
-    from leakexp.cli.plan import plan, render
-    from leakexp.runner.store import atomic_write_text
 
-    from leakexp.runner.config import compose
-    from leakexp.stages.registry import runner
 
     cfg = compose(overrides)
     r = runner(cfg, files=False)  # a plan reads no input file: it may be made before the data is in place
@@ -300,8 +270,6 @@ def cmd_plan(overrides: list[str]) -> int:
 
 
 def _corpus_topics(specs: list[str]) -> dict[str, list[str]]:
-    from leakexp.data.files import read_topic_ids
-
     out = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
@@ -314,13 +282,10 @@ def _corpus_topics(specs: list[str]) -> dict[str, list[str]]:
 def cmd_annotations(args) -> int:
     import pandas as pd
 
-    from leakexp.stages import verify as v
-    from leakexp.lib.report import markdown_table, plot_calibration, write_table
-    from leakexp.runner.store import atomic_write_text
 
     if args.action == "table2":
-        ann = v.read_annotations([Path(f) for f in args.annotations])
-        a, b = v.table2(ann, _corpus_topics(args.corpus))
+        ann = verification.read_annotations([Path(f) for f in args.annotations])
+        a, b = verification.table2(ann, _corpus_topics(args.corpus))
         out = Path(args.out)
         write_table(a, out, "table2a", "Table 2 (a). Manually annotated leakage candidates: true and false "
                     "candidates as queries and topics per corpus.")
@@ -330,26 +295,26 @@ def cmd_annotations(args) -> int:
         print(f"table 2: {out}")
         return 0
     if args.action == "kappa":
-        k = v.kappa(v.read_annotations([Path(args.first)]), v.read_annotations([Path(args.second)]))
+        k = verification.kappa(verification.read_annotations([Path(args.first)]), verification.read_annotations([Path(args.second)]))
         print(f"candidates: {k['candidates']}")
         print(f"kappa_leak: {k['kappa_leak']:.4f}")
         print(f"kappa_type: {k['kappa_type']:.4f}")
         print(f"kappa_labels: {k['kappa_labels']:.4f}")
         return 0
     if args.action == "import":
-        ann = v.read_annotations([Path(f) for f in args.annotations])
+        ann = verification.read_annotations([Path(f) for f in args.annotations])
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         for name, ids in _corpus_topics(args.corpus).items():
-            leaks = v.verified_leaks(ann, ids)
+            leaks = verification.verified_leaks(ann, ids)
             atomic_write_text(out / f"verified-{name}.csv",
                               leaks[["train_qid", "query", "topic_qid", "type", "similarity"]].to_csv(index=False))
             print(f"{name}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics")
         print(f"verified leaks: {out}")
         return 0
     if args.action == "calibrate":
-        ann = v.read_annotations([Path(f) for f in args.judged])
-        threshold, curve = v.calibrate(ann, args.target)
+        ann = verification.read_annotations([Path(f) for f in args.judged])
+        threshold, curve = verification.calibrate(ann, args.target)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "calibration.csv", curve.to_csv(index=False))
@@ -359,25 +324,23 @@ def cmd_annotations(args) -> int:
         print(f"curve: {out}/calibration.csv, {out}/calibration.png")
         return 0 if threshold is not None else 1
     # sample / review need the pipeline's candidates
-    from leakexp.stages import detect as d
 
-    from leakexp.runner.stage import Ask
 
     cfg, r = _runner(args.overrides, needs=("embed", "detect"))  # candidates to annotate: no annotation needed yet
     collections = [r.get(Ask.of("collection", corpus=c)) for c in cfg.data.corpora]
     if args.action == "sample":
         pairs = d.leak_pairs(r.get(Ask.of("detect")), args.lower)
-        chosen = v.stratified_sample(pairs, n=args.n, lower=args.lower, seed=args.seed)
+        chosen = verification.stratified_sample(pairs, n=args.n, lower=args.lower, seed=args.seed)
     else:
         pairs = d.leak_pairs(r.get(Ask.of("detect")), float(cfg.detect.threshold))
-        chosen = v.review_candidates(pairs, int(cfg.verify.review_top_k))
+        chosen = verification.review_candidates(pairs, int(cfg.verify.review_top_k))
     labels = None
     if args.label_with_truth:
         if cfg.data.kind != "toy":
             raise SystemExit("leakexp: --label-with-truth needs the toy world (data=toy)")
         truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
-        labels = v.truth_labels(chosen, truth)
-    records = v.to_annotation_records(chosen, collections, labels)
+        labels = verification.truth_labels(chosen, truth)
+    records = verification.to_annotation_records(chosen, collections, labels)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(args.out), "".join(__import__("json").dumps(r) + "\n" for r in records))
     print(f"{len(records)} candidates for annotation: {args.out}")
@@ -385,9 +348,6 @@ def cmd_annotations(args) -> int:
 
 
 def cmd_verify(overrides: list[str]) -> int:
-    from leakexp.runner.stage import Ask
-    from leakexp.tables.paper import write_table2
-
     cfg, r = _runner(overrides, needs=("embed", "detect", "verify"))
     ann = r.get(Ask.of("verify"))
     print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
@@ -402,7 +362,6 @@ def cmd_verify(overrides: list[str]) -> int:
         print(f"detection vs planted leaks at threshold {cfg.detect.threshold}: recall {q['recall']:.3f} "
               f"precision {q['precision']:.3f} ({q['true_positives']} of {q['planted']} planted, "
               f"{q['candidates']} candidate pairs)")
-    from leakexp.stages.sets import training_queries
 
     for c in cfg.data.corpora:  # Table 2 (a)'s true candidates: a query verified for two topics leaks for each
         leaks = r.get(Ask.of("leaks", corpus=c))
@@ -415,11 +374,7 @@ def cmd_verify(overrides: list[str]) -> int:
 def cmd_build(overrides: list[str], export: bool = False) -> int:
     import pandas as pd
 
-    from leakexp.lib.report import markdown_table
-    from leakexp.runner.store import read_json
 
-    from leakexp.stages.sets import export_monot5
-    from leakexp.stages.cell import Cell
 
     cfg, r = _runner(overrides, needs=("embed", "detect", "verify"))  # training sets: no model is loaded
 
@@ -451,8 +406,6 @@ def split_overrides(items: list[str], what: str) -> tuple[list[str], list[str]]:
     as SPLIT=PATH): ``key=value`` with a config key is an override. A whole section (``train=PATH``: ``train`` holds
     the training budget) takes no file path, so there an existing file is ``what``; a group or a leaf whose value is
     also an existing file could be either and is an error saying so."""
-    from leakexp.runner.config import ConfigError, section_keys, top_level_keys
-
     keys, sections, overrides, rest = top_level_keys(), section_keys(), [], []
     for item in items:
         key, eq, value = item.partition("=")
@@ -469,9 +422,6 @@ def split_overrides(items: list[str], what: str) -> tuple[list[str], list[str]]:
 
 
 def cmd_graph_audit(args) -> int:
-    from leakexp.runner.config import compose
-    from leakexp.toolkit.graph import audit_command
-
     overrides, args.edges = split_overrides(list(args.edges), "an edge file of a split")
     if args.wordnet == "":  # --wordnet without DIR: LEAKEXP_WORDNET, read now (not when leakexp was imported)
         from leakexp.toolkit.graph_data import default_wordnet
@@ -487,9 +437,6 @@ def _pair_kwargs(args) -> dict:
     """The shared inputs of audit/decontaminate/resample. Model, threshold and k: the options, else detect.* when
     the command line sets it (detect.*=... or experiment=...), else the source documents' values
     (audit.SEED_DEFAULTS): the default experiment is the demo, whose values fit only the toy world."""
-    from leakexp.toolkit.audit import SEED_DEFAULTS, AuditOptions
-    from leakexp.runner.config import compose
-
     overrides = list(args.overrides)
     for side in ("train", "test"):  # an override typed after --train/--test lands in its list
         specs = []
@@ -535,8 +482,6 @@ def _pair_kwargs(args) -> dict:
 
 def _defaults_line(args, kwargs) -> str | None:
     """Which settings came from the source documents, so that a printed figure says what it was measured with."""
-    from leakexp.toolkit.audit import SEED_DEFAULTS_SOURCE
-
     if not getattr(args, "seed_defaults", None):
         return None
     o = kwargs["options"]
@@ -549,7 +494,6 @@ def check_pair_args(args) -> None:
     """The numeric options of audit / decontaminate / resample, before any input is read."""
     import math
 
-    from leakexp.runner.config import ConfigError
 
     def bad(option: str, value, must: str) -> None:
         raise ConfigError(f"{option} {value}: {must}")
@@ -573,10 +517,6 @@ def check_pair_args(args) -> None:
 
 
 def cmd_pair(args) -> int:
-    from leakexp.toolkit import audit, resample
-    from leakexp.stages.sources import DataUnavailable
-    from leakexp.lib.report import markdown_table
-
     check_pair_args(args)
     try:
         if args.command == "split-eval":
@@ -624,9 +564,6 @@ def cmd_pair(args) -> int:
 
 def demo_extras(runner) -> list[str]:
     """Run every demo extra; returns the lines to print."""
-    from leakexp.runner.stage import Ask
-    from leakexp.toolkit import audit, graph
-
     lines = []
     path = runner.ensure(Ask.of("audit"))
     figures = runner.store.marker(path).figures

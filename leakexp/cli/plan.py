@@ -13,6 +13,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from leakexp.runner.config import resolved_model_config
+from leakexp.runner.stage import Ask
+from leakexp.stages import robustness as rb
+from leakexp.stages.cell import grid_cells
+from leakexp.stages.sets import NEGATIVES_CHUNK
+from leakexp.stages.train import TrainConfig
+
 SBERT_DIM = {"bundled": 384, "sentence-transformers/paraphrase-MiniLM-L6-v2": 384}
 BENCH_FILE = Path("bench") / "gpu.json"  # under the store root; written by `benchmarks/run.py gpu`
 
@@ -50,7 +57,6 @@ def query_counts(cfg: DictConfig, runner=None) -> dict[str, int]:
         from leakexp.data.irds import load_dataset
 
         return {s: int(load_dataset(cfg.data[s]).queries_count()) for s in ("msmarco", "orcas")}
-    from leakexp.runner.stage import Ask
 
     pool = runner.get(Ask.of("pool"))
     return {s: int((pool.queries.source == s).sum()) for s in ("msmarco", "orcas")}
@@ -66,9 +72,6 @@ def human_bytes(n: float) -> str:
 
 def trained_instances(cfg: DictConfig, model: str, size: int) -> int:
     """Instances one cell trains on under the configured budget (each pair is two instances)."""
-    from leakexp.runner.config import resolved_model_config
-    from leakexp.stages.train import TrainConfig
-
     model_train = OmegaConf.to_container(resolved_model_config(cfg, model).get("train", {}) or {}, resolve=True)
     run = OmegaConf.to_container(cfg.get("train", {}) or {}, resolve=True)
     t = TrainConfig.from_config(model_train, run)
@@ -80,8 +83,6 @@ def trained_instances(cfg: DictConfig, model: str, size: int) -> int:
 def distinct_jobs(cfg: DictConfig, runner) -> dict[str, tuple[int, list]]:
     """Per stage of the grid's cells: (requests, the distinct artifacts they name after sharing: the No-Leakage
     sets and models are one for every corpus). Computes nothing and needs no data."""
-    from leakexp.stages.cell import grid_cells
-
     cells = grid_cells(cfg)
     out = {}
     for stage, label in (("sets", "training sets"), ("train", "train"), ("rerank", "rerank"), ("eval", "evaluate")):
@@ -100,9 +101,6 @@ def robustness_jobs(cfg: DictConfig, runner, grid_reranks: list, topics: dict[st
     lacks (a No-Leakage model's re-ranking of another grid corpus is the grid's own run: not counted), each query
     attack's re-ranking of every topic's candidates (an upper bound: topics an attack cannot change are not
     re-scored), and the manipulated documents re-scored before and after (stuff: one per topic; noise: the pool)."""
-    from leakexp.stages import robustness as rb
-    from leakexp.runner.stage import Ask
-
     s = rb.settings(cfg)
     depth = int(cfg.rerank.depth)
     grid = set(grid_reranks)
@@ -133,8 +131,6 @@ def cpu_jobs(cfg: DictConfig, runner, jobs: dict) -> dict:
     ``plan.negatives_queries_per_s``, and each distinct df table (the training collection's, each ranked corpus's:
     KNRM / PACRR / Duet) at ``plan.df_words_per_s``, sized by ``plan.collections`` (documents x words per
     document); a table without a size there is listed as unknown."""
-    from leakexp.stages.sets import NEGATIVES_CHUNK
-
     p = cfg.plan
     queries = sum(NEGATIVES_CHUNK * sum(1 for n in runner.inputs(a).get("negatives", []) if n.params["part"] != "leaks")
                   for a in jobs["training sets"][1])

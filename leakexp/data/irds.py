@@ -11,8 +11,9 @@ import pandas as pd
 
 from leakexp.data.doctext import document_text
 from leakexp.data.files import DataFormatError, DataUnavailable, read_variants
-from leakexp.data.irds_files import dataset_files, identity, missing_message, shown
+from leakexp.data.irds_files import dataset_files, home, identity, missing_message, shown
 from leakexp.data.types import Collection, Topic, TrainPool
+from leakexp.runner.store import atomic_write_json
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -87,7 +88,6 @@ def _lock_path(dataset_id: str) -> Path:
     docs = dataset_files(dataset_id, ("docs",))["docs"]
     if docs:
         return Path(f"{docs[0].path}.leakexp.lock")
-    from leakexp.data.irds_files import home
 
     return home() / ".leakexp-locks" / (re.sub(r"[^\w.-]", "_", dataset_id) + ".lock")
 
@@ -115,7 +115,6 @@ def _check_docstore(dataset_id: str, store, fresh: bool) -> None:
 
     import ir_datasets
 
-    from leakexp.runner.store import atomic_write_json
 
     folder = getattr(store, "path", None)
     if not isinstance(folder, (str, Path)) or not (Path(folder) / "bin.pos").exists():

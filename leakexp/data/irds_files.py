@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
+from leakexp.runner.store import file_digest
+
 PARTS = ("docs", "queries", "qrels")
 SMALL = 32 << 20  # files up to this size (topics, qrels, queries) are identified by content, larger by size + mtime
 WHAT = {"docs": "documents", "queries": "queries", "qrels": "qrels"}
@@ -144,8 +146,6 @@ _DIGESTS: dict[tuple, str] = {}
 
 
 def _digest(path: Path, st: os.stat_result) -> str:
-    from leakexp.runner.store import file_digest
-
     memo = (str(path), st.st_size, st.st_mtime_ns)
     if memo not in _DIGESTS:
         _DIGESTS[memo] = file_digest(path)

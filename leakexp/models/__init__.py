@@ -6,6 +6,11 @@ import json
 from pathlib import Path
 
 from leakexp.models.base import Reranker
+from leakexp.models.duet import DUET
+from leakexp.models.knrm import KNRM
+from leakexp.models.monobert import MonoBERT
+from leakexp.models.monot5 import MonoT5
+from leakexp.models.pacrr import PACRR
 
 REGISTRY: dict[str, type[Reranker]] = {}
 
@@ -40,12 +45,6 @@ def load_checkpoint(path: str | Path, *, idf=None) -> Reranker:
 
 
 def _register_all() -> None:
-    from leakexp.models.duet import DUET
-    from leakexp.models.knrm import KNRM
-    from leakexp.models.monobert import MonoBERT
-    from leakexp.models.monot5 import MonoT5
-    from leakexp.models.pacrr import PACRR
-
     for cls in (MonoT5, MonoBERT, KNRM, DUET, PACRR):
         register(cls.name, cls)
 

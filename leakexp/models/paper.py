@@ -17,7 +17,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from leakexp.models import get
 from leakexp.models.base import Reranker
+from leakexp.models.capreolus import IdfTable
+from leakexp.models.monot5 import T5_BASE, train_embedded_tokenizer
+from leakexp.runner.config import model_config
 
 # bert-base-uncased's config.json (huggingface bert-base-uncased)
 BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -58,8 +62,6 @@ class PaperModels:
 
     def t5_base(self) -> Path:
         """t5-base's architecture with a SentencePiece vocabulary trained on :data:`VOCAB` (random weights)."""
-        from leakexp.models.monot5 import T5_BASE, train_embedded_tokenizer
-
         path = self.workdir / "t5-base-random"
         if not (path / "config.json").exists():
             texts = [" ".join(VOCAB[i : i + 50]) for i in range(0, len(VOCAB), 50)] * 2
@@ -82,7 +84,6 @@ class PaperModels:
         """The model file's parameters (conf/model/<name>.yaml) with paper-shaped weights substituted."""
         from omegaconf import OmegaConf
 
-        from leakexp.runner.config import model_config
 
         params = OmegaConf.to_container(model_config(name), resolve=True)
         params.pop("train", None)
@@ -97,9 +98,6 @@ class PaperModels:
 
     def build(self, name: str) -> Reranker:
         """The model, with a df table over synthetic documents when it reads idf."""
-        from leakexp.models import get
-        from leakexp.models.capreolus import IdfTable
-
         model = get(name)(**self.params(name))
         if model.needs_idf:
             model.use_idf(IdfTable.from_docs(synthetic_pairs(200, doc_words=300, seed=1).text))

@@ -18,6 +18,7 @@ import regex
 import torch
 from tqdm.auto import tqdm
 
+from leakexp.models.base import autocast_off
 from leakexp.models.tokens import Tokens
 
 # Capreolus' `anserini` tokenizer (tokenizer/anserini.py at v0.2.6, keepstops=True, stemmer=none) runs Anserini's
@@ -301,8 +302,6 @@ def similarity_matrix(embedding: torch.nn.Embedding, q: torch.Tensor, d: torch.T
 
     Always fp32, autocast off: KNRM's kernels (sigma 0.001 at mu 1.0) and PACRR's n-grams read cosines that bf16
     would round to 3 significant digits (a 4 x 800 matrix per document: cheap in fp32)."""
-    from leakexp.models.base import autocast_off
-
     with autocast_off(q.device.type):
         return _similarity_matrix(embedding, q, d)
 

@@ -10,6 +10,7 @@ stage reads. This module names no stage and imports nothing of leakexp.
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,10 +137,13 @@ class Stage:
     check: Callable[[Any], None] | None = None
     require: Callable[[Any], None] | None = None
     describe: str = ""
+    module: str = field(default="", compare=False)  # where it is declared (filled in); never part of a key
 
     def __post_init__(self):
         if (self.compute is None) == (self.value is None):
             raise ValueError(f"stage {self.name}: give exactly one of compute (stored) or value (in-process)")
+        if not self.module:  # the module whose code called Stage(...): dataclass __init__ -> __post_init__
+            object.__setattr__(self, "module", sys._getframe(2).f_globals.get("__name__", ""))
 
     @property
     def stored(self) -> bool:

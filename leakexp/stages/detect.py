@@ -9,23 +9,23 @@ and the result is still exact.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
-from pydantic import Field
 import logging
 import shutil
 import time
 from pathlib import Path
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
-from leakexp.stages.sources import require_variants_of_corpora
 from leakexp.data.types import SOURCES, Collection
-from leakexp.runner.stage import Ask, Context, Stage
-from leakexp.runner.schema import Name, PositiveInt, Section
-from leakexp.runner.store import atomic_write_json, read_json
 from leakexp.lib.dense import embed_to_memmap, encode, exact_topk, load_sbert, sbert_slug
+from leakexp.lib.hub import require_sbert as require
+from leakexp.runner.schema import Name, PositiveInt, Section
+from leakexp.runner.stage import Ask, Context, Stage
+from leakexp.runner.store import atomic_write_json, read_json
+from leakexp.stages.sources import check_variants, require_variants_of_corpora
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +140,6 @@ def open_embeddings(path: Path) -> np.ndarray:
 
 def require_sbert(cfg) -> None:
     """The SBERT model ``detect.sbert`` names loads without a download (leakexp.lib.hub)."""
-    from leakexp.lib.hub import require_sbert as require
-
     require(str(cfg.detect.sbert), "detect.sbert")
 
 
@@ -154,8 +152,6 @@ EMBED = Stage(
 
 
 def _detect(ctx: Context, tmp: Path) -> dict:
-    from leakexp.stages.sources import check_variants
-
     d = ctx.config["detect"]
     fields, k = list(d["fields"]), int(d["k"])
     collections = ctx.inputs["collections"]  # missing variants files are a config error (leakexp.runner.config)

@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from leakexp.data.files import DataFormatError
+from leakexp.runner.config import corpus_names, resolved_corpus_config
 from leakexp.runner.stage import Ask, Config, Context, Stage
+from leakexp.stages.sources import load_collection, load_train_pool
 
 # The lowest plausible median length, in white-space words, per kind of document. News articles (Robust04, NYT, WaPo)
 # and web documents (MS MARCO) have medians of hundreds of words; a median under 20 means the body was not read.
@@ -150,8 +152,6 @@ def corpus_stats(cfg, toy: Path | None = None) -> tuple[list[tuple[str, object]]
     """
     from omegaconf import OmegaConf
 
-    from leakexp.runner.config import corpus_names, resolved_corpus_config
-    from leakexp.stages.sources import load_collection, load_train_pool
 
     data = OmegaConf.to_container(cfg.data, resolve=True)
     lines: list[tuple[str, object]] = []

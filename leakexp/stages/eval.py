@@ -19,6 +19,7 @@ from pydantic import Field
 from leakexp.lib.measures import NO_RELEVANT, SELECTIONS, parse_measures, per_query, without_relevant
 from leakexp.runner.schema import Name, NonNegativeInt, Section
 from leakexp.runner.stage import Ask, ConfigError, Context, Stage
+from leakexp.stages.rerank import rerank_params, rerank_path
 
 
 def check(cfg) -> None:
@@ -55,20 +56,14 @@ def _evaluate(ctx: Context, tmp: Path) -> dict:
 
 
 def _eval_inputs(p: dict, c) -> dict:
-    from leakexp.stages.rerank import rerank_params
-
     return {"run": Ask.of("rerank", **rerank_params(p)), "collection": Ask.of("collection", corpus=p["target"])}
 
 
 def _eval_params(p: dict) -> dict:
-    from leakexp.stages.rerank import rerank_params
-
     return rerank_params(p)
 
 
 def _eval_path(p: dict) -> list[str]:
-    from leakexp.stages.rerank import rerank_path
-
     return rerank_path(p)
 
 

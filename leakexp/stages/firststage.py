@@ -59,8 +59,6 @@ def first_stage_caption(cfg, corpus: str) -> str:
 def check_first_stage(cfg) -> None:
     """A plain ``rerank.first_stage`` path is one corpus's run: the grid and the cell must re-rank that corpus
     alone (Core 2017's topics are a subset of Robust04's, so a wrong run would not be noticed by its topics)."""
-    from leakexp.runner.stage import ConfigError
-
     spec = cfg.rerank.get("first_stage")
     if isinstance(spec, Mapping):  # a corpus it does not know would silently re-rank BM25: name it
         from leakexp.runner.config import corpus_names, options

@@ -13,10 +13,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from leakexp.stages.cell import Cell, cell_from_config, grid_cells
+from leakexp.data.types import SOURCES
+from leakexp.runner.lineage import why
 from leakexp.runner.pipeline import Runner
-from leakexp.runner.stage import Ask
-
+from leakexp.runner.stage import Ask, ConfigError
+from leakexp.stages import memorization, robustness
+from leakexp.stages.cell import Cell, cell_from_config, grid_cells
+from leakexp.stages.registry import runner as make_runner
 
 STATES = ("done", "running", "failed", "damaged", "stale", "missing", "data missing")
 
@@ -56,9 +59,6 @@ def needed_indexes(cfg: DictConfig, runner: Runner | None = None) -> list[Ask]:
     """The BM25 indexes the grid reads, as the stages declare them: the training pool's (the negatives of every
     training set), a corpus's where its first stage is leakexp's own BM25 (a bundled or file run, e.g. Core 2017 /
     2018 in experiment=paper, needs none), and those robustness re-runs BM25 on (``robustness.first_stage=bm25``)."""
-    from leakexp.stages import robustness
-    from leakexp.stages.registry import runner as make_runner
-
     r = runner or make_runner(cfg, readonly=True)
     asks = [Ask.of("negatives", part="0"), *(Ask.of("firststage", corpus=c) for c in dict.fromkeys(cfg.grid.corpora))]
     if cfg.robustness.get("enabled", False):
@@ -73,8 +73,6 @@ def shared_asks(cfg: DictConfig, runner: Runner | None = None) -> dict[str, list
     """The artifacts every cell of the grid builds on, per status row: toy world, the indexes it reads
     (:func:`needed_indexes`), embeddings, detection, verification, and the first-stage runs of the corpora the grid
     re-ranks."""
-    from leakexp.data.types import SOURCES
-
     corpora = list(dict.fromkeys(cfg.grid.corpora))
     rows = {"data": [Ask.of("toy")] if cfg.data.kind == "toy" else [],
             "index": needed_indexes(cfg, runner),
@@ -86,8 +84,6 @@ def shared_asks(cfg: DictConfig, runner: Runner | None = None) -> dict[str, list
 
 def cell_asks(cfg: DictConfig, cells: list[Cell]) -> dict[str, list[Ask]]:
     """Per status row, the requests of the grid's cells (several cells may ask for one artifact)."""
-    from leakexp.stages import memorization, robustness
-
     rows: dict[str, list[Ask]] = {"sets": [c.ask("sets") for c in cells]}
     # documents encoded once per model: a training set's and a corpus's first-stage candidates
     rows["tokens"] = [a for c in cells for a in (
@@ -104,10 +100,6 @@ def cell_asks(cfg: DictConfig, cells: list[Cell]) -> dict[str, list[Ask]]:
 def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None = None) -> dict[str, StageStatus]:
     """Per stage, how many distinct artifacts of the configured grid are in each state (``verify``: re-read
     every finished artifact's files against their checksums). An artifact several cells share counts once."""
-    from leakexp.stages.registry import runner as make_runner
-
-    from leakexp.runner.stage import ConfigError
-
     r = runner or make_runner(cfg, readonly=True)
     out: dict[str, StageStatus] = {}
     rows = {**shared_asks(cfg, r), **cell_asks(cfg, grid_cells(cfg))}
@@ -141,8 +133,6 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
 def run_cell(cfg: DictConfig, runner: Runner, cell: Cell) -> dict:
     """Everything one cell needs, computing only what the store lacks; returns its mean measures. A leaked
     cell's memorization is computed once it and its No-Leakage cell are both re-ranked."""
-    from leakexp.stages import memorization
-
     pq = runner.get(cell.ask("eval"))
     for leaked in memorization.ready_cells(cfg, runner, cell):
         runner.ensure(leaked.ask("memorization"))
@@ -171,11 +161,6 @@ def stored_results(runner: Runner, cells: list[Cell]):
 def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
     """``status --why``: for the configured cell's artifact of each named stage, what made its key and, where
     only other configurations' artifacts are stored, which values and inputs differ."""
-    from leakexp.runner.lineage import why
-    from leakexp.stages.registry import runner as make_runner
-
-    from leakexp.runner.stage import ConfigError
-
     r, cell = make_runner(cfg, readonly=True), cell_from_config(cfg)
     unknown = [s for s in stages if s not in r.stages]
     if unknown:

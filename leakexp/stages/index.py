@@ -40,8 +40,6 @@ def _index(ctx: Context, tmp: Path) -> dict:
 
 def check(cfg) -> None:
     """The BM25 analysis (``bm25.stemmer``, ``bm25.stopwords``), before any work."""
-    from leakexp.runner.stage import ConfigError
-
     try:
         check_analysis(str(cfg.bm25.stemmer), str(cfg.bm25.stopwords))
         if str(cfg.bm25.get("backend", "pisa")) == "anserini":
@@ -76,7 +74,6 @@ class BM25Settings(Section):
         """Anserini's jar, and a Java that runs it, before a run that computes (one error naming the fix)."""
         if self.backend != "anserini":
             return []
-        from leakexp.runner.stage import ConfigError
 
         try:
             check_java()

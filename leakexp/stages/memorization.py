@@ -26,21 +26,23 @@ much as one with one; the ± is the standard deviation of those per-topic values
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
-from pydantic import Field
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Annotated, Callable, Literal, Sequence
 
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
+from pydantic import Field
 
-from leakexp.stages.cell import Cell
-from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.runner.schema import Name, PositiveInt, Section
+from leakexp.runner.stage import Ask, ConfigError, Context, Stage
+from leakexp.stages.cell import Cell
+from leakexp.stages.rerank import load_model, rerank_params, scoring
+from leakexp.stages.sets import set_params
+from leakexp.stages.train import cell_path, reads_idf, train_params
+from leakexp.stages.verify import verified_leaks
 
 log = logging.getLogger(__name__)
 
@@ -253,8 +255,6 @@ def settings(cfg: DictConfig) -> dict:
 
 def validate(cfg: DictConfig) -> None:
     """Check the ``memorization`` block before any work; a bad value names the key and the fix."""
-    from leakexp.runner.stage import ConfigError
-
     s = settings(cfg)
     if not isinstance(s["enabled"], bool):
         raise ConfigError(f"memorization.enabled={s['enabled']!r} must be true or false")
@@ -294,10 +294,6 @@ def _reads(p: dict, cuda: bool) -> list[str]:
 def _inputs(p: dict, c) -> dict:
     """The leaked cell's training set, both models and their re-rankings of the corpus (with and without
     leakage), the collection (query texts), the idf the models read, and for MSM the verified leaks."""
-    from leakexp.stages.sets import set_params
-    from leakexp.stages.rerank import rerank_params
-    from leakexp.stages.train import reads_idf, train_params
-
     without = {**p, "leakage": "none"}
     inputs = {"set": Ask.of("sets", **set_params(p)),
               "model-with": Ask.of("train", **train_params(p)), "model-without": Ask.of("train", **train_params(without)),
@@ -324,9 +320,6 @@ def _queries(collection, query_field: str, topics: list[str], runs: list[pd.Data
 
 def _memorize(ctx: Context, tmp: Path) -> dict:
     """Scores only documents outside the runs, batched, once per model; ranks in the stored runs otherwise."""
-    from leakexp.stages.rerank import load_model, scoring
-    from leakexp.stages.verify import verified_leaks
-
     p = ctx.params
     collection = ctx.inputs["collection"]
     pairs = leaked_pairs(pd.read_parquet(ctx.inputs["set"] / "instances.parquet"), p["leakage"])
@@ -363,8 +356,6 @@ def _memorize(ctx: Context, tmp: Path) -> dict:
 
 
 def _path(p: dict, c) -> list[str]:
-    from leakexp.stages.train import cell_path
-
     return cell_path(p)
 
 

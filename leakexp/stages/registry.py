@@ -11,13 +11,16 @@ from collections.abc import Iterable
 
 from omegaconf import DictConfig
 
+from leakexp.data.files import DataUnavailable
 from leakexp.runner import config
-from leakexp.stages import (audit, cell, detect, df, docstats, firststage, graph, index, memorization, rerank,
-                            robustness, sets, sources, t5vocab, tokens, train, verify)
-from leakexp.stages import eval as evaluation
+from leakexp.runner.config import compose as compose_config, runtime, settings
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import check_files, check_sections, validate
 from leakexp.runner.stage import ConfigError
+from leakexp.runner.store import Store
+from leakexp.stages import (audit, cell, detect, df, docstats, eval as evaluation, firststage, graph, index,
+                            memorization, rerank, robustness, sets, sources, t5vocab, tokens, train, verify)
+from leakexp.stages.train import configure_precision, resolve_device
 
 STAGES = (
     sources.TOY, sources.POOL, sources.COLLECTION, docstats.DOCSTATS,
@@ -105,8 +108,6 @@ def _requirements(needs: Iterable[str] | None) -> list:
 def unmet_requirements(cfg: DictConfig) -> list[str]:
     """What a run of ``cfg`` still needs from outside the store (input files, query variants, annotations, models in
     the Hugging Face cache), one line each naming the setting: what `plan` and `status` list instead of refusing."""
-    from leakexp.data.files import DataUnavailable
-
     unmet = []
     for entry in _file_entries(cfg, _schemas(cfg)):
         try:
@@ -123,8 +124,6 @@ def unmet_requirements(cfg: DictConfig) -> list[str]:
 
 def compose(overrides: list[str] | None = None) -> DictConfig:
     """The configuration of ``overrides``, composed and checked, the stages' sections included."""
-    from leakexp.runner.config import compose as compose_config
-
     cfg = compose_config(overrides)
     check(cfg)
     return cfg
@@ -135,10 +134,6 @@ def runner(cfg: DictConfig, *, readonly: bool = False, files: bool | None = None
     """The runner of ``cfg`` (checked first): its store, its resolved settings, and the device it computes on.
     ``needs``: the stages whose requirements a computing command must meet before any work (None: every stage;
     a command that computes only indexes or candidates needs no annotations and no re-ranker weights)."""
-    from leakexp.runner.config import runtime, settings
-    from leakexp.runner.store import Store
-    from leakexp.stages.train import configure_precision, resolve_device
-
     # a run that computes needs its input files, and what its stages require
     check(cfg, files=not readonly if files is None else files, needs=needs)
     device = resolve_device(str(cfg.get("device", "auto")))

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from leakexp.models import load_checkpoint
 from leakexp.models.base import Reranker, rank_with_docno_ties
 from leakexp.models.tokens import Tokens
 from leakexp.runner.stage import Ask, Context, Stage
+from leakexp.stages.train import reads_idf, train_params
 
 
 def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, device: str = "cpu",
@@ -46,8 +48,6 @@ def write_trec_run(run: pd.DataFrame, path: Path, tag: str) -> Path:
 def rerank_params(p: dict) -> dict:
     """A re-ranking depends on the trained model and the corpus it ranks (``target``, by default the corpus the
     cell's set was built for): the No-Leakage model's re-ranking of a corpus is one, whichever cell asks."""
-    from leakexp.stages.train import train_params
-
     return {**train_params(p), "target": p["target"] if "target" in p else p["corpus"]}
 
 
@@ -62,8 +62,6 @@ def _reads(p: dict, cuda: bool) -> list[str]:
 
 
 def _inputs(p: dict, c) -> dict:
-    from leakexp.stages.train import reads_idf, train_params
-
     target = p["target"]
     inputs = {"model": Ask.of("train", **train_params(p)), "run": Ask.of("firststage", corpus=target),
               "collection": Ask.of("collection", corpus=target), "tokens": Ask.of("tokens", docs="run", model=p["model"],
@@ -75,8 +73,6 @@ def _inputs(p: dict, c) -> dict:
 
 def load_model(ctx: Context, name: str = "model", df: str = "df") -> Reranker:
     """The trained model of input ``name`` on the runtime's device, with input ``df``'s idf if it reads idf."""
-    from leakexp.models import load_checkpoint
-
     model = load_checkpoint(ctx.inputs[name]).to(str(ctx.runtime.get("device", "cpu")))
     if model.needs_idf:
         model.use_idf(ctx.inputs[df])

@@ -42,11 +42,14 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 from scipy import stats as sps
 
-from leakexp.toolkit import attacks
-from leakexp.stages.cell import Cell, grid_cells
 from leakexp.lib.measures import LOWER_IS_BETTER, per_query
 from leakexp.runner.schema import Name, PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
+from leakexp.runner.store import file_digest
+from leakexp.stages.cell import Cell, grid_cells
+from leakexp.stages.rerank import load_model, rerank, rerank_params, rerank_path, scoring
+from leakexp.stages.train import reads_idf, train_params
+from leakexp.toolkit import attacks
 
 log = logging.getLogger(__name__)
 
@@ -413,8 +416,6 @@ def _queries_inputs(p: dict, c: Config) -> dict:
 
 def _wordlists_external(p: dict, c: Config):
     """The content of the word list the attack reads (not its path or time): an edited list redoes the attack."""
-    from leakexp.runner.store import file_digest
-
     name = WORDLIST_KEY.get(p["attack"])
     if name is None:
         return None
@@ -497,8 +498,6 @@ MANIPULATED_DOCS = Stage(
 
 # -- per cell ----------------------------------------------------------------------------------------------
 def _rerank_params(p: dict) -> dict:
-    from leakexp.stages.rerank import rerank_params
-
     return rerank_params(p)
 
 
@@ -508,8 +507,6 @@ def _part_params(extra: str):
 
 
 def _part_path(p: dict, *extra: str) -> list[str]:
-    from leakexp.stages.rerank import rerank_path
-
     return [*rerank_path(p), *extra]
 
 
@@ -564,8 +561,6 @@ def _scoring_reads(p: dict, cuda: bool) -> list[str]:
 
 def _model_inputs(p: dict, c: Config) -> dict:
     """The re-ranking, the trained model, the ranked collection and (for models that read idf) its df table."""
-    from leakexp.stages.train import reads_idf, train_params
-
     inputs = {**_eval_inputs(p, c), "model": Ask.of("train", **train_params(p))}
     if reads_idf(c, p["model"]):
         inputs["df"] = Ask.of("df", name=p["target"])
@@ -579,8 +574,6 @@ def _query_inputs(p: dict, c: Config) -> dict:
 
 
 def _query(ctx: Context, tmp: Path) -> dict:
-    from leakexp.stages.rerank import load_model, rerank, scoring
-
     run = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
     shared = ctx.inputs["queries"]
     att = pd.read_parquet(shared / "attacks.parquet")
@@ -604,8 +597,6 @@ def _query(ctx: Context, tmp: Path) -> dict:
 
 
 def _doc(ctx: Context, tmp: Path) -> dict:
-    from leakexp.stages.rerank import load_model, scoring
-
     kind = ctx.params["kind"]
     run = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
     docs = ctx.inputs["collection"].docs

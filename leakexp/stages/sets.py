@@ -24,21 +24,24 @@ queries and their judgments are keyed by (source, qid): MS MARCO and ORCAS numbe
 
 from __future__ import annotations
 
-from typing import Literal
 import hashlib
 import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from leakexp.stages.docstats import docstats_input
 from leakexp.data.types import SOURCES, Collection, TrainPool
+from leakexp.lib.bm25 import bm25_search
 from leakexp.lib.seeded import draw_two, stable_rng, stable_seeds
-from leakexp.runner.stage import Ask, Config, Context, Stage
 from leakexp.runner.schema import NonNegativeInt, PositiveInt, Section
+from leakexp.runner.stage import Ask, Config, Context, Stage
+from leakexp.stages.detect import above_threshold
+from leakexp.stages.docstats import docstats_input
+from leakexp.stages.index import bm25_options
 
 log = logging.getLogger(__name__)
 
@@ -433,8 +436,6 @@ def _corpora(c: Config) -> list[str]:
 
 
 def _fillers(ctx: Context) -> pd.DataFrame:
-    from leakexp.stages.detect import above_threshold
-
     pool, threshold = ctx.inputs["pool"], float(ctx.config.at("detect.threshold"))
     pairs = above_threshold(ctx.inputs["candidates"], threshold)
     excluded = excluded_queries(pool, pairs, ctx.inputs["annotations"], ctx.inputs["leaks"])
@@ -460,9 +461,6 @@ def _negatives_inputs(p: dict, c: Config) -> dict:
 
 
 def _negatives(ctx: Context, tmp: Path) -> dict:
-    from leakexp.lib.bm25 import bm25_search
-    from leakexp.stages.index import bm25_options
-
     part = ctx.params["part"]
     if part == "leaks":
         queries = pd.concat(ctx.inputs["queries"], ignore_index=True)[["qid", "text", "source"]]

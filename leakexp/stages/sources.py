@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
-from pydantic import Field
 import hashlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Annotated, Literal
 
 import pandas as pd
+from pydantic import Field
 
 from leakexp.data import toy
-from leakexp.data.files import DataFormatError, DataUnavailable, read_docs, read_qrels, read_queries, read_trec_topics, read_variants
+from leakexp.data.files import (DataFormatError, DataUnavailable, read_docs, read_qrels, read_queries, read_trec_topics,
+                                read_variants)
+from leakexp.data.irds import collection_requests, pool_requests as requests
+from leakexp.data.irds_files import fingerprint, missing_message
 from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
-from leakexp.runner.stage import Ask, Config, Context, Stage
+from leakexp.runner.config import resolved_corpus_config
 from leakexp.runner.schema import Fraction, Name, NonNegativeInt, PositiveInt, Section
+from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +151,6 @@ def _check_local_keys(data: Mapping) -> None:
 
 
 def _irds_fingerprint(requests) -> list[dict]:
-    from leakexp.data.irds_files import fingerprint
-
     return [fingerprint(dataset_id, parts) for dataset_id, parts in requests]
 
 
@@ -187,8 +188,6 @@ def pool_missing(data: Mapping) -> str | None:
     """The files of an ir_datasets training pool that are absent, and what to do (None: all there, or not irds)."""
     if data["kind"] != "irds":
         return None
-    from leakexp.data.irds import pool_requests as requests
-    from leakexp.data.irds_files import missing_message
 
     return missing_message(requests(data["msmarco"], data["orcas"]))
 
@@ -197,8 +196,6 @@ def corpus_missing(corpus: Mapping) -> str | None:
     """The files of an ir_datasets corpus that are absent, and what to do (None: all there, or not irds)."""
     if corpus["kind"] != "irds":
         return None
-    from leakexp.data.irds import collection_requests
-    from leakexp.data.irds_files import missing_message
 
     return missing_message(collection_requests(corpus["irds_id"]))
 
@@ -238,8 +235,6 @@ def require_variants_of_corpora(cfg) -> None:
     not a check: `plan` and `status` list it instead of refusing)."""
     from omegaconf import OmegaConf
 
-    from leakexp.runner.config import resolved_corpus_config
-    from leakexp.runner.stage import ConfigError
 
     for c in ([] if OmegaConf.is_missing(cfg.data, "corpora") else cfg.data.corpora):
         try:  # variants missing by accident would make detection search without them

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from leakexp.stages.docstats import docstats_input
+from leakexp.models import get
 from leakexp.models.tokens import Tokens
+from leakexp.models.vectors import file_fingerprint
 from leakexp.runner.stage import Ask, Context, Stage
+from leakexp.stages.docstats import docstats_input
+from leakexp.stages.sets import set_params
 
 
 def encoding_settings(config, model: str) -> dict:
     """The settings of ``model`` its documents' encoding reads (the model class's ``ENCODING``)."""
-    from leakexp.models import get
-
     return {k: config.at(f"models.{model}.{k}") for k in get(model).ENCODING}
 
 
@@ -22,14 +23,10 @@ def _embedded(c, model: str) -> bool:
 
 
 def _reads(p: dict, cuda: bool) -> list[str]:
-    from leakexp.models import get
-
     return [f"models.{{model}}.{k}" for k in get(p["model"]).ENCODING]
 
 
 def _inputs(p: dict, c) -> dict:
-    from leakexp.stages.sets import set_params
-
     if p["docs"] == "set":
         inputs = {"set": Ask.of("sets", **set_params(p))}
     else:
@@ -43,8 +40,6 @@ def _inputs(p: dict, c) -> dict:
 def _external(p: dict, c) -> dict | None:
     """The identity of local files the encoding reads (a word-vector file, a tokenizer's directory), cheaply: size,
     modification time and first and last MiB of each; a changed file re-keys the tokens and what reads them."""
-    from leakexp.models.vectors import file_fingerprint
-
     if _embedded(c, p["model"]):
         return None  # the embedded vocabulary is an input: its key covers it
     out = {}
@@ -59,8 +54,6 @@ def _external(p: dict, c) -> dict | None:
 
 
 def _normalise(p: dict) -> dict:
-    from leakexp.stages.sets import set_params
-
     if p["docs"] == "set":
         return {"docs": "set", "model": p["model"], **set_params(p)}
     return {"docs": "run", "model": p["model"], "corpus": p["corpus"]}
@@ -80,8 +73,6 @@ def documents_of(ctx: Context) -> tuple[list[str], list[str]]:
 
 
 def _tokens(ctx: Context, tmp: Path) -> dict:
-    from leakexp.models import get
-
     model = ctx.params["model"]
     settings = encoding_settings(ctx.config, model)
     if "vocab" in ctx.input_names:

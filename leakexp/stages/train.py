@@ -11,9 +11,6 @@ initialisation). A query's positive and negative instance are always in the same
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
-from pydantic import Field
 import math
 import os
 import random
@@ -21,17 +18,24 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
 import torch
+from pydantic import Field
 from torch import nn
 from tqdm.auto import tqdm
 
+from leakexp.lib import hub
+from leakexp.models import get
 from leakexp.models.base import Reranker, to_device
 from leakexp.models.tokens import Tokens, check_source
-from leakexp.runner.stage import Ask, Context, Stage
+from leakexp.runner.config import model_config, resolved_model_config
 from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
+from leakexp.runner.stage import Ask, Context, Stage
+from leakexp.runner.store import atomic_write_json, atomic_write_text
+from leakexp.stages.sets import set_params
 
 
 class TrainingError(RuntimeError):
@@ -84,7 +88,6 @@ class TrainConfig:
         schedule, clipping) with ``overrides``; what the GPU tests and benchmarks train the paper's shapes with."""
         from omegaconf import OmegaConf
 
-        from leakexp.runner.config import model_config
 
         return cls.from_config(OmegaConf.to_container(model_config(name).train, resolve=True), None, **overrides)
 
@@ -501,8 +504,6 @@ def batch_loss(model: Reranker, batch: dict, device: str, amp: bool) -> torch.Te
 # -- history files ------------------------------------------------------------------------------------------
 def write_history(history: pd.DataFrame, path: str | Path) -> Path:
     """The per-update history as CSV (step, loss, lr, pairs), written atomically."""
-    from leakexp.runner.store import atomic_write_text
-
     return atomic_write_text(Path(path), history.to_csv(index=False, float_format="%.8g"))
 
 
@@ -544,8 +545,6 @@ def plot_histories(histories: Mapping[str, pd.DataFrame], path: str | Path, *, t
 def train_params(p: dict) -> dict:
     """What a trained model depends on among a cell's parameters: its training set's, the model and the seed
     (so the No-Leakage model of a (model, size, seed) is one for every corpus)."""
-    from leakexp.stages.sets import set_params
-
     return {**set_params(p), "model": p["model"], "seed": int(p["seed"])}
 
 
@@ -563,8 +562,6 @@ def model_settings(config, model: str) -> dict:
 
 
 def reads_idf(config, model: str) -> bool:
-    from leakexp.models import get
-
     return get(model).reads_idf(model_settings(config, model))
 
 
@@ -574,8 +571,6 @@ def _train_reads(p: dict, cuda: bool) -> list[str]:
 
 
 def _train_inputs(p: dict, c) -> dict:
-    from leakexp.stages.sets import set_params
-
     inputs = {"set": Ask.of("sets", **set_params(p)), "tokens": Ask.of("tokens", docs="set", model=p["model"],
                                                                         **set_params(p))}
     if reads_idf(c, p["model"]):  # the training documents' collection (Capreolus reads the index at hand)
@@ -586,9 +581,6 @@ def _train_inputs(p: dict, c) -> dict:
 
 
 def _train(ctx: Context, tmp: Path) -> dict:
-    from leakexp.models import get
-    from leakexp.runner.store import atomic_write_json
-
     p, model_name, seed = ctx.params, ctx.params["model"], int(ctx.params["seed"])
     params = model_settings(ctx.config, model_name)
     if "vocab" in ctx.input_names:
@@ -626,8 +618,6 @@ CHECKPOINT_ALTERNATIVE = {
 def checkpoint_setting(cfg, model: str) -> str:
     """The setting that chose ``model``'s checkpoint: the command line's ``model.checkpoint``, the experiment's
     ``model_overrides``, or the model file."""
-    from leakexp.runner.config import model_config
-
     if cfg.model.name == model and cfg.model.get("checkpoint") != model_config(model).get("checkpoint"):
         return "model.checkpoint"
     if "checkpoint" in ((cfg.get("model_overrides") or {}).get(model) or {}):
@@ -637,9 +627,6 @@ def checkpoint_setting(cfg, model: str) -> str:
 
 def require_checkpoints(cfg) -> None:
     """The weights the grid's and the cell's models start from load without a download (leakexp.lib.hub)."""
-    from leakexp.lib import hub
-    from leakexp.runner.config import resolved_model_config
-
     for model in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
         checkpoint = resolved_model_config(cfg, model).get("checkpoint")
         if checkpoint is not None:

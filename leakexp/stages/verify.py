@@ -15,21 +15,23 @@ and ``…-01-annotated-by-chris``, a copy of ``…-by-cakiki``) label the same 1
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
-from pydantic import Field
 import json
 import logging
 from pathlib import Path
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
 from leakexp.data.files import DataFormatError
-from leakexp.stages.sources import file_fingerprint
 from leakexp.data.types import Collection
-from leakexp.runner.stage import Ask, ConfigError, Stage
 from leakexp.runner.schema import Name, PositiveInt, Section
+from leakexp.runner.stage import Ask, ConfigError, Stage
+from leakexp.runner.store import atomic_write_json
+from leakexp.stages.detect import leak_pairs
+from leakexp.stages.sets import leaking_queries
+from leakexp.stages.sources import file_fingerprint
 
 LABELS = (
     "Title-Identical", "Title-Specialization", "Title-Generalization", "Title-Reformulation",
@@ -407,9 +409,6 @@ def _verify_inputs(p: dict, c) -> dict:
 
 
 def _verify(ctx, tmp: Path) -> dict:
-    from leakexp.stages.detect import leak_pairs
-    from leakexp.runner.store import atomic_write_json
-
     files = _files(ctx.config)
     threshold, top_k = float(ctx.config.at("detect.threshold")), int(ctx.config.at("verify.review_top_k"))
     pairs = leak_pairs(ctx.inputs["candidates"], threshold)
@@ -438,9 +437,6 @@ def open_annotations(path: Path) -> pd.DataFrame:
 
 
 def _leaks(ctx) -> pd.DataFrame:
-    from leakexp.stages.sets import leaking_queries
-    from leakexp.stages.detect import leak_pairs
-
     pairs = leak_pairs(ctx.inputs["candidates"], float(ctx.config.at("detect.threshold")))
     collection = ctx.inputs["collection"]
     leaks = verified_leaks(ctx.inputs["annotations"], list(collection.topics), corpus=collection.name, pairs=pairs)

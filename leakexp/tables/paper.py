@@ -17,14 +17,21 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from leakexp.lib.measures import LOWER_IS_BETTER, mfr_caption, no_relevant_note
-from leakexp.stages.firststage import first_stage_caption
-from leakexp.stages.cell import grid_cells
-from leakexp.runner.stage import Ask
 from leakexp.lib.report import (CORPUS_LABEL, LEAKAGE_LABEL, MODEL_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
-                            markdown_table, summary, write_table)
+                                markdown_table, summary, write_table, write_table as write)
 from leakexp.lib.stats import evaluate_corpus, order_swaps, seed_average
-from leakexp.runner.store import Store, atomic_write_text
-
+from leakexp.runner.stage import Ask
+from leakexp.runner.store import Store, atomic_write_text, config_hash
+from leakexp.stages import robustness
+from leakexp.stages.cell import grid_cells
+from leakexp.stages.detect import leak_pairs, table1, table1_wide
+from leakexp.stages.firststage import first_stage_caption
+from leakexp.stages.grid import cell_asks, shared_asks, stored_results
+from leakexp.stages.registry import runner as make_runner
+from leakexp.stages.train import plot_histories, read_history
+from leakexp.stages.verify import table2
+from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
+from leakexp.toolkit.audit import split_eval
 
 
 def table_number(corpus: str, position: int) -> int:
@@ -177,8 +184,6 @@ def write_leaked_vs_other(heldout: pd.DataFrame, leaking: dict[str, list[str]], 
                           incomplete: str) -> Path | None:
     """Tables 3-5 split into the topics with verified leaks and the others (DuReader-retrieval's Table 6):
     the same cross-validated per-topic values, each leakage type tested against None on each group."""
-    from leakexp.toolkit.audit import split_eval
-
     with_none = heldout.groupby(["corpus", "model"]).leakage.transform(lambda l: (l == "none").any())
     heldout = heldout[with_none]  # a model without its None results has nothing to be tested against
     if heldout.empty:
@@ -198,8 +203,6 @@ def write_leaked_vs_other(heldout: pd.DataFrame, leaking: dict[str, list[str]], 
 def write_training_curves(runner, cells: list, out: Path) -> list[Path]:
     """Loss and learning rate along every stored training run, one figure per model (``training_curves_<model>``)
     and all runs in ``training_curves.csv``, so a reader sees whether and how each model learned."""
-    from leakexp.stages.train import plot_histories, read_history
-
     by_model: dict[str, dict[str, pd.DataFrame]] = {}
     for cell in cells:
         state, path, _ = runner.state(cell.ask("train"))
@@ -235,9 +238,6 @@ TABLES_KEY = "tables.key.json"
 def _tables_key(cfg: DictConfig, runner) -> str:
     """What the tables are made of: the settings, the state and key of every artifact of the grid they read, and
     the code of the table writers. Equal keys: the tables on disk are the ones this run would write."""
-    from leakexp.stages.grid import cell_asks, shared_asks
-    from leakexp.runner.store import config_hash
-
     asks = [a for rows in (shared_asks(cfg, runner), cell_asks(cfg, grid_cells(cfg))) for v in rows.values() for a in v]
     here, lib = Path(__file__).parent, Path(__file__).parents[1] / "lib"
     code = {f.name: f.read_text(encoding="utf-8") for f in (here / "paper.py", here / "memorization.py",
@@ -272,8 +272,6 @@ def cv_folds_text(n_folds: int, n_topics: int) -> str:
 def write_tables(cfg: DictConfig, runner=None) -> Path:
     """Write every table the stored results support and return the folder (reads finished artifacts only).
     Tables already written from the same artifacts, settings and table code are kept as they are."""
-    from leakexp.stages.registry import runner as make_runner
-
     runner = runner or make_runner(cfg, readonly=True)
     out = tables_dir(cfg)
     key = _tables_key(cfg, runner)
@@ -288,8 +286,6 @@ def write_tables(cfg: DictConfig, runner=None) -> Path:
 
 
 def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
-    from leakexp.stages.grid import stored_results
-
     cells = grid_cells(cfg)
     results, states = stored_results(runner, cells)
     if len(results) == 0:
@@ -360,8 +356,6 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
         atomic_write_text(out / f"{stem}.csv", rows.to_csv(index=False))
     if all_rows:
         atomic_write_text(out / "cv_sizes.csv", pd.concat(all_sizes).to_csv(index=False))
-    from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
-    from leakexp.stages import robustness
 
     memorization_tables.write_tables(cfg, runner, out, cells, pd.concat(all_sizes) if all_sizes else None)
     robustness_tables.write_tables(cfg, runner, out, robustness.robustness_cells(cfg))
@@ -386,9 +380,6 @@ def _topic_ids(cfg: DictConfig, runner) -> dict[str, list[str]]:
 
 def write_table1(cfg: DictConfig, runner) -> Path:
     """Table 1 from the candidate table (computing detection if the store lacks it)."""
-    from leakexp.stages.detect import table1, table1_wide
-    from leakexp.lib.report import write_table as write
-
     cands = runner.get(Ask.of("detect"))
     corpora = _topic_ids(cfg, runner)
     wide = table1_wide(table1(cands, corpora, float(cfg.detect.threshold)))
@@ -404,10 +395,6 @@ def write_table1(cfg: DictConfig, runner) -> Path:
 
 def write_table2(cfg: DictConfig, runner) -> Path:
     """Table 2 (a) and (b) from the verify artifact's annotations."""
-    from leakexp.stages.detect import leak_pairs
-    from leakexp.lib.report import write_table as write
-    from leakexp.stages.verify import table2
-
     ann = runner.get(Ask.of("verify"))
     pairs = leak_pairs(runner.get(Ask.of("detect")), float(cfg.detect.threshold))
     a, b = table2(ann, _topic_ids(cfg, runner), pairs)

@@ -39,8 +39,13 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from leakexp.data.files import DataFormatError, read_qrels, read_trec_topics, read_tsv_pairs, read_variants
-from leakexp.data.files import DataUnavailable
+from leakexp.data.files import (DataFormatError, DataUnavailable, read_qrels, read_trec_topics, read_tsv_pairs,
+                                read_variants)
+from leakexp.data.irds import _guard, load_dataset
+from leakexp.lib.dense import embedded, encode, exact_topk, sbert_slug
+from leakexp.lib.measures import per_query
+from leakexp.lib.report import markdown_table, write_table
+from leakexp.lib.stats import bonferroni, paired_t
 from leakexp.lib.trec import read_trec_run
 from leakexp.runner.store import Store, atomic_write_json, atomic_write_text
 
@@ -156,8 +161,6 @@ def _read_query_file(path: Path, source: str, fields: Sequence[str], variants: M
 
 
 def _irds_source(dataset_id: str, source: str, fields: Sequence[str], variants: Mapping[str, list[str]]):
-    from leakexp.data.irds import _guard, load_dataset
-
     ds = load_dataset(dataset_id)
     if not ds.has_queries():
         raise DataUnavailable(f"ir_datasets '{dataset_id}' has no queries; give a dataset id with queries "
@@ -314,8 +317,6 @@ class SbertEmbedder:
         return self._model
 
     def __call__(self, texts: list[str], name: str) -> np.ndarray:
-        from leakexp.lib.dense import embedded, encode, sbert_slug
-
         if self.store is None:
             return encode(self.model, list(texts), self.batch_size)
         digest = texts_digest(texts)
@@ -328,8 +329,6 @@ class SbertEmbedder:
 # -- query overlap (semantic) ------------------------------------------------------------------------------
 def nearest(train_emb: np.ndarray, test_emb: np.ndarray, k: int, shard_size: int = 1_000_000):
     """Exact top-k training neighbours (similarity, row) of every test text (leakexp.lib.dense.exact_topk, sharded)."""
-    from leakexp.lib.dense import exact_topk
-
     start = time.perf_counter()
     sims, ids = exact_topk(train_emb, test_emb, k, shard_size=shard_size)
     log.info("searched %d test texts against %d training queries (top-%d) in %.2fs", len(test_emb), len(train_emb),
@@ -356,8 +355,6 @@ def train_best_match(
     training queries above it than its top-k shows, so those texts are searched again from the training
     side (every training query against them, in chunks).
     """
-    from leakexp.lib.dense import exact_topk
-
     n = len(train_emb)
     best = np.full(n, -np.inf, dtype=np.float32)
     row = np.full(n, -1, dtype=np.int64)
@@ -729,8 +726,6 @@ def plot_similarity(best: np.ndarray, threshold: float, path: Path) -> Path:
 
 
 def _write_report(out_dir: Path, figures: dict, per: pd.DataFrame, o: AuditOptions) -> None:
-    from leakexp.lib.report import markdown_table, write_table
-
     summary = summary_table(figures)
     write_table(summary, out_dir, "summary", "Train-test overlap of the audited pair.")
     write_table(per, out_dir, "per_query", "Per test query: best training match, lexical and label overlap.")
@@ -804,8 +799,6 @@ def split_eval(
     and pt.Experiment do. ``leaked``: the leaked qids, or a mapping from a value of ``leaked_key`` (e.g. a
     corpus) to its leaked qids. DuReader-retrieval reports its re-rankers this way (Table 6).
     """
-    from leakexp.lib.stats import bonferroni, paired_t
-
     df = perquery.copy()
     df["qid"] = df["qid"].astype(str)
     systems = list(systems) if systems is not None else [c for c in df.columns if c not in ("qid", "measure", "value")]
@@ -935,9 +928,6 @@ def run_split_eval(
     mfr_missing: str = "skip", depth: int = 100, alpha: float = 0.05,
 ) -> pd.DataFrame:
     """``leakexp split-eval``: re-score TREC runs on the audit's leaked vs other test queries."""
-    from leakexp.lib.measures import per_query
-    from leakexp.lib.report import write_table
-
     leaked = read_leaked(audit_dir, rule=leaked_by, source=source)
     judgments = read_qrels_file(qrels, "--qrels")
     if not leaked & set(judgments.qid.astype(str)):

@@ -30,9 +30,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from leakexp.toolkit.audit import (AuditOptions, Embedder, QuerySide, SbertEmbedder, label_pairs, load_side, nearest,
-                           normalize, train_best_match)
+from leakexp.lib.dense import exact_topk
+from leakexp.lib.report import write_table
 from leakexp.runner.store import Store, atomic_write_json, atomic_write_text
+from leakexp.toolkit.audit import (AuditOptions, Embedder, QuerySide, SbertEmbedder, label_pairs, load_side, nearest,
+                                   normalize, train_best_match)
 
 log = logging.getLogger(__name__)
 
@@ -342,9 +344,6 @@ def restrain(
     set does not hold (so the two kinds are disjoint, as in the released files). Only training queries with
     a relevant document (label >= train_rel) are drawn.
     """
-    from leakexp.lib.dense import exact_topk
-    from leakexp.lib.report import write_table
-
     if unit not in SIZE_UNITS:
         raise ValueError(f"--size-unit {unit}: use queries (training queries) or qrels (qrels lines)")
     what = "training queries" if unit == "queries" else "qrels lines"
@@ -473,8 +472,6 @@ def resttest(
     bucket of every query in ``resttest/buckets.csv``; a summary table. A test query is clustered by its
     first compared text (its first field).
     """
-    from leakexp.lib.report import write_table
-
     if buckets < 2:
         raise ValueError(f"--buckets {buckets}: give at least 2 buckets (train on K-1, extrapolate to 1; "
                          "extrapolate-eval: 5)")
