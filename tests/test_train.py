@@ -9,10 +9,11 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from leakexp.runner.config import model_config
 from leakexp.models import REGISTRY
+from leakexp.runner.config import model_config
 from leakexp.stages.train import (TrainConfig, configure_precision, lr_factor, make_optimizer, micro_batches,
-                           no_decay_parameter_names, plot_histories, read_history, set_seed, train, write_history)
+                                  no_decay_parameter_names, plot_histories, read_history, set_seed, train,
+                                  write_history)
 
 
 def pairs(n: int) -> pd.DataFrame:

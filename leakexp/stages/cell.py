@@ -1,17 +1,17 @@
-"""A grid cell (corpus, leakage, size, model, seed) and the requests for its artifacts."""
+"""A grid cell (corpus, leakage, size, model, seed), the requests for its artifacts, and each stage's parameters
+and readable path among a cell's: which cells share one artifact is decided here, in one place."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
-
-from pydantic import Field
 import dataclasses
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 from omegaconf import DictConfig
+from pydantic import Field
 
-from leakexp.runner.stage import Ask
 from leakexp.runner.schema import Name, NonNegativeInt, PositiveInt, Section
+from leakexp.runner.stage import Ask
 
 
 @dataclass(frozen=True)
@@ -62,3 +62,42 @@ class LeakageSettings(Section):
     """``leakage``: the cell's leakage type."""
 
     name: Literal["none", "msm", "test"]
+
+
+# -- a cell's parameters per stage: what each artifact depends on, and its readable path ---------------------
+def set_params(p: dict) -> dict:
+    """What a training set depends on among a cell's parameters: No-Leakage sets are one for every corpus
+    (their fillers exclude the leaks of every corpus)."""
+    if p["leakage"] == "none":
+        return {"leakage": "none", "size": int(p["size"])}
+    return {"corpus": p["corpus"], "leakage": p["leakage"], "size": int(p["size"])}
+
+
+def train_params(p: dict) -> dict:
+    """What a trained model depends on among a cell's parameters: its training set's, the model and the seed
+    (so the No-Leakage model of a (model, size, seed) is one for every corpus)."""
+    return {**set_params(p), "model": p["model"], "seed": int(p["seed"])}
+
+
+def cell_path(p: dict) -> list[str]:
+    """Readable directory parts of a cell's artifact: [corpus,] leakage, size, model, seed-N."""
+    return [*([p["corpus"]] if "corpus" in p else []), p["leakage"], str(p["size"]), p["model"], f"seed-{p['seed']}"]
+
+
+def rerank_params(p: dict) -> dict:
+    """A re-ranking depends on the trained model and the corpus it ranks (``target``, by default the corpus the
+    cell's set was built for): the No-Leakage model's re-ranking of a corpus is one, whichever cell asks."""
+    return {**train_params(p), "target": p["target"] if "target" in p else p["corpus"]}
+
+
+def rerank_path(p: dict) -> list[str]:
+    """[target, leakage, size, model, seed-N] plus ``from-<corpus>`` for a model trained for another corpus."""
+    trained_for = [f"from-{p['corpus']}"] if p.get("corpus", p["target"]) != p["target"] else []
+    return [p["target"], p["leakage"], str(p["size"]), p["model"], f"seed-{p['seed']}", *trained_for]
+
+
+def memorization_params(p: dict) -> dict:
+    """A leaked cell's memorization: its own parameters (its No-Leakage cell is an input, not a parameter)."""
+    if p["leakage"] not in ("msm", "test"):
+        raise ValueError(f"memorization needs a leaked cell (msm or test), got {p}")
+    return {k: p[k] for k in ("corpus", "leakage", "size", "model")} | {"seed": int(p["seed"])}

@@ -19,7 +19,7 @@ from pydantic import Field
 from leakexp.lib.measures import NO_RELEVANT, SELECTIONS, parse_measures, per_query, without_relevant
 from leakexp.runner.schema import Name, NonNegativeInt, Section
 from leakexp.runner.stage import Ask, ConfigError, Context, Stage
-from leakexp.stages.rerank import rerank_params, rerank_path
+from leakexp.stages.cell import rerank_params, rerank_path
 
 
 def check(cfg) -> None:
@@ -59,18 +59,10 @@ def _eval_inputs(p: dict, c) -> dict:
     return {"run": Ask.of("rerank", **rerank_params(p)), "collection": Ask.of("collection", corpus=p["target"])}
 
 
-def _eval_params(p: dict) -> dict:
-    return rerank_params(p)
-
-
-def _eval_path(p: dict) -> list[str]:
-    return rerank_path(p)
-
-
 EVAL = Stage(
     "eval", version=1,
     reads=("evaluate.measures", "evaluate.mfr", "evaluate.mfr_missing", "evaluate.no_relevant", "rerank.depth"),
-    inputs=_eval_inputs, compute=_evaluate, normalise=_eval_params, path=lambda p, c: _eval_path(p),
+    inputs=_eval_inputs, compute=_evaluate, normalise=rerank_params, path=lambda p, c: rerank_path(p),
     opener=lambda path: pd.read_parquet(path / "perquery.parquet"), check=check,
     describe="per-query nDCG@10, P@1 and MFR of a re-ranking",
 )

@@ -38,10 +38,9 @@ from pydantic import Field
 
 from leakexp.runner.schema import Name, PositiveInt, Section
 from leakexp.runner.stage import Ask, ConfigError, Context, Stage
-from leakexp.stages.cell import Cell
-from leakexp.stages.rerank import load_model, rerank_params, scoring
-from leakexp.stages.sets import set_params
-from leakexp.stages.train import cell_path, reads_idf, train_params
+from leakexp.stages.cell import Cell, cell_path, memorization_params, rerank_params, set_params, train_params
+from leakexp.stages.rerank import load_model, scoring
+from leakexp.stages.train import reads_idf
 from leakexp.stages.verify import verified_leaks
 
 log = logging.getLogger(__name__)
@@ -279,12 +278,6 @@ def wanted(cfg: DictConfig, cell: "Cell") -> bool:
 
 
 # -- the stage ------------------------------------------------------------------------------------------
-def _params(p: dict) -> dict:
-    if p["leakage"] not in LEAKED:
-        raise ValueError(f"memorization needs a leaked cell (msm or test), got {p}")
-    return {k: p[k] for k in ("corpus", "leakage", "size", "model")} | {"seed": int(p["seed"])}
-
-
 def _reads(p: dict, cuda: bool) -> list[str]:
     # the model's settings say whether it reads idf (then the corpus's df table is an input)
     return ["rerank.query_field", "models.{model}", "!models.{model}.train.score_batch_size"] + (
@@ -351,16 +344,12 @@ def _memorize(ctx: Context, tmp: Path) -> dict:
                "scored_with": scored.get("with", 0), "scored_without": scored.get("without", 0)}
     for variant in VARIANTS:
         figures[f"mean_rank_relevant_{variant}"] = round(macro_average(rel[rel.variant == variant], "rank")[0], 4)
-    log.info("memorization %s: %s", "/".join(_path(p, None)), figures)
+    log.info("memorization %s: %s", "/".join(cell_path(p)), figures)
     return figures
 
 
-def _path(p: dict, c) -> list[str]:
-    return cell_path(p)
-
-
 MEMORIZATION = Stage(
-    "memorization", version=1, reads=_reads, inputs=_inputs, compute=_memorize, normalise=_params, path=_path,
+    "memorization", version=1, reads=_reads, inputs=_inputs, compute=_memorize, normalise=memorization_params, path=lambda p, c: cell_path(p),
     device=True, check=validate,
     describe="ranks and scores of a leaked cell's leaked documents with and without leakage (Tables 6-8)",
 )

@@ -11,7 +11,8 @@ from leakexp.models import load_checkpoint
 from leakexp.models.base import Reranker, rank_with_docno_ties
 from leakexp.models.tokens import Tokens
 from leakexp.runner.stage import Ask, Context, Stage
-from leakexp.stages.train import reads_idf, train_params
+from leakexp.stages.cell import rerank_params, rerank_path, train_params
+from leakexp.stages.train import reads_idf
 
 
 def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, device: str = "cpu",
@@ -45,18 +46,6 @@ def write_trec_run(run: pd.DataFrame, path: Path, tag: str) -> Path:
 
 
 # -- the stage --------------------------------------------------------------------------------------------
-def rerank_params(p: dict) -> dict:
-    """A re-ranking depends on the trained model and the corpus it ranks (``target``, by default the corpus the
-    cell's set was built for): the No-Leakage model's re-ranking of a corpus is one, whichever cell asks."""
-    return {**train_params(p), "target": p["target"] if "target" in p else p["corpus"]}
-
-
-def rerank_path(p: dict) -> list[str]:
-    """[target, leakage, size, model, seed-N] plus ``from-<corpus>`` for a model trained for another corpus."""
-    trained_for = [f"from-{p['corpus']}"] if p.get("corpus", p["target"]) != p["target"] else []
-    return [p["target"], p["leakage"], str(p["size"]), p["model"], f"seed-{p['seed']}", *trained_for]
-
-
 def _reads(p: dict, cuda: bool) -> list[str]:
     return ["models.{model}", "!models.{model}.train.score_batch_size"] + (["precision.rerank_bf16"] if cuda else [])
 

@@ -46,9 +46,9 @@ from leakexp.lib.measures import LOWER_IS_BETTER, per_query
 from leakexp.runner.schema import Name, PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.runner.store import file_digest
-from leakexp.stages.cell import Cell, grid_cells
-from leakexp.stages.rerank import load_model, rerank, rerank_params, rerank_path, scoring
-from leakexp.stages.train import reads_idf, train_params
+from leakexp.stages.cell import Cell, grid_cells, rerank_params, rerank_path, train_params
+from leakexp.stages.rerank import load_model, rerank, scoring
+from leakexp.stages.train import reads_idf
 from leakexp.toolkit import attacks
 
 log = logging.getLogger(__name__)

@@ -39,6 +39,7 @@ from leakexp.lib.bm25 import bm25_search
 from leakexp.lib.seeded import draw_two, stable_rng, stable_seeds
 from leakexp.runner.schema import NonNegativeInt, PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, Context, Stage
+from leakexp.stages.cell import set_params
 from leakexp.stages.detect import above_threshold
 from leakexp.stages.docstats import docstats_input
 from leakexp.stages.index import bm25_options
@@ -486,14 +487,6 @@ NEGATIVES = Stage(
     inputs=_negatives_inputs, compute=_negatives, opener=lambda path: pd.read_parquet(path / "run.parquet"),
     describe="BM25 top-k of training queries (a chunk of the fillers, or every verified leak) for negatives",
 )
-
-
-def set_params(p: dict) -> dict:
-    """What a training set depends on among a cell's parameters: No-Leakage sets are one for every corpus
-    (their fillers exclude the leaks of every corpus)."""
-    if p["leakage"] == "none":
-        return {"leakage": "none", "size": int(p["size"])}
-    return {"corpus": p["corpus"], "leakage": p["leakage"], "size": int(p["size"])}
 
 
 def _set_reads(p: dict, cuda: bool) -> list[str]:

@@ -10,7 +10,6 @@ from leakexp.models.monot5 import train_embedded_tokenizer
 from leakexp.runner.config import resolved_model_config
 from leakexp.runner.stage import Ask, ConfigError, Context, Stage
 
-
 EMBEDDED_VOCAB = 4000
 
 

@@ -9,8 +9,8 @@ from leakexp.models import get
 from leakexp.models.tokens import Tokens
 from leakexp.models.vectors import file_fingerprint
 from leakexp.runner.stage import Ask, Context, Stage
+from leakexp.stages.cell import set_params
 from leakexp.stages.docstats import docstats_input
-from leakexp.stages.sets import set_params
 
 
 def encoding_settings(config, model: str) -> dict:

@@ -35,7 +35,7 @@ from leakexp.runner.config import model_config, resolved_model_config
 from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
 from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.runner.store import atomic_write_json, atomic_write_text
-from leakexp.stages.sets import set_params
+from leakexp.stages.cell import cell_path, set_params, train_params
 
 
 class TrainingError(RuntimeError):
@@ -542,17 +542,6 @@ def plot_histories(histories: Mapping[str, pd.DataFrame], path: str | Path, *, t
 
 
 # -- the stage --------------------------------------------------------------------------------------------
-def train_params(p: dict) -> dict:
-    """What a trained model depends on among a cell's parameters: its training set's, the model and the seed
-    (so the No-Leakage model of a (model, size, seed) is one for every corpus)."""
-    return {**set_params(p), "model": p["model"], "seed": int(p["seed"])}
-
-
-def cell_path(p: dict) -> list[str]:
-    """Readable directory parts of a cell's artifact: [corpus,] leakage, size, model, seed-N."""
-    return [*([p["corpus"]] if "corpus" in p else []), p["leakage"], str(p["size"]), p["model"], f"seed-{p['seed']}"]
-
-
 def model_settings(config, model: str) -> dict:
     """A model's constructor parameters (its config without name and training block)."""
     m = dict(config.at(f"models.{model}") or {})

@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from leakexp.stages.cell import Cell
-from leakexp.stages.grid import stored_results
-from leakexp.stages.memorization import (FILE, LEAKAGE_LABEL, LEAKED, VARIANTS, cv_choice, macro_average, offset_increase,
-                                  settings)
 from leakexp.lib.report import CORPUS_LABEL, MODEL_LABEL, TABLE_MEASURES, incomplete_note, latex_escape, markdown_table
 from leakexp.lib.stats import evaluate_corpus, seed_average
 from leakexp.runner.store import atomic_write_text
+from leakexp.stages.cell import Cell
+from leakexp.stages.grid import stored_results
+from leakexp.stages.memorization import (FILE, LEAKAGE_LABEL, LEAKED, VARIANTS, cv_choice, macro_average,
+                                         offset_increase, settings)
 
 log = logging.getLogger(__name__)
 

@@ -13,14 +13,14 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from leakexp.stages.cell import Cell
 from leakexp.lib.report import LEAKAGE_LABEL, MODEL_LABEL, incomplete_note, latex_table, markdown_table
-from leakexp.stages import robustness as rb
-from leakexp.stages.robustness import Settings, docs_ask, paired_randomization, queries_ask, settings, stored_values
 from leakexp.lib.stats import bonferroni, paired_t
-from leakexp.runner.store import atomic_write_text
-from leakexp.toolkit.attacks import defined_by_wu as wu
 from leakexp.runner.stage import Ask
+from leakexp.runner.store import atomic_write_text
+from leakexp.stages import robustness as rb
+from leakexp.stages.cell import Cell
+from leakexp.stages.robustness import Settings, docs_ask, paired_randomization, queries_ask, settings, stored_values
+from leakexp.toolkit.attacks import defined_by_wu as wu
 
 
 def leaking_topics(runner) -> dict[str, list[str]]:
