@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -12,6 +14,7 @@ from typing import Iterable, Iterator
 import pandas as pd
 
 from leakexp.data.types import Topic
+from leakexp.runner.store import file_digest
 
 log = logging.getLogger(__name__)
 
@@ -236,3 +239,59 @@ def write_trec_topics(path: str | Path, topics: Iterable[Topic]) -> None:
                 f"<top>\n\n<num> Number: {t.qid}\n<title> {t.title}\n\n<desc> Description:\n{t.description}\n\n"
                 f"<narr> Narrative:\n{t.narrative}\n\n</top>\n\n"
             )
+
+
+# -- the identity of a file outside the store ---------------------------------------------------------------
+SMALL = 32 << 20  # files up to this size (topics, qrels, runs, annotations) are identified by their content
+_DIGESTS: dict[tuple, str] = {}
+
+
+def _digest(path: Path, st: os.stat_result) -> str:
+    memo = (str(path), st.st_size, st.st_mtime_ns)
+    if memo not in _DIGESTS:
+        _DIGESTS[memo] = file_digest(path)
+    return _DIGESTS[memo]
+
+
+def _ends(path: Path, size: int, span: int = 1 << 20) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        h.update(f.read(span))
+        if size > 2 * span:
+            f.seek(size - span)
+        h.update(f.read())
+    return h.hexdigest()
+
+
+def file_identity(path: str | Path) -> dict | None:
+    """What the key of an artifact records of a file it reads from outside the store (one identity for every such
+    file: ir_datasets' archives, local data, annotations, runs, word vectors). A file up to :data:`SMALL` bytes is
+    its size and content hash (a copy keeps its keys); a larger one its size, modification time and a hash of its
+    first and last MiB (1 GB of GloVe is not read whole); a folder the count, total size and a hash of every file's
+    relative path, size and mtime below it (symlinks followed). None if absent."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if path.is_dir():
+        h, count, size = hashlib.sha256(), 0, 0
+        for root, dirs, files in os.walk(path, followlinks=True):
+            dirs.sort()
+            for name in sorted(files):
+                f = Path(root) / name
+                try:
+                    fs = f.stat()
+                except OSError:
+                    continue
+                count, size = count + 1, size + fs.st_size
+                h.update(f"{f.relative_to(path).as_posix()}\t{fs.st_size}\t{fs.st_mtime_ns}\n".encode())
+        return {"folder": True, "files": count, "size": size, "listing": h.hexdigest()[:16]}
+    if st.st_size <= SMALL:
+        return {"size": st.st_size, "blake2b": _digest(path, st)}
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ends": _ends(path, st.st_size)}
+
+
+def files_identity(*paths: str | Path) -> dict:
+    """:func:`file_identity` of several files, by name (the keys name no machine's folders)."""
+    return {Path(p).name: file_identity(p) for p in paths}

@@ -10,8 +10,8 @@ from typing import Callable, Iterator, TypeVar
 import pandas as pd
 
 from leakexp.data.doctext import document_text
-from leakexp.data.files import DataFormatError, DataUnavailable, read_variants
-from leakexp.data.irds_files import dataset_files, home, identity, missing_message, shown
+from leakexp.data.files import DataFormatError, DataUnavailable, file_identity, read_variants
+from leakexp.data.irds_files import dataset_files, home, missing_message, shown
 from leakexp.data.types import Collection, Topic, TrainPool
 from leakexp.runner.store import atomic_write_json
 
@@ -106,6 +106,15 @@ def _counts(folder: Path) -> tuple[int, int]:
     return entries, ids
 
 
+def _same_file(recorded: dict | None, now: dict | None) -> bool:
+    """One file by the identity fields both records have (a sidecar written before a field was added keeps
+    matching the same file)."""
+    if recorded is None or now is None:
+        return recorded == now
+    shared = recorded.keys() & now.keys()
+    return bool(shared) and all(recorded[k] == now[k] for k in shared)
+
+
 def _check_docstore(dataset_id: str, store, fresh: bool) -> None:
     """Refuse a damaged docstore, naming the folder to delete: one whose entries changed since leakexp built it, or
     (built before leakexp recorded it) one holding every document at least twice, as two workers building it at
@@ -122,7 +131,7 @@ def _check_docstore(dataset_id: str, store, fresh: bool) -> None:
     folder = Path(folder)
     docs = dataset_files(dataset_id, ("docs",))["docs"]
     entries, ids = _counts(folder)
-    built_from = {shown(f.path): identity(f.path) for f in docs}
+    built_from = {shown(f.path): file_identity(f.path) for f in docs}
     sidecar = folder / SIDECAR
     try:
         recorded = json.loads(sidecar.read_text()) if sidecar.exists() and not fresh else {}
@@ -140,8 +149,10 @@ def _check_docstore(dataset_id: str, store, fresh: bool) -> None:
         log.warning("ir_datasets '%s': its documents hold %d entries for %d distinct document ids (ids repeated in "
                     "the collection itself)", dataset_id, entries, ids)
     if isinstance(recorded, dict) and recorded.get("built_from") is not None:
-        if recorded["built_from"] != built_from:
-            changed = ", ".join(p for p in built_from if recorded["built_from"].get(p) != built_from[p]) or "its files"
+        changed = [p for p in {**recorded["built_from"], **built_from}
+                   if not _same_file(recorded["built_from"].get(p), built_from.get(p))]
+        if changed:
+            changed = ", ".join(changed)
             raise DataUnavailable(
                 f"the ir_datasets docstore {folder} of '{dataset_id}' was built from another version of {changed} "
                 f"(size or modification time differ), and ir_datasets would go on reading the old documents from it; "

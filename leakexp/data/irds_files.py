@@ -12,17 +12,14 @@ downloaded here: status stays read-only and cheap (size and modification time; c
 
 from __future__ import annotations
 
-import hashlib
-import os
 import types
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
-from leakexp.runner.store import file_digest
+from leakexp.data.files import file_identity
 
 PARTS = ("docs", "queries", "qrels")
-SMALL = 32 << 20  # files up to this size (topics, qrels, queries) are identified by content, larger by size + mtime
 WHAT = {"docs": "documents", "queries": "queries", "qrels": "qrels"}
 
 # Licensed collections: where ir_datasets reads them and what a person has to put there.
@@ -141,17 +138,7 @@ def dataset_files(dataset_id: str, parts: Iterable[str] = PARTS) -> dict[str, li
     return out
 
 
-# -- identity -----------------------------------------------------------------------------------------------
-_DIGESTS: dict[tuple, str] = {}
-
-
-def _digest(path: Path, st: os.stat_result) -> str:
-    memo = (str(path), st.st_size, st.st_mtime_ns)
-    if memo not in _DIGESTS:
-        _DIGESTS[memo] = file_digest(path)
-    return _DIGESTS[memo]
-
-
+# -- identity ---------------------------------------------------------------------------------------------
 def shown(path: Path) -> str:
     """A path as keys record it: relative to $IR_DATASETS_HOME where it lies there (a moved home keeps its keys; a
     symlink there stays its own name), else as given."""
@@ -161,33 +148,6 @@ def shown(path: Path) -> str:
         return str(path)
 
 
-def identity(path: Path) -> dict | None:
-    """Size and modification time of a file (content hash up to :data:`SMALL` bytes); of a folder, the count, total
-    size and a hash of every file's relative path, size and mtime below it (symlinks followed). None if absent."""
-    path = Path(path)
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    if path.is_dir():
-        h, count, size = hashlib.sha256(), 0, 0
-        for root, dirs, files in os.walk(path, followlinks=True):
-            dirs.sort()
-            for name in sorted(files):
-                p = Path(root) / name
-                try:
-                    s = p.stat()
-                except OSError:
-                    continue
-                count, size = count + 1, size + s.st_size
-                h.update(f"{p.relative_to(path).as_posix()}\t{s.st_size}\t{s.st_mtime_ns}\n".encode())
-        return {"folder": True, "files": count, "size": size, "listing": h.hexdigest()[:16]}
-    out = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    if st.st_size <= SMALL:
-        out["blake2b"] = _digest(path, st)
-    return out
-
-
 def fingerprint(dataset_id: str, parts: Iterable[str] = PARTS) -> dict:
     """The identity of the files ir_datasets reads for ``parts`` of ``dataset_id`` (part of the keys of whatever
     reads them), with ir_datasets' version (its parsers make the text); a part it cannot locate is 'unknown'."""
@@ -195,7 +155,7 @@ def fingerprint(dataset_id: str, parts: Iterable[str] = PARTS) -> dict:
 
     files = dataset_files(dataset_id, parts)
     return {"irds": dataset_id, "ir_datasets": ir_datasets.__version__,
-            "files": {part: ({shown(f.path): identity(f.path) for f in fs} if fs else "unknown")
+            "files": {part: ({shown(f.path): file_identity(f.path) for f in fs} if fs else "unknown")
                       for part, fs in files.items()}}
 
 

@@ -18,8 +18,10 @@ import regex
 import torch
 from tqdm.auto import tqdm
 
+from leakexp.data.files import file_identity
 from leakexp.models.base import autocast_off
 from leakexp.models.tokens import Tokens
+from leakexp.runner.store import config_hash
 
 # Capreolus' `anserini` tokenizer (tokenizer/anserini.py at v0.2.6, keepstops=True, stemmer=none) runs Anserini's
 # DefaultEnglishAnalyzer (src/main/java/io/anserini/analysis/DefaultEnglishAnalyzer.java, createComponents):
@@ -169,19 +171,6 @@ def _glove(path: Path) -> WordVectors:
 VECTORS_CACHE_FORMAT = 1  # the layout of a cache entry (vocab.txt, matrix.npy, meta.json)
 
 
-def file_fingerprint(path: Path) -> str:
-    """What identifies a word-vector file's content without reading all of it (1 GB for GloVe 6B 300d): its size,
-    modification time and first and last MiB."""
-    st = path.stat()
-    h = hashlib.sha256(f"{VECTORS_CACHE_FORMAT}:{st.st_size}:{st.st_mtime_ns}".encode())
-    with open(path, "rb") as f:
-        h.update(f.read(1 << 20))
-        if st.st_size > 2 << 20:
-            f.seek(st.st_size - (1 << 20))
-            h.update(f.read())
-    return h.hexdigest()[:24]
-
-
 def vectors_cache_dir(path: Path) -> Path:
     """Where the parsed form of ``path`` is kept: ``$LEAKEXP_VECTORS_CACHE``, else ``.leakexp-vectors/`` next to
     the file (shared by every job that reads it) when that folder is writable, else ~/.cache/leakexp/vectors."""
@@ -196,7 +185,7 @@ def _glove_cached(path: Path) -> WordVectors:
     """A GloVe text file through its cache: parsed once (by :func:`_glove`) into the vocabulary in id order and an
     ``.npy`` matrix, which later processes memory-map (copy-on-write) instead of parsing ~1 GB of text.
     An entry is written to a temporary folder and renamed, so concurrent jobs never read half an entry."""
-    entry = vectors_cache_dir(path) / f"{path.name}-{file_fingerprint(path)}"
+    entry = vectors_cache_dir(path) / f"{path.name}-{config_hash([VECTORS_CACHE_FORMAT, file_identity(path)])}"
     if not (entry / "meta.json").exists():
         vectors = _glove(path)
         entry.parent.mkdir(parents=True, exist_ok=True)

@@ -9,12 +9,12 @@ from typing import Literal, Mapping
 
 import pandas as pd
 
+from leakexp.data.files import files_identity
 from leakexp.lib.bm25 import ANSERINI_VERSION, bm25_search
 from leakexp.lib.trec import read_trec_run
 from leakexp.runner.schema import PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.stages.index import BM25, bm25_options
-from leakexp.stages.sources import file_fingerprint
 
 BUNDLED_RUNS = Path(__file__).parents[1] / "data" / "runs"  # runs shipped with leakexp (see its README.md)
 BUNDLED = "bundled:"
@@ -106,7 +106,7 @@ def _first_stage_reads(p: dict, cuda: bool) -> tuple[str, ...]:
 
 FIRST_STAGE = Stage(
     "firststage", version=1, reads=_first_stage_reads, inputs=_first_stage_inputs, compute=_first_stage,
-    external=lambda p, c: (lambda f: None if f is None else file_fingerprint(f))(
+    external=lambda p, c: (lambda f: None if f is None else files_identity(f))(
         first_stage_file(c.at("rerank.first_stage"), p["corpus"])),
     opener=lambda path: pd.read_parquet(path / "run.parquet"), check=check_first_stage,
     describe="the first-stage top-k of every topic of a corpus that the models re-rank",

@@ -12,8 +12,8 @@ import pandas as pd
 from pydantic import Field
 
 from leakexp.data import toy
-from leakexp.data.files import (DataFormatError, DataUnavailable, read_docs, read_qrels, read_queries, read_trec_topics,
-                                read_variants)
+from leakexp.data.files import (DataFormatError, DataUnavailable, files_identity, read_docs, read_qrels, read_queries,
+                                read_trec_topics, read_variants)
 from leakexp.data.irds import collection_requests, pool_requests as requests
 from leakexp.data.irds_files import fingerprint, missing_message
 from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
@@ -22,15 +22,6 @@ from leakexp.runner.schema import Fraction, Name, NonNegativeInt, PositiveInt, S
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 
 log = logging.getLogger(__name__)
-
-
-def file_fingerprint(*paths: Path) -> str:
-    """Cheap identity of input files (size + mtime + name), for config hashes."""
-    h = hashlib.sha256()
-    for p in paths:
-        st = Path(p).stat()
-        h.update(f"{Path(p).name}:{st.st_size}:{int(st.st_mtime)}".encode())
-    return h.hexdigest()[:16]
 
 
 def load_local_collection(
@@ -165,7 +156,7 @@ def pool_files(data: Mapping) -> str | list | None:
     if data["kind"] != "local":
         return None
     _check_local_keys(data)
-    return file_fingerprint(*(Path(data[k]) for k in ("msmarco", "orcas", "msmarco_qrels", "orcas_qrels", "docs")))
+    return files_identity(*(Path(data[k]) for k in ("msmarco", "orcas", "msmarco_qrels", "orcas_qrels", "docs")))
 
 
 def corpus_files(corpus: Mapping) -> str | dict | None:
@@ -173,13 +164,13 @@ def corpus_files(corpus: Mapping) -> str | dict | None:
     ir_datasets corpus (documents, topics, qrels) and its variants."""
     if corpus["kind"] == "local":
         keys = ["topics", "qrels", "docs"] + (["variants"] if corpus.get("variants") else [])
-        return file_fingerprint(*(Path(corpus[k]) for k in keys))
+        return files_identity(*(Path(corpus[k]) for k in keys))
     if corpus["kind"] == "irds":
         from leakexp.data.irds import collection_requests
 
         variants = corpus.get("variants")
         return {"irds": _irds_fingerprint(collection_requests(corpus["irds_id"])),
-                "variants": file_fingerprint(Path(str(variants))) if variants and Path(str(variants)).exists()
+                "variants": files_identity(Path(str(variants))) if variants and Path(str(variants)).exists()
                 else None}
     return None
 

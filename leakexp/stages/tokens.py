@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from leakexp.data.files import file_identity, files_identity
 from leakexp.models import get
 from leakexp.models.tokens import Tokens
-from leakexp.models.vectors import file_fingerprint
 from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.stages.cell import set_params
 from leakexp.stages.docstats import docstats_input
@@ -38,17 +38,17 @@ def _inputs(p: dict, c) -> dict:
 
 
 def _external(p: dict, c) -> dict | None:
-    """The identity of local files the encoding reads (a word-vector file, a tokenizer's directory), cheaply: size,
-    modification time and first and last MiB of each; a changed file re-keys the tokens and what reads them."""
+    """The identity of local files the encoding reads (a word-vector file, a tokenizer's directory's files;
+    :func:`~leakexp.data.files.file_identity`): a changed file re-keys the tokens and what reads them."""
     if _embedded(c, p["model"]):
         return None  # the embedded vocabulary is an input: its key covers it
     out = {}
     for key, value in encoding_settings(c, p["model"]).items():
         path = Path(str(value)).expanduser()
         if isinstance(value, str) and path.is_file():
-            out[key] = file_fingerprint(path)
+            out[key] = file_identity(path)
         elif isinstance(value, str) and path.is_dir():  # a checkpoint: its tokenizer's files, not the weights
-            out[key] = {f.name: file_fingerprint(f) for f in sorted(path.iterdir())
+            out[key] = {f.name: file_identity(f) for f in sorted(path.iterdir())
                         if f.is_file() and f.stat().st_size < 64 << 20}
     return out or None
 

@@ -24,14 +24,13 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from leakexp.data.files import DataFormatError
+from leakexp.data.files import DataFormatError, files_identity
 from leakexp.data.types import Collection
 from leakexp.runner.schema import Name, PositiveInt, Section
 from leakexp.runner.stage import Ask, ConfigError, Stage
 from leakexp.runner.store import atomic_write_json
 from leakexp.stages.detect import leak_pairs
 from leakexp.stages.sets import leaking_queries
-from leakexp.stages.sources import file_fingerprint
 
 LABELS = (
     "Title-Identical", "Title-Specialization", "Title-Generalization", "Title-Reformulation",
@@ -447,7 +446,7 @@ VERIFY = Stage(
     "verify", version=1,
     reads=("detect.threshold", "verify.annotations", "verify.review_top_k", "data.corpora", "data.kind", "data.seed"),
     inputs=_verify_inputs, compute=_verify, opener=open_annotations,
-    external=lambda p, c: (lambda fs: file_fingerprint(*fs) if fs else None)(_files(c)),
+    external=lambda p, c: (lambda fs: files_identity(*fs) if fs else None)(_files(c)),
     path=lambda p, c: [], require=require_annotations,
     describe="the verified candidates (annotations, or the toy world's ground truth)",
 )
