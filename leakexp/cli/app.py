@@ -13,7 +13,9 @@ import hydra
 from omegaconf import DictConfig
 
 from leakexp.runner.config import conf_dir, validate
-from leakexp.stages.cell import cell_from_config
+from leakexp.runner.loop import each
+from leakexp.stages import robustness
+from leakexp.stages.cell import Cell, cell_from_config
 from leakexp.stages.grid import run_cell
 from leakexp.stages.registry import runner
 
@@ -23,20 +25,19 @@ log = logging.getLogger("leakexp")
 @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict | None:
     validate(cfg)
-    cell = cell_from_config(cfg)
-    try:
+
+    def work(cell: Cell) -> dict:
         r = runner(cfg)
         means = run_cell(cfg, r, cell)
-        if cfg.robustness.get("enabled", False):
-            from leakexp.stages import robustness
+        if cfg.robustness.get("enabled", False) and cell in robustness.robustness_cells(cfg):
+            robustness.robust(cfg, r, cell)
+        return means
 
-            if cell in robustness.robustness_cells(cfg):
-                robustness.robust(cfg, r, cell)
-    except Exception as exc:  # the failure is recorded next to the artifact; the other jobs go on
-        log.error("cell %s failed: %s: %s", cell, type(exc).__name__, exc)
-        return None
-    log.info("cell %s: %s", cell, means)
-    return means
+    # one cell per job: the failure is recorded next to the artifact and the other jobs go on
+    results = []
+    each([cell_from_config(cfg)], work, desc="cell", progress=False,
+         done=lambda cell, means: (results.append(means), log.info("cell %s: %s", cell, means)))
+    return results[0] if results else None
 
 
 if __name__ == "__main__":

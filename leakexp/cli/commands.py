@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 
 from leakexp.cli.plan import plan, render
-from leakexp.data.files import read_topic_ids
+from leakexp.data.files import DataUnavailable, read_topic_ids
 from leakexp.lib.report import markdown_table, plot_calibration, write_table
 from leakexp.lib.trec import read_trec_run, run_overlap
 from leakexp.runner.config import ConfigError, compose, section_keys, top_level_keys
+from leakexp.runner.loop import each
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, read_json
 from leakexp.stages import detect as d, memorization, robustness, verify as verification
@@ -25,7 +26,6 @@ from leakexp.stages.firststage import _run_path, first_stage_file
 from leakexp.stages.grid import complete, grid_status, lineage, needed_indexes, render_status, run_cell
 from leakexp.stages.registry import runner, unmet_requirements
 from leakexp.stages.sets import export_monot5, training_queries
-from leakexp.data.files import DataUnavailable
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
 from leakexp.tables.paper import tables_dir, write_table1, write_table2, write_tables
 from leakexp.toolkit import audit, graph, resample
@@ -61,29 +61,25 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
 
 
 def cmd_cells(stage: str, overrides: list[str]) -> int:
-    failures = 0
-    for combo in expand_sweeps(overrides):
-        cfg, r = _runner(combo)
-        cell = cell_from_config(cfg)
-        start = time.time()
-        try:
-            if stage in ("train", "rerank"):
-                out = r.ensure(cell.ask(stage))
-            else:
-                means = run_cell(cfg, r, cell)
-                out = "  ".join(f"{m}={v:.4f}" for m, v in sorted(means.items()))
-        except Exception as exc:  # one failed cell must not stop the others
-            failures += 1
-            print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            continue
-        print(f"{cell}: {out}  ({time.time() - start:.1f}s)")
+    runs = [_runner(combo) for combo in expand_sweeps(overrides)]  # bad settings stop before any work
+
+    def work(run) -> str:
+        cfg, r = run
+        cell, start = cell_from_config(cfg), time.time()
+        if stage in ("train", "rerank"):
+            out = r.ensure(cell.ask(stage))
+        else:
+            out = "  ".join(f"{m}={v:.4f}" for m, v in sorted(run_cell(cfg, r, cell).items()))
+        return f"{cell}: {out}  ({time.time() - start:.1f}s)"
+
+    def failed(run, exc: Exception) -> None:
+        print(f"FAILED {cell_from_config(run[0])}: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    failures = each(runs, work, desc=stage, progress=False, done=lambda run, line: print(line), failed=failed)
     return 1 if failures else 0
 
 
 def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
-    from tqdm.auto import tqdm
-
-
     start = time.time()
     cfg, r = _runner((["experiment=demo"] if demo else []) + overrides)
     r.store.require_writable("leakexp demo" if demo else "leakexp grid")
@@ -93,13 +89,7 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
 
         robustness.settings(cfg)  # bad settings fail before any work
     cells = grid_cells(cfg)
-    failed = []
-    for cell in tqdm(cells, desc="grid", unit="cell"):
-        try:
-            run_cell(cfg, r, cell)
-        except Exception as exc:
-            failed.append((cell, exc))
-            log.error("cell %s failed: %s: %s", cell, type(exc).__name__, exc)
+    failed = each(cells, lambda cell: run_cell(cfg, r, cell), desc="grid")
     if robust:  # robustness.enabled (the demo); otherwise on request: `leakexp robustness experiment=paper`
         failed += robustness.robust_all(cfg, r, robustness.robustness_cells(cfg))
     extra_lines = []

@@ -259,9 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     _take_trailing_overrides(parser, args, extra)
     _setup_logging(args.verbose)
-    from leakexp.runner.config import ConfigError
-
     from leakexp.cli import commands as c
+    from leakexp.runner.config import ConfigError
 
     handlers = {
         "toy": c.cmd_toy, "index": c.cmd_index, "corpus-stats": c.cmd_corpus_stats, "detect": c.cmd_detect, "verify": c.cmd_verify,

@@ -36,6 +36,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
+from leakexp.runner.loop import each
 from leakexp.runner.schema import Name, PositiveInt, Section
 from leakexp.runner.stage import Ask, ConfigError, Context, Stage
 from leakexp.stages.cell import Cell, cell_path, memorization_params, rerank_params, set_params, train_params
@@ -370,15 +371,9 @@ def ready_cells(cfg: DictConfig, runner, cell: Cell) -> list[Cell]:
 def compute_all(cfg: DictConfig, runner, cells: list[Cell]) -> tuple[list[Path], list[tuple[Cell, Exception]]]:
     """The memorization artifacts of every wanted cell among ``cells`` (and what they lack upstream); a
     failing cell is reported and does not stop the others."""
-    from tqdm.auto import tqdm
-
-    done, failed = [], []
-    for cell in tqdm([c for c in cells if wanted(cfg, c)], desc="memorization", unit="cell"):
-        try:
-            done.append(runner.ensure(cell.ask("memorization")))
-        except Exception as exc:  # one failed cell must not stop the others
-            log.error("memorization of %s failed: %s: %s", cell, type(exc).__name__, exc)
-            failed.append((cell, exc))
+    done = []
+    failed = each([c for c in cells if wanted(cfg, c)], lambda cell: runner.ensure(cell.ask("memorization")),
+                  desc="memorization", done=lambda cell, path: done.append(path))
     return done, failed
 
 

@@ -43,6 +43,7 @@ from pydantic import Field
 from scipy import stats as sps
 
 from leakexp.lib.measures import LOWER_IS_BETTER, per_query
+from leakexp.runner.loop import each
 from leakexp.runner.schema import Name, PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.runner.store import file_digest
@@ -702,16 +703,7 @@ def robust(cfg: DictConfig, runner, cell: Cell) -> dict[str, Path]:
 
 def robust_all(cfg: DictConfig, runner, cells: list[Cell]) -> list[tuple[Cell, Exception]]:
     """``robust`` for every cell with a progress bar; a failing cell is logged and skipped. Returns failures."""
-    from tqdm.auto import tqdm
-
-    failed = []
-    for cell in tqdm(cells, desc="robustness", unit="cell"):
-        try:
-            robust(cfg, runner, cell)
-        except Exception as exc:
-            failed.append((cell, exc))
-            log.error("robustness of %s failed: %s: %s", cell, type(exc).__name__, exc)
-    return failed
+    return each(cells, lambda cell: robust(cfg, runner, cell), desc="robustness")
 
 
 def cell_state(cfg: DictConfig, runner, cell: Cell) -> str:
