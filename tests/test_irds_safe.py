@@ -353,26 +353,25 @@ def test_a_missing_package_is_named_with_how_to_install_it(empty_home, monkeypat
 
 # -- run readers ------------------------------------------------------------------------------------------
 def test_every_run_reader_refuses_a_document_twice_for_a_topic(tmp_path):
-    from leakexp.toolkit.audit import read_run
-    from leakexp.lib.trec import read_anserini_run, read_trec_run, refuse_duplicates
+    from leakexp.lib.trec import read_run, refuse_duplicates
 
     lines = "321 Q0 wp1 1 9.0 a\n321 Q0 wp2 2 8.0 a\n321 Q0 wp1 3 7.0 a\n322 Q0 wp1 1 5.0 a\n"
     anserini = tmp_path / "anserini.run"
     anserini.write_text(lines)
     with pytest.raises(DataFormatError, match=rf"^{anserini}:3: document wp1 appears twice for topic 321 \(first at "
                                               r"line 1; 1 duplicate \(topic, document\) rows in the file\)"):
-        read_anserini_run(anserini)
+        read_run(anserini, ranks="file")
     bundled = tmp_path / "core18.bm25.top100.run.gz"  # the shipped runs' format (gzipped TREC)
     bundled.write_bytes(gzip.compress(lines.encode()))
     with pytest.raises(DataFormatError, match=rf"{bundled}:3: document wp1 appears twice for topic 321"):
-        read_trec_run(bundled)
+        read_run(bundled)
     with pytest.raises(DataFormatError, match=rf"{bundled}:3: document wp1 appears twice for topic 321"):
         read_run(bundled)
     msmarco = tmp_path / "msmarco.tsv"
     msmarco.write_text("1\tD1\t1\n1\tD1\t2\n")
     with pytest.raises(DataFormatError, match=rf"{msmarco}:2: document D1 appears twice for query 1"):
         read_run(msmarco)
-    assert read_anserini_run(_write(tmp_path / "ok.run", lines.replace("wp1 3", "wp3 3"))).shape == (4, 4)
+    assert read_run(_write(tmp_path / "ok.run", lines.replace("wp1 3", "wp3 3")), ranks="file").shape == (4, 4)
     pisa = pd.DataFrame({"qid": ["321", "321", "321"], "docno": ["wp1", "wp2", "wp1"], "score": [3.0, 2.0, 1.0]})
     with pytest.raises(DataFormatError, match=r"^the PISA index x: document wp1 appears twice for topic 321 \(1 "
                                               r"duplicate \(topic, document\) rows of 3\)"):

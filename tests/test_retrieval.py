@@ -137,49 +137,49 @@ def _run_file(tmp_path, text, name="bm25.run"):
     return f
 
 
-def test_read_trec_run_ranks_by_score_with_docno_ties_and_cuts_to_depth(tmp_path):
-    from leakexp.lib.trec import read_trec_run
+def test_read_run_ranks_by_score_with_docno_ties_and_cuts_to_depth(tmp_path):
+    from leakexp.lib.trec import read_run
 
     f = _run_file(tmp_path, "302 Q0 z 1 9.0 Anserini\n302 Q0 b 2 7.5 Anserini\n302 Q0 a 3 7.5 Anserini\n"
                             "302 Q0 c 4 1.0 Anserini\n\n301 Q0 d 1 2.0 Anserini\n")
     topics = pd.DataFrame({"qid": ["301", "302", "303"], "query": ["lyme", "hubble", "weather"]})
-    run = read_trec_run(f, topics, depth=3)
+    run = read_run(f, topics, depth=3)
     assert run.columns.tolist() == ["qid", "query", "docno", "score", "rank"]
     assert list(zip(run.qid, run.docno, run["rank"])) == [("301", "d", 0), ("302", "z", 0), ("302", "a", 1),
                                                           ("302", "b", 2)]  # tie 7.5: a before b; c cut
     assert run.loc[1, "query"] == "hubble" and run.score.tolist() == [2.0, 9.0, 7.5, 7.5]
-    plain = read_trec_run(f)
+    plain = read_run(f)
     assert plain.columns.tolist() == ["qid", "docno", "score", "rank"] and len(plain) == 5
 
 
-def test_read_trec_run_errors_name_the_file_and_line(tmp_path):
+def test_read_run_errors_name_the_file_and_line(tmp_path):
     import gzip
 
     import pytest
 
     from leakexp.data.files import DataFormatError
-    from leakexp.lib.trec import read_trec_run
+    from leakexp.lib.trec import read_run
 
     bad = _run_file(tmp_path, "301 Q0 a 1 2.0 x\n301 Q0 b 2.0 x\n", "short.run")
     with pytest.raises(DataFormatError, match=r"short.run:2: expected 6 fields 'qid Q0 docno rank score tag', got 5"):
-        read_trec_run(bad)
+        read_run(bad)
     nan = _run_file(tmp_path, "301 Q0 a 1 high x\n", "score.run")
     with pytest.raises(DataFormatError, match=r"score.run:1: score 'high' is not a finite number"):
-        read_trec_run(nan)
+        read_run(nan)
     twice = _run_file(tmp_path, "301 Q0 a 1 2.0 x\n301 Q0 a 2 1.0 x\n", "twice.run")
-    with pytest.raises(DataFormatError, match=r"twice.run:2: document a appears twice for topic 301 \(first at line 1\)"):
-        read_trec_run(twice)
+    with pytest.raises(DataFormatError, match=r"twice.run:2: document a appears twice for topic 301 \(first at line 1; 1 duplicate"):
+        read_run(twice)
     other = _run_file(tmp_path, "301 Q0 a 1 2.0 x\n9001 Q0 a 1 2.0 x\n", "other.run")
     with pytest.raises(DataFormatError, match=r"other.run: 1 topic id\(s\) of the run are not topics of this corpus "
                                               r"\(9001\)"):
-        read_trec_run(other, ["301", "302"])
+        read_run(other, ["301", "302"])
     with pytest.raises(DataFormatError, match=r"empty.run: the run is empty"):
-        read_trec_run(_run_file(tmp_path, "\n", "empty.run"))
+        read_run(_run_file(tmp_path, "\n", "empty.run"))
     with pytest.raises(FileNotFoundError, match="missing.run: no such run file"):
-        read_trec_run(tmp_path / "missing.run")
+        read_run(tmp_path / "missing.run")
     gz = tmp_path / "run.gz"
     gz.write_bytes(gzip.compress(b"301 Q0 a 1 2.0 x\n"))
-    assert read_trec_run(gz, ["301"]).docno.tolist() == ["a"]
+    assert read_run(gz, ["301"]).docno.tolist() == ["a"]
 
 
 def test_experiment_paper_uses_anserinis_analysis_and_the_demo_keeps_pisas():
@@ -194,7 +194,7 @@ def test_the_authors_core_runs_are_shipped_50_topics_by_100():
     import gzip
     import hashlib
 
-    from leakexp.lib.trec import read_trec_run
+    from leakexp.lib.trec import read_run
     from leakexp.stages.firststage import BUNDLED_RUNS
 
     core18_new = {str(q) for q in range(801, 826)}  # Core 2018's 25 new topics; the other 25 are older ones
@@ -209,7 +209,7 @@ def test_the_authors_core_runs_are_shipped_50_topics_by_100():
             per_topic.setdefault(r[0], []).append(int(r[3]))
         assert len(per_topic) == 50 and all(ranks == list(range(1, 101)) for ranks in per_topic.values())
         assert tag_topics <= set(per_topic)
-        run = read_trec_run(path, sorted(per_topic), depth=100)
+        run = read_run(path, sorted(per_topic), depth=100)
         assert len(run) == 5000 and run.groupby("qid").size().eq(100).all()
     digest = {c: hashlib.sha256(gzip.decompress((BUNDLED_RUNS / f"{c}.bm25-anserini.top100.run.gz").read_bytes()))
               .hexdigest()[:12] for c in ("core17", "core18")}
@@ -249,7 +249,7 @@ def test_compare_runs_reports_the_overlap_of_two_first_stages(tmp_path, capsys):
     import gzip
 
     from leakexp.cli.main import main
-    from leakexp.lib.trec import read_trec_run, run_overlap
+    from leakexp.lib.trec import read_run, run_overlap
 
     lines = [f"{q} Q0 D{q}-{i} {i + 1} {100 - i} a\n" for q in (1, 2) for i in range(20)]
     a = tmp_path / "a.run"
@@ -260,7 +260,7 @@ def test_compare_runs_reports_the_overlap_of_two_first_stages(tmp_path, capsys):
     b = tmp_path / "b.run.gz"
     with gzip.open(b, "wt") as f:
         f.write("".join(b_lines))
-    t = run_overlap(read_trec_run(a), read_trec_run(b), depth=20).set_index("qid")
+    t = run_overlap(read_run(a), read_run(b), depth=20).set_index("qid")
     assert t.loc["1", "shared"] == 1.0 and t.loc["1", "same_rank"] == 1.0
     assert t.loc["2", "shared"] == 0.5 and t.loc["2", "top10_shared"] == 1.0 and t.loc["2", "same_rank"] == 0.0
     out = tmp_path / "out"

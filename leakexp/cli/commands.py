@@ -14,7 +14,7 @@ from pathlib import Path
 from leakexp.cli.plan import plan, render
 from leakexp.data.files import DataUnavailable, read_topic_ids
 from leakexp.lib.report import markdown_table, plot_calibration, write_table
-from leakexp.lib.trec import read_trec_run, run_overlap
+from leakexp.lib.trec import read_run, run_overlap
 from leakexp.runner.config import ConfigError, compose, section_keys, top_level_keys
 from leakexp.runner.loop import each
 from leakexp.runner.stage import Ask
@@ -219,7 +219,7 @@ def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str
     for p in paths:
         if not p.is_file():
             raise FileNotFoundError(f"--run {p}: no such run file")
-    frames = [read_trec_run(p, depth=depth) for p in paths]
+    frames = [read_run(p, depth=depth) for p in paths]
     names = [str(p.name) for p in paths]
     out_dir = Path(".")
     if corpus is not None:

@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 import pandas as pd
 
 from leakexp.lib.analysis import (DEFAULT_ANALYSIS, _stop_set, analyzed_text, check_analysis, clean_query)
-from leakexp.lib.trec import read_anserini_run, refuse_duplicates
+from leakexp.lib.trec import read_run, refuse_duplicates
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,7 @@ BACKENDS = ("pisa", "anserini")
 ANSERINI_VERSION = "0.22.1"
 ANSERINI_STEMMERS = ("porter", "krovetz", "none")  # IndexCollection / SearchCollection -stemmer
 JAVA_FIX = "apt-get install openjdk-17-jre-headless"
+INDEX_TWICE = "the index holds that document twice; rebuild it from a collection whose document ids are unique"
 SEARCH_BATCH = 20_000  # queries per SearchCollection call (one JVM each; progress is logged per batch)
 
 
@@ -332,7 +333,7 @@ def anserini_search(index_path: Path, queries: pd.DataFrame, *, depth: int = 100
                    "-hits", str(int(depth)), "-parallelism", str(max(1, int(threads))), "-runtag", "leakexp",
                    *_anserini_analysis_args(stemmer, stopwords, tmp, search=True)],
                   verbose=verbose, what=f"searching {len(part)} queries")
-            frames.append(read_anserini_run(run))
+            frames.append(read_run(run, ranks="file", duplicate_hint=INDEX_TWICE, empty_ok=True))
             if len(q) > batch:
                 log.info("Anserini BM25: %d of %d queries", min(start + batch, len(q)), len(q))
     return (pd.concat(frames, ignore_index=True) if frames

@@ -1,5 +1,5 @@
-"""TREC runs: reading a run file (plain or gzipped) into (qid, docno, score, rank 0-based), refusing duplicate
-(topic, document) rows, and comparing two runs."""
+"""Runs: the one reader of run files (TREC's six columns or MS MARCO's three, plain or gzipped) into (qid, docno,
+score, rank 0-based), the one writer of TREC runs, refusing duplicate (topic, document) rows, comparing two runs."""
 
 from __future__ import annotations
 
@@ -14,37 +14,16 @@ from leakexp.data.files import DataFormatError
 
 log = logging.getLogger(__name__)
 
-log = logging.getLogger(__name__)
 
-
-def read_anserini_run(path: Path) -> pd.DataFrame:
-    """A run as SearchCollection writes it (``qid Q0 docno rank score tag``), in its order, rank 0-based. A document
-    twice for one topic is an error naming the file and line (its index holds the document twice)."""
-    rows, first_line = [], {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        r = line.split()
-        if not r:
-            continue
-        if (r[0], r[2]) in first_line:
-            dups = _duplicate_rows(path)
-            raise DataFormatError(f"{path}:{n}: document {r[2]} appears twice for topic {r[0]} (first at line "
-                                  f"{first_line[(r[0], r[2])]}; {dups:,} duplicate (topic, document) rows in the "
-                                  f"file): the index holds that document twice; rebuild it from a collection whose "
-                                  f"document ids are unique")
-        first_line[(r[0], r[2])] = n
-        rows.append((r[0], r[2], float(r[4]), int(r[3]) - 1))
-    run = pd.DataFrame(rows, columns=["qid", "docno", "score", "rank"])
-    return run.astype({"rank": "int64"})
-
-
-def _duplicate_rows(path: Path) -> int:
-    """Rows of a TREC run whose (topic, document) occurred on an earlier line (for the error's count)."""
+def _duplicate_rows(lines: list[str]) -> int:
+    """Rows of a run whose (topic, document) occurred on an earlier line (for the error's count)."""
     seen, dups = set(), 0
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in lines:
         r = line.split()
         if len(r) >= 3:
-            dups += (r[0], r[2]) in seen
-            seen.add((r[0], r[2]))
+            pair = (r[0], r[1] if len(r) == 3 else r[2])
+            dups += pair in seen
+            seen.add(pair)
     return dups
 
 
@@ -61,7 +40,7 @@ def refuse_duplicates(run: pd.DataFrame, source: str) -> pd.DataFrame:
 
 
 # -- stages ----------------------------------------------------------------------------------------------
-def _run_lines(path: Path) -> list[str]:
+def _run_lines(path: Path, empty_ok: bool = False) -> list[str]:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such run file")
     data = path.read_bytes()
@@ -73,41 +52,57 @@ def _run_lines(path: Path) -> list[str]:
         raise DataFormatError(f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); a TREC "
                               f"run has lines 'qid Q0 docno rank score tag'") from None
     lines = text.splitlines()
-    if not any(line.strip() for line in lines):
+    if not empty_ok and not any(line.strip() for line in lines):
         raise DataFormatError(f"{path}: the run is empty; pass a TREC run file (qid Q0 docno rank score tag)")
     return lines
 
 
-def read_trec_run(path: Path, topics: pd.DataFrame | list[str] | None = None, *,
-                  depth: int | None = None) -> pd.DataFrame:
-    """A first-stage run in TREC format (``qid Q0 docno rank score tag``, plain or gzipped) as the frame
-    :func:`bm25_run` returns: qid, query (when ``topics`` is a (qid, query) frame), docno, score, rank (0-based).
+def read_run(path: Path, topics: pd.DataFrame | list[str] | None = None, *, depth: int | None = None,
+             ranks: str = "score", duplicate_hint: str = "", empty_ok: bool = False) -> pd.DataFrame:
+    """A run file as (qid, [query,] docno, score, rank 0-based): TREC's ``qid Q0 docno rank score tag`` or MS MARCO's
+    ``qid<TAB>docid<TAB>rank`` (told apart by the first line; score = -rank), plain or gzipped.
 
-    Each topic's documents are ranked by score, ties by ascending docno (the file's own rank column is
-    not used), and cut to ``depth``. A topic id that is not one of ``topics`` is an error (the run of
-    another corpus?); topics the run lacks are logged and get no documents.
+    ``ranks="score"``: each topic's documents ranked by score, ties by ascending docno (a TREC file's own rank
+    column is not used; MS MARCO's is its only order); ``ranks="file"``: the file's order and rank column, as
+    Anserini's SearchCollection wrote them. Cut to ``depth``. A topic id that is not one of ``topics`` is an error
+    (the run of another corpus?); topics the run lacks are logged and get no documents. A document twice for one
+    topic is an error naming the file and line (``duplicate_hint``: what to do about it); so is an empty file, unless
+    ``empty_ok`` (a search whose queries matched nothing).
     """
     path = Path(path)
+    lines = _run_lines(path, empty_ok)
+    first_fields = next((line.split() for line in lines if line.strip()), [])
+    msmarco = len(first_fields) == 3
     rows, first_line = [], {}
-    for n, line in enumerate(_run_lines(path), 1):
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         fields = line.split()
-        if len(fields) != 6:
-            raise DataFormatError(f"{path}:{n}: expected 6 fields 'qid Q0 docno rank score tag', got {len(fields)}")
-        qid, _, docno, _, score, _ = fields
-        try:
-            value = float(score)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
-            raise DataFormatError(f"{path}:{n}: score {score!r} is not a finite number")
+        if msmarco:
+            if len(fields) != 3 or not fields[2].lstrip("-").isdigit():
+                raise DataFormatError(f"{path}:{n}: expected MS MARCO's 3 fields 'qid docid rank' (as line 1) or "
+                                      f"TREC's 6 'qid Q0 docno rank score tag', got {line.strip()[:80]!r}")
+            qid, docno, rank = fields
+            value, file_rank = -float(rank), int(rank)
+        else:
+            if len(fields) != 6:
+                raise DataFormatError(f"{path}:{n}: expected 6 fields 'qid Q0 docno rank score tag', got {len(fields)}")
+            qid, _, docno, rank, score, _ = fields
+            try:
+                value = float(score)
+            except ValueError:
+                value = math.nan
+            if not math.isfinite(value):
+                raise DataFormatError(f"{path}:{n}: score {score!r} is not a finite number")
+            file_rank = int(rank) if rank.lstrip("-").isdigit() else n
         if (qid, docno) in first_line:
-            raise DataFormatError(f"{path}:{n}: document {docno} appears twice for topic {qid} "
-                                  f"(first at line {first_line[(qid, docno)]})")
+            unit = "query" if msmarco else "topic"
+            raise DataFormatError(f"{path}:{n}: document {docno} appears twice for {unit} {qid} (first at line "
+                                  f"{first_line[(qid, docno)]}; {_duplicate_rows(lines):,} duplicate (topic, document) "
+                                  f"rows in the file)" + (f": {duplicate_hint}" if duplicate_hint else ""))
         first_line[(qid, docno)] = n
-        rows.append((qid, docno, value))
-    run = pd.DataFrame(rows, columns=["qid", "docno", "score"])
+        rows.append((qid, docno, value, file_rank))
+    run = pd.DataFrame(rows, columns=["qid", "docno", "score", "file_rank"])
     order = list(dict.fromkeys(run.qid))
     frame = None
     if topics is not None:
@@ -123,17 +118,30 @@ def read_trec_run(path: Path, topics: pd.DataFrame | list[str] | None = None, *,
         if missing:
             log.warning("%s: no documents for %d topic(s) (%s)", path, len(missing), ", ".join(missing[:10]))
         order = known
-    run = run.assign(_pos=run.qid.map({q: i for i, q in enumerate(order)}))
-    run = run.sort_values(["_pos", "score", "docno"], ascending=[True, False, True], kind="mergesort")
-    run["rank"] = run.groupby("qid", sort=False).cumcount().astype("int64")
+    if ranks == "file":
+        run["rank"] = (run["file_rank"] - 1).astype("int64")
+    else:
+        run = run.assign(_pos=run.qid.map({q: i for i, q in enumerate(order)}))
+        run = run.sort_values(["_pos", "score", "docno"], ascending=[True, False, True], kind="mergesort")
+        run["rank"] = run.groupby("qid", sort=False).cumcount().astype("int64")
+        run = run.drop(columns="_pos")
     if depth is not None:
         run = run[run["rank"] < int(depth)]
-    run = run.drop(columns="_pos").reset_index(drop=True)
+    run = run.drop(columns="file_rank").reset_index(drop=True)
     if frame is not None and "query" in frame.columns:
         run = run.merge(frame[["qid", "query"]].drop_duplicates("qid"), on="qid", how="left")
         return run[["qid", "query", "docno", "score", "rank"]]
     return run[["qid", "docno", "score", "rank"]]
 
+
+def write_run(run: pd.DataFrame, path: Path, tag: str) -> Path:
+    """A gzipped TREC run file (1-based ranks) in the run's order; no time stamp or file name in its gzip header,
+    so equal runs are equal bytes."""
+    lines = "".join(f"{r.qid} Q0 {r.docno} {int(r.rank) + 1} {float(r.score):.8g} {tag}\n"
+                    for r in run.itertuples(index=False))
+    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as f:
+        f.write(lines.encode("utf-8"))
+    return path
 
 
 def run_overlap(a: pd.DataFrame, b: pd.DataFrame, depth: int = 100) -> pd.DataFrame:

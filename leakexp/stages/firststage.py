@@ -11,7 +11,7 @@ import pandas as pd
 
 from leakexp.data.files import files_identity
 from leakexp.lib.bm25 import ANSERINI_VERSION, bm25_search
-from leakexp.lib.trec import read_trec_run
+from leakexp.lib.trec import read_run
 from leakexp.runner.schema import PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.stages.index import BM25, bm25_options
@@ -92,7 +92,7 @@ def _first_stage(ctx: Context, tmp: Path) -> dict:
     topics = ctx.inputs["topics"].topics_frame(r["query_field"])
     external = first_stage_file(r.get("first_stage"), ctx.params["corpus"])
     if external is not None:
-        run = read_trec_run(external, topics, depth=int(r["depth"]))
+        run = read_run(external, topics, depth=int(r["depth"]))
     else:
         opts = {k: v for k, v in bm25_options(ctx).items()}
         run = bm25_search(ctx.inputs["index"], topics, depth=int(r["depth"]), **opts)

@@ -10,6 +10,7 @@ import pandas as pd
 from leakexp.models import load_checkpoint
 from leakexp.models.base import Reranker, rank_with_docno_ties
 from leakexp.models.tokens import Tokens
+from leakexp.lib.trec import write_run
 from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.stages.cell import rerank_params, rerank_path, train_params
 from leakexp.stages.train import reads_idf
@@ -35,17 +36,6 @@ def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, d
     return rank_with_docno_ties(res[["qid", "query", "docno", "score"]])
 
 
-def write_trec_run(run: pd.DataFrame, path: Path, tag: str) -> Path:
-    """A gzipped TREC run file (1-based ranks) in the run's order; no time stamp or file name in its gzip header,
-    so equal runs are equal bytes."""
-    lines = "".join(f"{r.qid} Q0 {r.docno} {int(r.rank) + 1} {float(r.score):.8g} {tag}\n"
-                    for r in run.itertuples(index=False))
-    with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as f:
-        f.write(lines.encode("utf-8"))
-    return path
-
-
-# -- the stage --------------------------------------------------------------------------------------------
 def _reads(p: dict, cuda: bool) -> list[str]:
     return ["models.{model}", "!models.{model}.train.score_batch_size"] + (["precision.rerank_bf16"] if cuda else [])
 
@@ -82,7 +72,7 @@ def _rerank(ctx: Context, tmp: Path) -> dict:
     tokens = ctx.inputs["tokens"] if model.encodes() else ctx.inputs["collection"].docs
     res = rerank(model, ctx.inputs["run"], tokens, **scoring(ctx))
     res.to_parquet(tmp / "run.parquet", index=False)
-    write_trec_run(res, tmp / "run.trec.gz", f"leakexp-{p['model']}-{p['leakage']}-{p['size']}-s{p['seed']}")
+    write_run(res, tmp / "run.trec.gz", f"leakexp-{p['model']}-{p['leakage']}-{p['size']}-s{p['seed']}")
     return {"queries": int(res.qid.nunique()), "rows": len(res)}
 
 

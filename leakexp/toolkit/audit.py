@@ -46,7 +46,7 @@ from leakexp.lib.dense import embedded, encode, exact_topk, sbert_slug
 from leakexp.lib.measures import per_query
 from leakexp.lib.report import markdown_table, write_table
 from leakexp.lib.stats import bonferroni, paired_t
-from leakexp.lib.trec import read_trec_run
+from leakexp.lib.trec import read_run
 from leakexp.runner.store import Store, atomic_write_json, atomic_write_text
 
 if TYPE_CHECKING:
@@ -891,35 +891,6 @@ def read_leaked(audit_dir: Path, *, rule: str = "semantic", source: str | None =
 
 class NothingToCompare(ValueError):
     """split-eval on an audit whose leaked group is empty: no figure to print."""
-
-
-def read_run(path: Path) -> pd.DataFrame:
-    """A run as (qid, docno, score[, rank]): TREC's six columns (``qid Q0 docno rank score tag``, ranked by
-    score as ``read_trec_run`` does) or MS MARCO's three (``qid<TAB>docid<TAB>rank``, ranked by rank)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such run file")
-    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        first = next((line for line in f if line.strip()), "")
-    if len(first.split()) != 3:
-        return read_trec_run(path)
-    rows, seen = [], {}
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            fields = line.split()
-            if len(fields) != 3 or not fields[2].lstrip("-").isdigit():
-                raise DataFormatError(f"{path}:{n}: expected MS MARCO's 3 fields 'qid docid rank' (as line 1) or "
-                                      f"TREC's 6 'qid Q0 docno rank score tag', got {line.strip()[:80]!r}")
-            if (fields[0], fields[1]) in seen:
-                raise DataFormatError(f"{path}:{n}: document {fields[1]} appears twice for query {fields[0]} "
-                                      f"(first at line {seen[(fields[0], fields[1])]})")
-            seen[(fields[0], fields[1])] = n
-            rows.append((fields[0], fields[1], int(fields[2])))
-    run = pd.DataFrame(rows, columns=["qid", "docno", "rank"])
-    return run.assign(score=-run["rank"].astype(float))[["qid", "docno", "score", "rank"]]
 
 
 def run_split_eval(
