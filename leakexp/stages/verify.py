@@ -28,7 +28,7 @@ from leakexp.data.files import DataFormatError, files_identity
 from leakexp.data.types import Collection
 from leakexp.runner.schema import Name, PositiveInt, Section
 from leakexp.runner.stage import Ask, ConfigError, Stage
-from leakexp.runner.store import atomic_write_json
+from leakexp.runner.store import atomic_write_json, read_json
 from leakexp.stages.detect import leak_pairs
 from leakexp.stages.sets import leaking_queries
 
@@ -470,3 +470,10 @@ class VerifySettings(Section):
             return []
         files = self.annotations if isinstance(self.annotations, list) else [self.annotations]
         return [("verify.annotations", Path(f)) for f in files]
+
+
+def stored_leaking_topics(runner) -> dict[str, list[str]]:
+    """Topics with verified leaks per corpus, from the stored verify artifact (empty if it is not in the store),
+    what the tables split Tables 3-5, Figure 2 and the robustness tables by. Computes nothing."""
+    state, path, _ = runner.state(Ask.of("verify"))
+    return read_json(path / "leaking_topics.json") if state == "done" else {}

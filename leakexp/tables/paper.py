@@ -29,7 +29,7 @@ from leakexp.stages.firststage import first_stage_caption
 from leakexp.stages.grid import cell_asks, shared_asks, stored_results
 from leakexp.stages.registry import runner as make_runner
 from leakexp.stages.train import plot_histories, read_history
-from leakexp.stages.verify import table2
+from leakexp.stages.verify import stored_leaking_topics, table2
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
 from leakexp.toolkit.audit import split_eval
 
@@ -128,12 +128,6 @@ def cv_latex(marks: dict, caption: str, label: str) -> str:
     head, sep, rest = tex.partition(r"\multicolumn")
     first, newline, rest = rest.partition("\n")
     return head + sep + first + newline + rules + "\n" + rest
-
-
-def leaking_topics(runner) -> dict[str, list[str]]:
-    """Topics with verified leaks per corpus, from the verify artifact (empty if it is not in the store)."""
-    state, path, _ = runner.state(Ask.of("verify"))
-    return json.loads((path / "leaking_topics.json").read_text()) if state == "done" else {}
 
 
 def figure2(results: pd.DataFrame, leaking: dict[str, list[str]], model: str, out: Path, caption: str) -> Path | None:
@@ -361,7 +355,7 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
     robustness_tables.write_tables(cfg, runner, out, robustness.robustness_cells(cfg))
     write_training_curves(runner, cells, out)
 
-    leaking = leaking_topics(runner)
+    leaking = stored_leaking_topics(runner)
     if heldout and leaking:
         write_leaked_vs_other(pd.concat(heldout, ignore_index=True), leaking, out, cfg, incomplete)
     model = cfg.get("report", {}).get("figure_model", "monot5")

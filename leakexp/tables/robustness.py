@@ -20,17 +20,8 @@ from leakexp.runner.store import atomic_write_text
 from leakexp.stages import robustness as rb
 from leakexp.stages.cell import Cell
 from leakexp.stages.robustness import Settings, docs_ask, paired_randomization, queries_ask, settings, stored_values
+from leakexp.stages.verify import stored_leaking_topics
 from leakexp.toolkit.attacks import defined_by_wu as wu
-
-
-def leaking_topics(runner) -> dict[str, list[str]]:
-    """Topics with verified leaks per corpus, from the verify artifact (empty if it is not in the store); the
-    same file ``leakexp.tables.paper`` splits Tables 3-5 by."""
-    import json
-
-    state, path, _ = runner.state(Ask.of("verify"))
-    return json.loads((path / "leaking_topics.json").read_text()) if state == "done" else {}
-
 
 SUBSETS = ("all", "leaked", "other")
 
@@ -425,7 +416,7 @@ def write_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[Cell]) -> l
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     alpha = float(cfg.evaluate.get("alpha", 0.05))
-    leaking = leaking_topics(runner) or None
+    leaking = stored_leaking_topics(runner) or None
     long = robustness_frame(values, s, alpha, leaking)
     models = list(cfg.grid.models)
     written = [atomic_write_text(out_dir / "robustness_perquery.csv", values.to_csv(index=False))]
