@@ -17,12 +17,12 @@ from leakexp.runner.config import ConfigError, compose, settings
 from leakexp.stages.grid import cell_asks, shared_asks
 from leakexp.runner.lineage import leaves as _leaves
 from leakexp.runner.pipeline import Runner
-from leakexp.stages.registry import STAGES
+from leakexp.stages.registry import STAGES, schema_of
 from leakexp.runner.store import Store
 
 
 def _runner(s: dict, store) -> Runner:
-    return Runner(s, STAGES, store)
+    return Runner(s, STAGES, store, schemas=schema_of)
 
 
 def _all_asks(cfg, runner) -> list:

@@ -162,7 +162,7 @@ def test_config_names_the_with_and_the_matching_without_rerank_and_waits_for_bot
 
 
 def test_a_finished_cell_completes_the_memorization_whose_reranks_are_both_there():
-    cfg = OmegaConf.create({"memorization": {"enabled": True}})
+    cfg = OmegaConf.create({"memorization": {"enabled": True, "sizes": ["each", "cv"], "cv_measure": "nDCG@10"}})
     none, msm, test = (Cell("core17", l, 4000, "knrm", 2) for l in ("none", "msm", "test"))
     assert M.ready_cells(cfg, _FakeRunner(), none) == [msm, test]
     assert M.ready_cells(cfg, _FakeRunner(missing=[msm]), none) == [test]
@@ -250,8 +250,8 @@ def test_bad_memorization_settings_name_the_key(tmp_path):
     from leakexp.stages.registry import compose  # composes and runs every stage's config check, memorization's included
 
     base = [f"store={tmp_path}", "grid.sizes=[128,256]"]
-    assert M.settings(compose(base))["sizes"] == ["each", "cv"]
-    assert M.settings(compose([*base, "memorization.sizes=pooled"]))["sizes"] == ["pooled"]
+    assert M.settings(compose(base)).sizes == ["each", "cv"]
+    assert M.settings(compose([*base, "memorization.sizes=pooled"])).sizes == ["pooled"]
     for override, message in (("memorization.sizes=[each,bogus]", r"memorization.sizes.1: input should be .*\(got 'bogus'\)"),
                               ("memorization.sizes=[999]", r"memorization.sizes has 999, which is not in grid.sizes \[128, 256\]"),
                               ("memorization.cv_measure=RR", "memorization.cv_measure='RR' is not one of"),

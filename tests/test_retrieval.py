@@ -27,12 +27,13 @@ def _corpus(tmp_path, name: str, docs, topics: dict[str, str]) -> dict:
 def _runner(tmp_path, corpora: dict, *, depth: int = 100, stemmer: str = "porter2", stopwords: str = "terrier"):
     """A runner of every stage over ``corpora`` (name -> config) with the given first-stage settings."""
     from leakexp.runner.pipeline import Runner
-    from leakexp.stages.registry import STAGES
+    from leakexp.stages.registry import STAGES, schema_of
 
     settings = {"data": {"kind": "local", "name": "tiny"}, "corpora": corpora,
-                "bm25": {"k1": 0.9, "b": 0.4, "stemmer": stemmer, "stopwords": stopwords},
+                "bm25": {"k1": 0.9, "b": 0.4, "stemmer": stemmer, "stopwords": stopwords, "depth": 100, "threads": 1,
+                         "backend": "pisa"},
                 "rerank": {"query_field": "title", "depth": depth, "first_stage": None}}
-    return Runner(settings, STAGES, Store(tmp_path / "store"))
+    return Runner(settings, STAGES, Store(tmp_path / "store"), schemas=schema_of)
 
 
 def test_bm25_ranks_and_caches(tmp_path):

@@ -113,19 +113,19 @@ def test_settings_check_every_key(demo_cfg):
     full = rb.settings(_with(_with(demo_cfg, "robustness.query_attacks=null"), "robustness.doc_manipulations=null"))
     assert full.query_attacks == () and full.doc_manipulations == ()
     for override, message in (
-        ("robustness.first_stage=rerun", "robustness.first_stage=rerun is unknown; use pool"),
-        ("robustness.gmap_epsilon=0", "robustness.gmap_epsilon=0 must be a small positive number"),
-        ("robustness.bootstrap=10", "robustness.bootstrap=10 must be an integer >= 100"),
-        ("robustness.ood_topics=some", "robustness.ood_topics=some is unknown; use disjoint"),
+        ("robustness.first_stage=rerun", "robustness.first_stage: input should be 'bm25' or 'pool'"),
+        ("robustness.gmap_epsilon=0", "robustness.gmap_epsilon: input should be greater than 0"),
+        ("robustness.bootstrap=10", "robustness.bootstrap: input should be greater than or equal to 100"),
+        ("robustness.ood_topics=some", "robustness.ood_topics: input should be 'disjoint' or 'all'"),
         ("robustness.query_attacks=[char-any-3]", "unknown query attack 'char-any-3'"),
         ("robustness.doc_manipulations=[spam]", "unknown document manipulation 'spam'"),
         ("robustness.measure=MFR", "higher-is-better"),
-        ("robustness.worst=[0]", r"robustness.worst=\[0.0\]"),
+        ("robustness.worst=[0]", r"robustness.worst.0: input should be greater than 0"),
         ("robustness.corpora=[robust04]", "robustness.corpora has 'robust04', which is not in data.corpora"),
         ("robustness.ood=[robust04]", "robustness.ood has 'robust04', which is not in data.corpora"),
-        ("robustness.sizes=[-2]", "robustness.sizes has -2"),
-        ("robustness.noise.rate=2", "robustness.noise.rate=2"),
-        ("robustness.stuff.from_rank=0", "robustness.stuff.from_rank=0"),
+        ("robustness.sizes=[-2]", "robustness.sizes.0: input should be greater than 0"),
+        ("robustness.noise.rate=2", "robustness.noise.rate: input should be less than or equal to 1"),
+        ("robustness.stuff.from_rank=0", "robustness.stuff.from_rank: input should be greater than 0"),
         ("robustness.synonyms=/nowhere/syn.tsv", "robustness.synonyms: word list /nowhere/syn.tsv does not exist"),
     ):
         with pytest.raises(ConfigError, match=message):

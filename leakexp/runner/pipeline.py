@@ -9,7 +9,7 @@ records are one artifact. Keys are computed once per process and need no data: s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,9 @@ class Runner:
     """Keys, paths, states and values of the artifacts of one configuration (``settings``, resolved)."""
 
     def __init__(self, settings: Mapping, stages: Iterable[Stage], store: Store, *, runtime: Mapping | None = None,
-                 cuda: bool = False):
-        self.settings, self.store, self.cuda = settings, store, cuda
+                 cuda: bool = False, schemas: Callable[[str], type] | None = None):
+        self.settings, self.store, self.cuda, self.schemas = settings, store, cuda, schemas
+        self._sections: dict[str, Any] = {}
         self.runtime = dict(runtime or {})
         self.stages = {s.name: s for s in stages}
         self._records: dict[Ask, dict] = {}
@@ -119,7 +120,16 @@ class Runner:
             return [self.get(a) for a in v] if isinstance(v, list) else self.get(v)
 
         return Context(self.stage(ask), ask.params, self.config(ask), self.key(ask), self.path(ask), self.runtime,
-                       tuple(inputs), resolve)
+                       tuple(inputs), resolve, _section=self.section if self.schemas is not None else None)
+
+    def section(self, dotted: str) -> Any:
+        """The settings of a config section (``evaluate``, ``models.knrm``) as its schema's validated object."""
+        if dotted not in self._sections:
+            node: Any = self.settings
+            for part in dotted.split("."):
+                node = node[part]
+            self._sections[dotted] = self.schemas(dotted).model_validate(node)
+        return self._sections[dotted]
 
     def ensure(self, ask: Ask, *, load: bool = False) -> Path:
         """The stored artifact of ``ask``, computing it and whatever it lacks upstream. Every stored artifact

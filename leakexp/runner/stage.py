@@ -53,6 +53,31 @@ def _same(params: dict) -> dict:
     return params
 
 
+def _declared(dotted: str, declared: tuple[str, ...] | None) -> bool:
+    return declared is None or any(dotted == d or dotted.startswith(d + ".") or d.startswith(dotted + ".")
+                                   for d in declared)
+
+
+class Declared:
+    """A config section's validated settings object (its schema's instance: every value typed and in its domain,
+    no default to supply) through which a stage reads only the leaves it declared (``Stage.reads``)."""
+
+    def __init__(self, value: Any, path: str, declared: tuple[str, ...] | None):
+        self._value, self._path, self._declared = value, path, declared
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        dotted = f"{self._path}.{name}"
+        if not _declared(dotted, self._declared):
+            raise KeyError(f"{dotted!r} is read but not declared in the stage's reads ({', '.join(self._declared)})")
+        value = getattr(self._value, name)
+        return Declared(value, dotted, self._declared) if hasattr(type(value), "model_fields") else value
+
+    def __repr__(self) -> str:
+        return f"Declared({self._path}: {self._value!r})"
+
+
 class Config(dict):
     """The config values one stage reads, as nested dicts, with a dotted getter (``c.at("bm25.k1")``).
 
@@ -63,8 +88,7 @@ class Config(dict):
     declared: tuple[str, ...] | None = None
 
     def at(self, dotted: str, default: Any = None) -> Any:
-        if self.declared is not None and not any(
-                dotted == d or dotted.startswith(d + ".") or d.startswith(dotted + ".") for d in self.declared):
+        if not _declared(dotted, self.declared):
             raise KeyError(f"{dotted!r} is read but not declared in the stage's reads ({', '.join(self.declared)})")
         node: Any = self
         for part in dotted.split("."):
@@ -171,6 +195,16 @@ class Context:
     input_names: tuple[str, ...] = ()
     _resolve: Callable[[str], Any] = field(repr=False, default=None)
     _cache: dict = field(default_factory=dict, repr=False)
+    _section: Callable[[str], Any] | None = field(repr=False, default=None)
+
+    def settings(self, section: str) -> Declared:
+        """The validated settings object of a config section the stage reads (``evaluate``, ``models.knrm``,
+        ``corpora.robust04``); reading a leaf the stage did not declare is an error, as with ``config``."""
+        if not _declared(section, self.config.declared):
+            raise KeyError(f"{section!r} is not read by stage {self.stage.name} ({', '.join(self.config.declared)})")
+        if self._section is None:
+            raise RuntimeError("this context has no schemas: build the runner with schemas=")
+        return Declared(self._section(section), section, self.config.declared)
 
     def input(self, name: str) -> Any:
         if name not in self._cache:

@@ -26,11 +26,11 @@ class _Once:
 
 def _pair_audit(ctx: Context, tmp: Path) -> dict:
     """The toy world's training pool against its test collections: audit, decontaminate and resample."""
-    d = ctx.config["detect"]
+    d = ctx.settings("detect")
     train = audit.side_from_pool(ctx.inputs["pool"])
-    test = audit.side_from_collections(ctx.inputs["collections"], fields=list(d["fields"]))
-    embed = _Once(audit.SbertEmbedder(None, str(d["sbert"]), batch_size=int(ctx.runtime.get("embed_batch_size", 256))))
-    options = audit.AuditOptions(k=int(d["k"]), threshold=float(d["threshold"]))
+    test = audit.side_from_collections(ctx.inputs["collections"], fields=list(d.fields))
+    embed = _Once(audit.SbertEmbedder(None, d.sbert, batch_size=int(ctx.runtime.get("embed_batch_size", 256))))
+    options = audit.AuditOptions(k=d.k, threshold=d.threshold)
     audit.audit(train, test, embed, tmp / "audit", options)
     resample.decontaminate(train, test, embed, tmp / "decontaminate", threshold=options.threshold, k=options.k)
     n = len(train.queries)

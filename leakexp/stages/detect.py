@@ -152,13 +152,13 @@ EMBED = Stage(
 
 
 def _detect(ctx: Context, tmp: Path) -> dict:
-    d = ctx.config["detect"]
-    fields, k = list(d["fields"]), int(d["k"])
+    d = ctx.settings("detect")
+    fields, k = list(d.fields), d.k
     collections = ctx.inputs["collections"]  # missing variants files are a config error (leakexp.runner.config)
     for coll in collections:
         check_variants(coll, {"name": coll.name, "variants": "of the corpus"}, fields)
     topics = topic_fields(collections, fields)
-    topic_emb = encode(load_sbert(str(d["sbert"])), topics.text.tolist(), int(ctx.runtime.get("embed_batch_size", 256)))
+    topic_emb = encode(load_sbert(d.sbert), topics.text.tolist(), int(ctx.runtime.get("embed_batch_size", 256)))
     pool, frames = ctx.inputs["pool"], []
     for source in SOURCES:
         q, emb = pool.source_queries(source).reset_index(drop=True), ctx.inputs[f"embed-{source}"]

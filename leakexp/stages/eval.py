@@ -16,40 +16,27 @@ from typing import Annotated, Literal
 import pandas as pd
 from pydantic import Field
 
-from leakexp.lib.measures import NO_RELEVANT, SELECTIONS, parse_measures, per_query, without_relevant
+from leakexp.lib.measures import parse_measures, per_query, without_relevant
 from leakexp.runner.schema import Name, NonNegativeInt, Section
 from leakexp.runner.stage import Ask, ConfigError, Context, Stage
 from leakexp.stages.cell import rerank_params, rerank_path
 
 
 def check(cfg) -> None:
-    """The ``evaluate`` section, before any work."""
-    e = cfg.evaluate
-    if e.mfr_missing not in ("skip", "depth"):
-        raise ConfigError(f"evaluate.mfr_missing={e.mfr_missing} is unknown; use skip or depth")
-    if e.get("no_relevant", "skip") not in NO_RELEVANT:
-        raise ConfigError(f"evaluate.no_relevant={e.no_relevant} is unknown; use skip (leave such topics out) or zero")
+    """The measure names, which only ir_measures can parse (every other domain is :class:`EvaluateSettings`')."""
     try:
-        parse_measures(list(e.measures), mfr_missing=e.mfr_missing)
+        parse_measures(list(cfg.evaluate.measures), mfr_missing=cfg.evaluate.mfr_missing)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    if e.get("cv_selection", "best") not in SELECTIONS:
-        raise ConfigError(f"evaluate.cv_selection={e.cv_selection} is unknown; use {' or '.join(SELECTIONS)}")
-    folds = e.get("folds", 5)
-    if not (isinstance(folds, int) and not isinstance(folds, bool) and folds >= 2):
-        raise ConfigError(f"evaluate.folds={folds!r} must be an integer >= 2")
-    if not 0 < float(e.get("alpha", 0.05)) < 1:
-        raise ConfigError(f"evaluate.alpha={e.get('alpha')} must be in (0, 1)")
 
 
 def _evaluate(ctx: Context, tmp: Path) -> dict:
-    e = ctx.config["evaluate"]
+    e = ctx.settings("evaluate")
     run = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
     coll = ctx.inputs["collection"]
     topics = list(coll.topics)
-    pq = per_query(run, coll.qrels, list(e["measures"]), mfr_missing=e["mfr_missing"],
-                   depth=int(ctx.config.at("rerank.depth")), no_relevant=e["no_relevant"], topics=topics,
-                   mfr=str(e.get("mfr") or "rank1"))
+    pq = per_query(run, coll.qrels, list(e.measures), mfr_missing=e.mfr_missing, depth=ctx.settings("rerank").depth,
+                   no_relevant=e.no_relevant, topics=topics, mfr=e.mfr)
     pq.to_parquet(tmp / "perquery.parquet", index=False)
     figures = {m: round(float(v), 6) for m, v in pq.groupby("measure").value.mean().items()}
     return {**figures, "without_relevant": without_relevant(coll.qrels, topics)}

@@ -88,14 +88,13 @@ def _first_stage_inputs(p: dict, c: Config) -> dict:
 
 
 def _first_stage(ctx: Context, tmp: Path) -> dict:
-    r = ctx.config["rerank"]
-    topics = ctx.inputs["topics"].topics_frame(r["query_field"])
-    external = first_stage_file(r.get("first_stage"), ctx.params["corpus"])
+    r = ctx.settings("rerank")
+    topics = ctx.inputs["topics"].topics_frame(r.query_field)
+    external = first_stage_file(r.first_stage, ctx.params["corpus"])
     if external is not None:
-        run = read_run(external, topics, depth=int(r["depth"]))
+        run = read_run(external, topics, depth=r.depth)
     else:
-        opts = {k: v for k, v in bm25_options(ctx).items()}
-        run = bm25_search(ctx.inputs["index"], topics, depth=int(r["depth"]), **opts)
+        run = bm25_search(ctx.inputs["index"], topics, depth=r.depth, **bm25_options(ctx))
     run.to_parquet(tmp / "run.parquet", index=False)
     return {"queries": int(run.qid.nunique()), "rows": len(run)}
 

@@ -17,9 +17,8 @@ BM25 = ("bm25.k1", "bm25.b", "bm25.stemmer", "bm25.stopwords", "bm25.backend")
 
 def bm25_options(ctx: Context) -> dict:
     """BM25's parameters, analysis and backend (from the stage's config) and the runtime's threads and verbosity."""
-    b = ctx.config["bm25"]
-    return dict(k1=float(b["k1"]), b=float(b["b"]), stemmer=str(b["stemmer"]), stopwords=str(b["stopwords"]),
-                backend=str(b.get("backend") or "pisa"),
+    b = ctx.settings("bm25")
+    return dict(k1=b.k1, b=b.b, stemmer=b.stemmer, stopwords=b.stopwords, backend=b.backend,
                 threads=int(ctx.runtime.get("threads", 2)), verbose=bool(ctx.runtime.get("verbose", False)))
 
 

@@ -37,7 +37,7 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
 from leakexp.runner.loop import each
-from leakexp.runner.schema import Name, PositiveInt, Section
+from leakexp.runner.schema import Name, PositiveInt, Section, validate
 from leakexp.runner.stage import Ask, ConfigError, Context, Stage
 from leakexp.stages.cell import Cell, cell_path, memorization_params, rerank_params, set_params, train_params
 from leakexp.stages.rerank import load_model, scoring
@@ -244,38 +244,27 @@ def cv_choice(cv_sizes: pd.DataFrame, measure: str) -> pd.DataFrame:
 
 
 # -- config ---------------------------------------------------------------------------------------------
-def settings(cfg: DictConfig) -> dict:
-    """The ``memorization`` block with its defaults, normalised (sizes always a list)."""
-    m = OmegaConf.to_container(cfg.get("memorization") or OmegaConf.create({}), resolve=True)
-    sizes = m.get("sizes", ["each", "cv"])
-    sizes = [sizes] if isinstance(sizes, (str, int)) else list(sizes)
-    return {"enabled": m.get("enabled", True), "sizes": sizes, "cv_measure": m.get("cv_measure", "nDCG@10"),
-            "msm_query": m.get("msm_query", "topic")}
+def settings(cfg: DictConfig) -> "MemorizationSettings":
+    """The ``memorization`` section validated by its schema (every domain), sizes always a list."""
+    m = validate("memorization", MemorizationSettings, OmegaConf.to_container(cfg.memorization, resolve=True))
+    return m.model_copy(update={"sizes": m.sizes if isinstance(m.sizes, list) else [m.sizes]})
 
 
-def validate(cfg: DictConfig) -> None:
-    """Check the ``memorization`` block before any work; a bad value names the key and the fix."""
+def validate_settings(cfg: DictConfig) -> None:
+    """What the schema cannot say: the sizes named must be sizes of the grid, the CV measure one of the measures."""
     s = settings(cfg)
-    if not isinstance(s["enabled"], bool):
-        raise ConfigError(f"memorization.enabled={s['enabled']!r} must be true or false")
     grid_sizes = [int(x) for x in cfg.grid.sizes]
-    if not s["sizes"]:
-        raise ConfigError("memorization.sizes is empty; use e.g. [each, cv]")
-    for v in s["sizes"]:
-        if isinstance(v, bool) or not isinstance(v, (str, int)):
-            raise ConfigError(f"memorization.sizes has {v!r}; use each, cv, pooled or sizes of grid.sizes")
-        if isinstance(v, str) and v not in SIZE_SELECTORS:
-            raise ConfigError(f"memorization.sizes has {v!r}; use each, cv, pooled or sizes of grid.sizes")
+    for v in s.sizes:
         if isinstance(v, int) and v not in grid_sizes:
             raise ConfigError(f"memorization.sizes has {v}, which is not in grid.sizes {grid_sizes}")
-    if s["cv_measure"] not in list(cfg.evaluate.measures):
-        raise ConfigError(f"memorization.cv_measure={s['cv_measure']!r} is not one of evaluate.measures "
+    if s.cv_measure not in list(cfg.evaluate.measures):
+        raise ConfigError(f"memorization.cv_measure={s.cv_measure!r} is not one of evaluate.measures "
                           f"{list(cfg.evaluate.measures)}")
 
 
 def wanted(cfg: DictConfig, cell: "Cell") -> bool:
     """Whether the grid computes the memorization stage for ``cell`` (a leaked cell, stage enabled)."""
-    return cell.leakage in LEAKED and bool(settings(cfg)["enabled"])
+    return cell.leakage in LEAKED and settings(cfg).enabled
 
 
 # -- the stage ------------------------------------------------------------------------------------------
@@ -351,7 +340,7 @@ def _memorize(ctx: Context, tmp: Path) -> dict:
 
 MEMORIZATION = Stage(
     "memorization", version=1, reads=_reads, inputs=_inputs, compute=_memorize, normalise=memorization_params, path=lambda p, c: cell_path(p),
-    device=True, check=validate,
+    device=True, check=validate_settings,
     describe="ranks and scores of a leaked cell's leaked documents with and without leakage (Tables 6-8)",
 )
 

@@ -139,4 +139,14 @@ def runner(cfg: DictConfig, *, readonly: bool = False, files: bool | None = None
     device = resolve_device(str(cfg.get("device", "auto")))
     configure_precision(cfg.precision)  # process-wide, from config, before any model runs
     return Runner(settings(cfg), STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device),
-                  cuda=device.startswith("cuda"))
+                  cuda=device.startswith("cuda"), schemas=schema_of)
+
+
+def schema_of(section: str) -> type:
+    """The schema of a section of the runner's settings: ``models.<name>``, ``corpora.<name>`` or a top section."""
+    group, _, name = section.partition(".")
+    if group == "models":
+        return train.MODEL_SETTINGS[name]
+    if group == "corpora":
+        return sources.CorpusSettings
+    return SECTIONS[section]

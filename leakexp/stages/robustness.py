@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Sequence
 
+import ir_measures
 import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
@@ -44,7 +45,7 @@ from scipy import stats as sps
 
 from leakexp.lib.measures import LOWER_IS_BETTER, per_query
 from leakexp.runner.loop import each
-from leakexp.runner.schema import Name, PositiveInt, Section
+from leakexp.runner.schema import Name, PositiveInt, Section, validate
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.runner.store import file_digest
 from leakexp.stages.cell import Cell, grid_cells, rerank_params, rerank_path, train_params
@@ -284,92 +285,49 @@ class Settings:
     seed: int
     synonyms: str
     misspellings: str
-    gmap_epsilon: float = 1e-5
-    bootstrap: int = 1000
-    ood_topics: str = "disjoint"
-
-
-def _list(v) -> list | None:
-    if v is None:
-        return None
-    return list(OmegaConf.to_container(v, resolve=True)) if OmegaConf.is_list(v) else list(v)
+    gmap_epsilon: float
+    bootstrap: int
+    ood_topics: str
 
 
 def settings(cfg: DictConfig) -> Settings:
-    """The robustness settings of ``cfg``; a bad value raises ConfigError naming the key and the fix."""
+    """The robustness settings of ``cfg``: the section validated by its schema (:class:`RobustnessSettings`: every
+    domain), then what only code can check (attack names, the measure, word lists) and the grid it applies to."""
     r = cfg.get("robustness")
     if r is None:
         raise ConfigError("the config has no 'robustness' block; use leakexp's conf/config.yaml")
+    v = validate("robustness", RobustnessSettings, OmegaConf.to_container(r, resolve=True))
     try:
-        qa = tuple(attacks.check_attack(a) for a in (_list(r.get("query_attacks")) or []))
-        dm = tuple(attacks.check_manipulation(d) for d in (_list(r.get("doc_manipulations")) or []))
+        qa = tuple(attacks.check_attack(a) for a in v.query_attacks or [])
+        dm = tuple(attacks.check_manipulation(d) for d in v.doc_manipulations or [])
     except attacks.AttackError as exc:
         raise ConfigError(f"robustness: {exc}") from None
-    mode = r.get("first_stage", "pool")
-    if mode not in FIRST_STAGES:
-        raise ConfigError(f"robustness.first_stage={mode} is unknown; use pool (the re-ranker re-scores the original "
-                          "candidates for the attacked query, as Wu et al.) or bm25 (BM25 re-run with the attacked "
-                          "query: first stage and re-ranker together)")
-    eps, boot, ood_topics = r.get("gmap_epsilon", 1e-5), r.get("bootstrap", 1000), r.get("ood_topics", "disjoint")
-    if not (isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 < eps < 1):
-        raise ConfigError(f"robustness.gmap_epsilon={eps!r} must be a small positive number (gMAP, Eq. 9), e.g. 1e-5")
-    if not (isinstance(boot, int) and not isinstance(boot, bool) and boot >= 100):
-        raise ConfigError(f"robustness.bootstrap={boot!r} must be an integer >= 100 (bootstrap resamples of the "
-                          "topics), e.g. 1000")
-    if ood_topics not in OOD_TOPICS:
-        raise ConfigError(f"robustness.ood_topics={ood_topics} is unknown; use disjoint (the target's topics that the "
-                          "source corpus does not have) or all")
-    measure = str(r.get("measure", "nDCG@10"))
-    if measure in LOWER_IS_BETTER:
-        raise ConfigError(f"robustness.measure={measure}: drop rates need a higher-is-better measure, e.g. nDCG@10")
+    if v.measure in LOWER_IS_BETTER:
+        raise ConfigError(f"robustness.measure={v.measure}: drop rates need a higher-is-better measure, e.g. nDCG@10")
     try:
-        import ir_measures
-
-        ir_measures.parse_measure(measure)
+        ir_measures.parse_measure(v.measure)
     except Exception:
-        raise ConfigError(f"robustness.measure={measure!r} cannot be parsed; e.g. nDCG@10, AP, P@10") from None
-    worst = tuple(float(f) for f in (_list(r.get("worst")) or []))
-    if any(not 0 < f <= 1 for f in worst):
-        raise ConfigError(f"robustness.worst={list(worst)}: fractions must be in (0, 1], e.g. [0.1, 0.25]")
-    stuff, noise = r.get("stuff", {}) or {}, r.get("noise", {}) or {}
-    repeats, from_rank, rate = stuff.get("repeats", 3), stuff.get("from_rank", 10), noise.get("rate", 0.1)
-    if not (isinstance(repeats, int) and repeats >= 1):
-        raise ConfigError(f"robustness.stuff.repeats={repeats!r} must be an integer >= 1")
-    if not (isinstance(from_rank, int) and from_rank >= 1):
-        raise ConfigError(f"robustness.stuff.from_rank={from_rank!r} must be an integer >= 1 (a 0-based "
-                          "first-stage rank below the top)")
-    if not (isinstance(rate, (int, float)) and 0 < rate <= 1):
-        raise ConfigError(f"robustness.noise.rate={rate!r} must be a fraction of words in (0, 1]")
-    grid = cfg.grid
-    if r.get("sizes") == "largest":  # the grid's largest size, whatever the grid (the demo's choice)
-        sizes = [max(int(s) for s in grid.sizes)]
-    else:
-        sizes = _list(r.get("sizes"))
-        bad = [v for v in sizes or [] if not (isinstance(v, int) and v > 0)]
-        if bad:
-            raise ConfigError(f"robustness.sizes has {bad[0]!r}; use training-set sizes, 'largest' or null")
-    corpora, ood = _list(r.get("corpora")), _list(r.get("ood"))
-    # corpora and sizes outside this grid are simply not run (a narrowed grid keeps working); names must exist
-    for key, values in (("corpora", corpora), ("ood", ood)):
-        bad = [v for v in values or [] if v not in list(cfg.data.corpora)]
+        raise ConfigError(f"robustness.measure={v.measure!r} cannot be parsed; e.g. nDCG@10, AP, P@10") from None
+    # the grid's largest size, whatever the grid (the demo's choice); corpora and sizes outside this grid are simply
+    # not run (a narrowed grid keeps working), but their names must exist
+    sizes = [max(int(x) for x in cfg.grid.sizes)] if v.sizes == "largest" else v.sizes
+    for key, values in (("corpora", v.corpora), ("ood", v.ood)):
+        bad = [x for x in values or [] if x not in list(cfg.data.corpora)]
         if bad:
             raise ConfigError(f"robustness.{key} has {bad[0]!r}, which is not in data.corpora="
                               f"{list(cfg.data.corpora)}; choose from those or null")
     for key in ("synonyms", "misspellings"):
-        value = str(r.get(key, "bundled"))
-        if value != "bundled":
+        if getattr(v, key) != "bundled":
             try:
-                attacks.load_wordlist(value)
+                attacks.load_wordlist(getattr(v, key))
             except attacks.AttackError as exc:
                 raise ConfigError(f"robustness.{key}: {exc}") from None
     return Settings(
-        corpora=None if corpora is None else tuple(corpora),
-        sizes=None if sizes is None else tuple(int(s) for s in sizes),
-        query_attacks=qa, first_stage=mode, doc_manipulations=dm, stuff_repeats=int(repeats),
-        stuff_from_rank=int(from_rank), noise_rate=float(rate), ood=None if ood is None else tuple(ood),
-        measure=measure, worst=worst, seed=int(r.get("seed", 0)), synonyms=str(r.get("synonyms", "bundled")),
-        misspellings=str(r.get("misspellings", "bundled")), gmap_epsilon=float(eps), bootstrap=int(boot),
-        ood_topics=str(ood_topics),
+        corpora=None if v.corpora is None else tuple(v.corpora), sizes=None if sizes is None else tuple(sizes),
+        query_attacks=qa, first_stage=v.first_stage, doc_manipulations=dm, stuff_repeats=v.stuff.repeats,
+        stuff_from_rank=v.stuff.from_rank, noise_rate=v.noise.rate, ood=None if v.ood is None else tuple(v.ood),
+        measure=v.measure, worst=tuple(v.worst), seed=v.seed, synonyms=v.synonyms, misspellings=v.misspellings,
+        gmap_epsilon=v.gmap_epsilon, bootstrap=v.bootstrap, ood_topics=v.ood_topics,
     )
 
 
@@ -773,7 +731,8 @@ class _Noise(Section):
 
 
 class RobustnessSettings(Section):
-    """``robustness``: which cells, attacks and manipulations (checked further by :func:`settings`)."""
+    """``robustness``: which cells, attacks and manipulations (attack names, the measure and word lists are checked
+    further by :func:`settings`)."""
 
     enabled: bool
     corpora: list[Name] | None
@@ -783,7 +742,7 @@ class RobustnessSettings(Section):
     measure: Name
     gmap_epsilon: Annotated[float, Field(gt=0, lt=1)]
     worst: list[Annotated[float, Field(gt=0, le=1)]]
-    bootstrap: PositiveInt
+    bootstrap: Annotated[int, Field(ge=100)]  # resamples of the topics (at least 100 for a stable interval)
     seed: Annotated[int, Field(ge=0)]
     first_stage: Literal["bm25", "pool"]
     query_attacks: list[Name] | None

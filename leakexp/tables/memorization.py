@@ -143,7 +143,7 @@ def _table_sets(s: dict, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd
     """(file suffix, sizes sentence, rows, selection of (corpus, leakage, size, model)) per table set."""
     sets, seen = [], set()
     present = sorted(int(x) for x in rows["size"].unique())
-    for spec in s["sizes"]:
+    for spec in s.sizes:
         if spec == "each" or isinstance(spec, int):
             for size in ([int(x) for x in grid_sizes] if spec == "each" else [spec]):
                 if size in seen or size not in present:
@@ -158,9 +158,9 @@ def _table_sets(s: dict, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd
             if cv_sizes is None or len(cv_sizes) == 0:
                 log.warning("memorization.sizes has cv but no cross-validation sizes are available; skipping the CV tables")
                 continue
-            choice = cv_choice(cv_sizes, s["cv_measure"])
+            choice = cv_choice(cv_sizes, s.cv_measure)
             if choice.empty:
-                log.warning("no cross-validation size choices for %s; skipping the CV memorization tables", s["cv_measure"])
+                log.warning("no cross-validation size choices for %s; skipping the CV memorization tables", s.cv_measure)
                 continue
             keys = set(zip(choice.corpus, choice.model, choice.leakage, choice["size"]))
             sel = rows[[k in keys for k in zip(rows.corpus, rows.model, rows.leakage, rows["size"])]]
@@ -168,7 +168,7 @@ def _table_sets(s: dict, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd
             listed = "; ".join(f"{c} {model_label.get(m, m)} {LEAKAGE_LABEL[l]} {z} ({n}/{o} folds)"
                                for c, m, l, z, n, o in choice.itertuples(index=False))
             sets.append(("cv", f"the training-set size the cross-validation chose most often (over its folds) for "
-                         f"{s['cv_measure']} per corpus, model and leakage type ({listed})", sel,
+                         f"{s.cv_measure} per corpus, model and leakage type ({listed})", sel,
                          lambda c, keys=keys: (c.corpus, c.model, c.leakage, c.size) in keys))
     return sets
 
@@ -178,7 +178,7 @@ def write_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[Cell],
     """Tables 6-8 per configured size selection and the per-instance CSV, from the stored memorization
     artifacts alone (no scoring). Returns the written files (none when no artifact is finished)."""
     s = settings(cfg)
-    if not s["enabled"]:
+    if not s.enabled:
         log.info("memorization.enabled is false: Tables 6-8 are not written")
         return []
     leaked = [c for c in cells if c.leakage in LEAKED]
@@ -210,8 +210,8 @@ def write_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[Cell],
                   f"{cfg.rerank.query_field} query; a leaked document outside it (every MS MARCO / ORCAS document) "
                   f"gets the hypothetical rank its score earns among the re-ranked {depth} (ties by docno), so the "
                   f"maximal rank is {depth + 1}. MSM-leaked documents are scored with "
-                  + ("the topic's query" if s["msm_query"] == "topic" else "the training query they leaked with")
-                  + f" (memorization.msm_query={s['msm_query']}). Macro-averaged over topics (each topic's leaked queries and seeds "
+                  + ("the topic's query" if s.msm_query == "topic" else "the training query they leaked with")
+                  + f" (memorization.msm_query={s.msm_query}). Macro-averaged over topics (each topic's leaked queries and seeds "
                   f"averaged first; ± = standard deviation over topics): MSM over the topics with leaking queries in "
                   f"the training set, Test over all topics with test leakage. Topics / leaked queries: "
                   f"{_counts(long['table6'], corpora)}.")
