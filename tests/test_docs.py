@@ -295,6 +295,25 @@ def case_toy_demo(ctx: Ctx, command: str) -> None:
     assert (tables / "table1.md").is_file() and (tables / "figure2.png").is_file()
 
 
+def case_toy_stages(ctx: Ctx, command: str) -> None:
+    """Every stage listed with its version and module, computing nothing; with --graph its graph as an SVG."""
+    import xml.etree.ElementTree as ET
+
+    from leakexp.stages.registry import STAGES
+
+    ctx.monkeypatch.chdir(ctx.tmp)
+    store = ctx.tmp / "stages-store"
+    rc, out, err = ctx.run(words(command), [f"store={store}"])
+    assert rc == 0 and not store.exists(), err
+    rows = {line.split()[0]: line.split()[1:4] for line in out.splitlines()[1:] if line and not line[0].isspace()}
+    assert all(rows[s.name] == [str(s.version), s.module, "yes"] for s in STAGES), out
+    if "--graph" in command:
+        path = ctx.tmp / words(command)[words(command).index("--graph") + 1]
+        assert out.rstrip().endswith(f"graph: {path.name}")
+        ids = {e.get("id") for e in ET.parse(path).getroot().iter()}
+        assert {f"stage:{s.name}" for s in STAGES} <= ids and "edge:sets:train" in ids
+
+
 def case_toy_tables(ctx: Ctx, command: str) -> None:
     ctx.request.getfixturevalue("toy_cell")
     rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID])
@@ -855,6 +874,8 @@ CASES = {
     "leakexp graph-audit --wordnet --pos adj --resplit vertices --out store/graph/wordnet-adj": ("files", case_wordnet),
     # README: inline examples
     "leakexp status --why train rerank corpus=… leakage=… size=… model=… seed=…": ("toy", case_toy_status_why),
+    "leakexp stages": ("toy", case_toy_stages),
+    "leakexp stages --graph stages.svg": ("toy", case_toy_stages),
     "make help": ("make", case_make_help),
     "leakexp --help": ("name", case_help),
     "leakexp corpus-stats [overrides]": ("toy", case_toy_corpus_stats),

@@ -19,7 +19,7 @@ from leakexp.runner.config import ConfigError, compose, section_keys, top_level_
 from leakexp.runner.loop import each
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, read_json
-from leakexp.stages import detect as d, memorization, robustness, verify as verification
+from leakexp.stages import detect as d, memorization, overview, robustness, verify as verification
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.docstats import corpus_stats
 from leakexp.stages.firststage import _run_path, first_stage_file
@@ -198,6 +198,16 @@ def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None
     print(render_status(status))
     _print_unmet(cfg)
     return 0 if complete(status) else 1
+
+
+def cmd_stages(overrides: list[str], graph: str | None = None) -> int:
+    """The registry's stages as the configuration uses them (read-only); ``graph``: also their graph, drawn."""
+    cfg = compose(overrides)
+    infos = overview.stages(cfg)
+    print(overview.render(infos))
+    if graph:
+        print(f"graph: {overview.draw(infos, Path(graph))}")
+    return 0
 
 
 def _print_unmet(cfg) -> None:

@@ -41,6 +41,8 @@ STAGES = {
     "tables": "write the tables from the store alone (no training)",
     "status": "done / running / failed / missing artifacts of the configured grid per stage (exit 1 while incomplete)",
     "plan": "job counts, training instances, embedding size and estimated GPU-hours of the configured grid",
+    "stages": "every stage with its version, module, the settings and stages it reads under the configuration "
+              "(computes nothing); --graph PATH.png|.svg also draws the stage graph",
     "compare-runs": "top-k overlap of the configured first stage of --corpus (or of a first --run) with a --run "
                     "(e.g. the SPIRE-22 authors' Anserini runs: bundled:core17.bm25-anserini.top100.run.gz)",
 }
@@ -166,6 +168,13 @@ def _add_pair_commands(sub) -> None:
     sp.add_argument("--out", help="output directory (default: AUDIT/split-eval)")
 
 
+def _graph_path(value: str) -> str:
+    """``--graph``'s file, PNG or SVG by its suffix (checked before any work)."""
+    if not value.lower().endswith((".png", ".svg")):
+        raise argparse.ArgumentTypeError(f"{value!r}: give a file ending in .png or .svg")
+    return value
+
+
 def _take_trailing_overrides(parser, args, extra: list[str]) -> None:
     """Overrides on both sides of a command's options (``compare-runs store=/s --corpus core17 --run R
     experiment=paper``: argparse fills a positional list once, so the later ones were unrecognized) join the
@@ -203,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
             sp.add_argument("--run", action="append", default=[], metavar="RUN",
                             help="a TREC run file (bundled:<file> for a run shipped with leakexp); once or twice")
             sp.add_argument("--depth", type=int, default=100, help="the top-k compared (default 100)")
+        if name == "stages":
+            sp.add_argument("--graph", type=_graph_path, metavar="PATH",
+                            help="also draw the stage graph (an arrow from each input stage to the stage that reads "
+                                 "it, layers top to bottom) into PATH, PNG or SVG by its suffix")
         if name == "status":
             sp.add_argument("--verify", action="store_true",
                             help="also re-read every finished artifact's files against their recorded checksums")
@@ -289,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             return c.cmd_build(args.overrides, export=args.export_monot5)
         if args.command == "compare-runs":
             return c.cmd_compare_runs(args.overrides, corpus=args.corpus, runs=args.run, depth=args.depth)
+        if args.command == "stages":
+            return c.cmd_stages(args.overrides, graph=args.graph)
         if args.command == "status":
             return c.cmd_status(args.overrides, verify=args.verify, why=args.why)
         return handlers[args.command](args.overrides)
