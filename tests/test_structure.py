@@ -1,5 +1,6 @@
-"""The package's structure: imports point down (no module imports one that imports it back), the runner names
-no stage, stages import neither the runner nor the table writers, and ``config``/``store`` import no stage."""
+"""The package's structure: folders by role whose imports point one way, a stage found by its name, imports at the
+top of modules; no module imports one that imports it back, the runner names no stage, stages import neither the
+runner nor the table writers, and ``config``/``store`` import no stage."""
 
 from __future__ import annotations
 
@@ -78,3 +79,48 @@ def test_the_runner_names_no_stage_and_stays_small():
     assert len(text.splitlines()) <= 200
     for stage in STAGES:
         assert f'"{stage.name}"' not in text and f"'{stage.name}'" not in text, stage.name
+
+
+# the folders of leakexp from the top floor down: a module imports only modules of its own folder or of folders below
+FOLDERS = ("cli", "tables", "stages", "toolkit", "models", "lib", "data", "runner")
+# modules that hold several stages, named after their family (every other stage is in stages/<its name>.py)
+FAMILIES = {"sources": {"toy", "pool", "collection"}, "detect": {"embed", "detect"}, "verify": {"verify", "leaks"},
+            "sets": {"fillers", "negatives", "sets"}}
+
+
+def _folder(module: str) -> str:
+    parts = module.split(".")
+    assert len(parts) >= 2 and parts[1] in FOLDERS, f"{module} is in no folder of {FOLDERS}"
+    return parts[1]
+
+
+def test_every_module_is_in_a_folder_and_folders_import_one_way():
+    g = import_graph()
+    modules = [m for m in g if m != "leakexp"]
+    assert {_folder(m) for m in modules} == set(FOLDERS)
+    back = sorted(f"{a} -> {b}" for a, b in g.edges
+                  if FOLDERS.index(_folder(a)) > FOLDERS.index(_folder(b)))
+    assert back == [], "imports that run back up the floors"
+
+
+def test_a_stage_is_found_by_its_name():
+    for stage in STAGES:
+        folder, _, module = stage.module.removeprefix("leakexp.").partition(".")
+        family = stage.name.split("/")[0]  # robustness/query-attack is in stages/robustness.py
+        assert folder == "stages" and (module == family or stage.name in FAMILIES.get(module, ())), \
+            (stage.name, stage.module)
+
+
+def test_imports_sit_at_the_top_of_modules():
+    """Inside functions only where a module defers a heavy optional dependency or the CLI's lazy dispatch keeps
+    ``leakexp --help`` fast: at most 15 % of the package's own imports."""
+    top = inside = 0
+    for path in ROOT.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        nested = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("leakexp"):
+                inside += id(node) in nested
+                top += id(node) not in nested
+    assert top > 200 and inside / (top + inside) <= 0.15, (top, inside)
