@@ -513,22 +513,24 @@ def _set_inputs(p: dict, c: Config) -> dict:
 
 
 def _set(ctx: Context, tmp: Path) -> dict:
-    p, b = ctx.params, ctx.config["build"]
+    p, b = ctx.params, ctx.settings("build")
     corpus, leakage, size = p.get("corpus", "any"), p["leakage"], int(p["size"])
-    fixed = 0 if leakage == "none" else int(ctx.config["corpora"][corpus][
-        "fixed_leak_queries" if leakage == "msm" else "test_leak_queries"])
+    # a set reads the settings of its own leakage type only (see _set_reads): the others do not apply to it
+    fixed = {"none": 0, "msm": lambda c: c.fixed_leak_queries, "test": lambda c: c.test_leak_queries}[leakage]
+    fixed = fixed if leakage == "none" else fixed(ctx.settings(f"corpora.{corpus}"))
+    test = leakage == "test"
     pool = ctx.inputs["pool"]
     searched = len(ctx.inputs["negatives"]) * NEGATIVES_CHUNK
-    negatives = Negatives.from_frames(pool.qrels, pd.concat(ctx.inputs["negatives"], ignore_index=True), int(b["seed"]))
+    negatives = Negatives.from_frames(pool.qrels, pd.concat(ctx.inputs["negatives"], ignore_index=True), b.seed)
     frame, manifest = build_set(
         corpus=corpus, leakage=leakage, size=size, fixed_queries=fixed,
         fillers=ctx.inputs["fillers"].iloc[:searched], negatives=negatives,
         leaks=ctx.inputs["leaks"] if leakage == "msm" else None,
-        collection=ctx.inputs["collection"] if leakage == "test" else None, pool_docs=pool.docs,
-        seed=int(b["seed"]), test_field=b.get("test_query_field", "title"),
-        take_all_leaks=bool(b.get("take_all_leaks", False)),
-        test_with_replacement=bool(b.get("test_with_replacement", True)),
-        test_missing_judgments=b.get("test_missing_judgments", "skip"),
+        collection=ctx.inputs["collection"] if test else None, pool_docs=pool.docs, seed=b.seed,
+        test_field=b.test_query_field if test else "title",
+        take_all_leaks=b.take_all_leaks if leakage == "msm" else False,
+        test_with_replacement=b.test_with_replacement if test else True,
+        test_missing_judgments=b.test_missing_judgments if test else "skip",
     )
     write_set(tmp, frame, manifest)
     if manifest.get("skipped_topics"):
