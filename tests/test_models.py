@@ -455,6 +455,24 @@ def test_monobert_checkpoint_reloads_with_auto_model(tiny_bert, tmp_path):
     assert auto.config.num_labels == 2
 
 
+def test_monobert_layers_keeps_the_checkpoints_first_layers_and_reloads_with_them(tiny_bert, tmp_path):
+    """The demo's ``layers``: the same classifier over the checkpoint's first N encoder layers, their weights the
+    checkpoint's; the saved model reloads with N layers and scores the same."""
+    set_seed(0)
+    full = REGISTRY["monobert"](checkpoint=tiny_bert, max_length=64)
+    set_seed(0)
+    cut = REGISTRY["monobert"](checkpoint=tiny_bert, max_length=64, layers=1)
+    assert len(full.bert.bert.encoder.layer) == 2 and len(cut.bert.bert.encoder.layer) == 1
+    assert torch.equal(cut.bert.bert.encoder.layer[0].output.dense.weight,
+                       full.bert.bert.encoder.layer[0].output.dense.weight)
+    assert cut.score(["lyme"], ["the lyme report"]) != full.score(["lyme"], ["the lyme report"])
+    cut.save(tmp_path / "cut")
+    again = load_checkpoint(tmp_path / "cut")
+    assert len(again.bert.bert.encoder.layer) == 1 and again.hparams["layers"] == 1
+    assert again.score(["lyme"], ["the lyme report"]) == pytest.approx(cut.score(["lyme"], ["the lyme report"]),
+                                                                       abs=1e-6)
+
+
 def test_transformers_use_sdpa_attention(tiny_bert, tiny_t5):
     assert build("monobert", tiny_bert, tiny_t5).bert.config._attn_implementation == "sdpa"
     assert build("monot5", tiny_bert, tiny_t5).t5.config._attn_implementation == "sdpa"

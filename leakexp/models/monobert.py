@@ -29,7 +29,8 @@ class MonoBERT(HFReranker):
     objective = "pointwise"
     hf_attr = "bert"
 
-    def __init__(self, *, checkpoint: str = "bundled", max_length: int = 512, attn_implementation: str = "sdpa", **_):
+    def __init__(self, *, checkpoint: str = "bundled", max_length: int = 512, attn_implementation: str = "sdpa",
+                 layers: int | None = None, **_):
         super().__init__()
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -37,10 +38,15 @@ class MonoBERT(HFReranker):
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()  # the freshly initialised classifier is expected
         self.hparams = dict(checkpoint=checkpoint, max_length=max_length, attn_implementation=attn_implementation)
+        # layers: only the checkpoint's first N encoder layers are loaded (the same BERT classifier, shallower); the
+        # demo's setting for a CPU. None (the paper): every layer. A saved checkpoint keeps N in its config.
+        depth = {} if layers is None else {"num_hidden_layers": int(layers)}
+        if layers is not None:
+            self.hparams["layers"] = int(layers)
         path = resolve_checkpoint(checkpoint)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.bert = AutoModelForSequenceClassification.from_pretrained(path, num_labels=2,
-                                                                       attn_implementation=attn_implementation)
+                                                                       attn_implementation=attn_implementation, **depth)
         head = getattr(self.bert, "classifier", None)
         if isinstance(head, torch.nn.Module):
             keep_fp32(head)  # the 2-class score layer in fp32 under bf16 autocast

@@ -720,6 +720,7 @@ class MonoBERTSettings(_ModelSettings):
     name: Literal["monobert"]
     checkpoint: Name
     max_length: PositiveInt
+    layers: PositiveInt | None = None  # the checkpoint's first N encoder layers (the demo); None: all
     attn_implementation: Literal["sdpa", "eager"]
 
 
