@@ -1,10 +1,13 @@
 """The demo's extras beside the grid: each runs once, is cached in the store and prints its key lines."""
 
+import pytest
+
 from leakexp.runner.config import compose
 from leakexp.cli.commands import demo_extras as extras
 from leakexp.stages.registry import runner
 
 
+@pytest.mark.slow  # the demo's audit and graph stages twice (about 25 s); make demo (CI) runs them
 def test_demo_extras_are_cached_and_print_the_audit_lines(tmp_path):
     cfg = compose([f"store={tmp_path}", "data.queries_per_source=600"])
     r = runner(cfg)

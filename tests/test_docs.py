@@ -943,7 +943,12 @@ def test_every_documented_command_has_a_case():
     assert [c for c in CASES if c not in found] == [], "cases of commands the documentation no longer has"
 
 
-@pytest.mark.parametrize("command", list(CASES), ids=lambda c: c[:60])
+# `make demo` runs the whole demo (about 50 s here): CI runs it after the suite, make test-all here
+SLOW_COMMANDS = {"make demo"}
+
+
+@pytest.mark.parametrize("command", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_COMMANDS else c
+                                     for c in CASES], ids=lambda c: c[:60])
 def test_documented_command(command, request, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("LEAKEXP_STORE", raising=False)

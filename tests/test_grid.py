@@ -27,6 +27,7 @@ def _eval_markers(store: Store) -> dict[str, float]:
     return {str(p.parent.relative_to(store.root)): p.stat().st_mtime for p in store.path("eval").rglob("DONE.json")}
 
 
+@pytest.mark.slow  # a grid killed and resumed in subprocesses (about 85 s); make test-all runs it
 def test_kill_9_mid_grid_then_resume_equals_an_uninterrupted_run(tmp_path):
     killed, clean = tmp_path / "killed", tmp_path / "clean"
     proc = subprocess.Popen(LEAKEXP + ["grid", f"store={killed}", *GRID], start_new_session=True,
@@ -92,6 +93,7 @@ def test_a_model_change_redoes_training_and_below_only(tmp_path):
     assert sorted(r.split("/")[0] for r in redone) == ["eval", "rerank", "train"]
 
 
+@pytest.mark.slow  # two launchers over a grid in subprocesses (about 60 s); make test-all runs it
 @pytest.mark.timeout(300)
 def test_submitit_local_launcher_equals_the_basic_launcher(tmp_path):
     sweep = ["data.queries_per_source=600", "corpus=toy_core17", "leakage=none,msm", "size=64", "seed=1"]

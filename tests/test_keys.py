@@ -70,7 +70,8 @@ def _settings_leaves(s: dict) -> dict:
 PAPER_SMALL = ["grid.sizes=[1000,128000]", "grid.seeds=[1,2]"]
 
 
-@pytest.mark.parametrize("experiment", ["demo", "paper"])
+# every leaf of the paper's grid (about 90 s) runs in make test-all; the demo's every time
+@pytest.mark.parametrize("experiment", ["demo", pytest.param("paper", marks=pytest.mark.slow)])
 def test_every_leaf_rekeys_exactly_its_readers(experiment, tmp_path, monkeypatch):
     extra = paper_env(tmp_path, monkeypatch)[1:] + PAPER_SMALL if experiment == "paper" else []
     cfg = compose([f"experiment={experiment}", f"store={tmp_path / 'store'}", *extra])
