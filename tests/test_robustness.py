@@ -276,7 +276,9 @@ def test_robustness_evaluation_follows_evaluate_no_relevant():
     for mode, topics in (("skip", ["1"]), ("zero", ["1", "2"])):
         cfg = Config({"evaluate": {"no_relevant": mode}})
         cfg.declared = ("evaluate.no_relevant",)
-        pq = rb._values(SimpleNamespace(inputs={"collection": coll}, config=cfg), run, ["P@10"])
+        ctx = SimpleNamespace(inputs={"collection": coll}, config=cfg,
+                              settings=lambda section, mode=mode: SimpleNamespace(no_relevant=mode))
+        pq = rb._values(ctx, run, ["P@10"])
         assert sorted(pq.qid) == topics, mode
 
 

@@ -74,6 +74,16 @@ class Declared:
         value = getattr(self._value, name)
         return Declared(value, dotted, self._declared) if hasattr(type(value), "model_fields") else value
 
+    def dump(self) -> dict:
+        """The declared leaves as plain values, nested as in the config (e.g. a model's constructor parameters)."""
+        out = {}
+        for name in type(self._value).model_fields:
+            dotted = f"{self._path}.{name}"
+            if _declared(dotted, self._declared):
+                value = getattr(self, name)
+                out[name] = value.dump() if isinstance(value, Declared) else value
+        return out
+
     def __repr__(self) -> str:
         return f"Declared({self._path}: {self._value!r})"
 

@@ -121,7 +121,7 @@ EMBED_CHUNK = 65536  # queries per resumable chunk of an embedding artifact
 
 
 def _embed(ctx: Context, tmp: Path) -> dict:
-    source, sbert = ctx.params["source"], str(ctx.config.at("detect.sbert"))
+    source, sbert = ctx.params["source"], ctx.settings("detect").sbert
     q = ctx.inputs["pool"].source_queries(source).reset_index(drop=True)
     partial = ctx.path.parent / f"{ctx.path.name}.partial"  # survives a kill: finished chunks are kept
     embed_to_memmap(load_sbert(sbert), q.text.tolist(), partial, batch_size=int(ctx.runtime.get("embed_batch_size", 256)),

@@ -312,7 +312,7 @@ def _memorize(ctx: Context, tmp: Path) -> dict:
         topics = msm_topics(pairs, verified_leaks(ctx.inputs["annotations"], list(collection.topics)), p["corpus"])
     docs = leaked_documents(pairs, topics)
     runs = {v: pd.read_parquet(ctx.inputs[f"run-{v}"] / "run.parquet") for v in VARIANTS}
-    queries = _queries(collection, str(ctx.config.at("rerank.query_field")), sorted(set(docs.topic)),
+    queries = _queries(collection, ctx.settings("rerank").query_field, sorted(set(docs.topic)),
                        list(runs.values()))
     how = scoring(ctx)  # scored as the re-ranking scored the run (same precision), so ranks can be compared
     frames, scored = [], {}
@@ -321,7 +321,7 @@ def _memorize(ctx: Context, tmp: Path) -> dict:
             scored[variant] = len(texts)
             return load_model(ctx, f"model-{variant}").score(qs, texts, **how)
 
-        source = str(ctx.config.at("memorization.msm_query")) if p["leakage"] == "msm" else "topic"
+        source = ctx.settings("memorization").msm_query if p["leakage"] == "msm" else "topic"
         ranked = rank_leaked(docs, runs[variant], queries, score, always_score=p["leakage"] == "msm",
                              query_source=source)
         frames.append(ranked.assign(variant=variant))

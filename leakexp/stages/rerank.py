@@ -61,7 +61,7 @@ def load_model(ctx: Context, name: str = "model", df: str = "df") -> Reranker:
 def scoring(ctx: Context) -> dict:
     """How the stage scores: batch size, device and precision (bf16 on CUDA when configured)."""
     device = str(ctx.runtime.get("device", "cpu"))
-    bf16 = device.startswith("cuda") and bool(ctx.config.at("precision.rerank_bf16", False))
+    bf16 = device.startswith("cuda") and ctx.settings("precision").rerank_bf16  # declared on CUDA only
     batch = int((ctx.runtime.get("score_batch_size") or {}).get(ctx.params.get("model"), 64))
     return {"batch_size": batch, "device": device, "bf16": bf16}
 

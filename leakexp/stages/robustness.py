@@ -384,20 +384,20 @@ def _wordlists_external(p: dict, c: Config):
 def _attacked_queries(ctx: Context, tmp: Path) -> dict:
     """``attacks.tsv``/``.parquet`` (qid, original, attacked, applied, edits) and ``pool.parquet``: the candidates
     the re-ranker scores for the attacked topics (BM25 re-run with the attacked query, or the original pool)."""
-    p, c = ctx.params, ctx.config
+    p, r = ctx.params, ctx.settings("robustness")
     attack = p["attack"]
     name = WORDLIST_KEY.get(attack)
     lists = {"synonyms": {}, "misspellings": {}}
     if name is not None:
-        lists[name] = attacks.load_wordlist(wordlist_file(name, c.at(f"robustness.{name}", "bundled")))
-    topics = ctx.inputs["topics"].topics_frame(c.at("rerank.query_field"))
-    att = attacks.attack_queries(topics, attack, int(c.at("robustness.seed", 0)), attacks.WordLists(**lists))
+        lists[name] = attacks.load_wordlist(wordlist_file(name, getattr(r, name)))
+    topics = ctx.inputs["topics"].topics_frame(ctx.settings("rerank").query_field)
+    att = attacks.attack_queries(topics, attack, r.seed, attacks.WordLists(**lists))
     applied = att[att.applied][["qid", "attacked"]].rename(columns={"attacked": "query"})
     if p["first_stage"] == "bm25":
         from leakexp.lib.bm25 import bm25_search
 
-        pool = bm25_search(ctx.inputs["index"], applied, depth=int(c.at("rerank.depth")),
-                           k1=float(c.at("bm25.k1")), b=float(c.at("bm25.b")),
+        bm25 = ctx.settings("bm25")
+        pool = bm25_search(ctx.inputs["index"], applied, depth=ctx.settings("rerank").depth, k1=bm25.k1, b=bm25.b,
                            threads=int(ctx.runtime.get("threads", 2)), verbose=bool(ctx.runtime.get("verbose", False)))
     else:
         run = ctx.inputs["run"]
@@ -426,16 +426,16 @@ def _docs_reads(p: dict, cuda: bool) -> list[str]:
 def _manipulated_docs(ctx: Context, tmp: Path) -> dict:
     """``documents.tsv``/``.parquet``: stuffed documents (qid, docno, first_stage_rank, query, text), one per
     topic, or noisy documents (docno, edited_words, text) of every document in the corpus's first-stage pools."""
-    c, kind = ctx.config, ctx.params["kind"]
-    seed = int(c.at("robustness.seed", 0))
+    r, kind = ctx.settings("robustness"), ctx.params["kind"]
+    seed = r.seed
     run, docs = ctx.inputs["run"], ctx.inputs["collection"].docs
     if kind == "stuff":
-        repeats = int(c.at("robustness.stuff.repeats", 3))
-        frame = attacks.stuffing_targets(run, int(c.at("robustness.stuff.from_rank", 10)), seed)
+        repeats = r.stuff.repeats
+        frame = attacks.stuffing_targets(run, r.stuff.from_rank, seed)
         frame["text"] = [attacks.stuff_document(docs[d], q, repeats, attacks.query_rng(seed, "stuff-text", str(qid)))
                          for qid, q, d in zip(frame.qid, frame["query"], frame.docno)]
     else:
-        rate, rows = float(c.at("robustness.noise.rate", 0.1)), []
+        rate, rows = r.noise.rate, []
         for d in sorted(set(run.docno)):
             text, n = attacks.noise_document(docs[d], rate, attacks.query_rng(seed, "noise", str(d)))
             if n:
@@ -456,13 +456,9 @@ MANIPULATED_DOCS = Stage(
 
 
 # -- per cell ----------------------------------------------------------------------------------------------
-def _rerank_params(p: dict) -> dict:
-    return rerank_params(p)
-
-
 def _part_params(extra: str):
     """A part depends on the re-ranking (the model and the corpus it ranks) and on ``extra`` (attack, kind)."""
-    return lambda p: {**_rerank_params(p), extra: p[extra]}
+    return lambda p: {**rerank_params(p), extra: p[extra]}
 
 
 def _part_path(p: dict, *extra: str) -> list[str]:
@@ -474,23 +470,23 @@ def _values(ctx: Context, run: pd.DataFrame, measures: list[str]) -> pd.DataFram
     table handles them (``evaluate.no_relevant``: topics without a relevant judgment left out, or kept as 0);
     the measure is higher-is-better, never MFR, so depth and the MFR options play no part."""
     coll = ctx.inputs["collection"]
-    return per_query(run, coll.qrels, measures, no_relevant=str(ctx.config.at("evaluate.no_relevant", "skip")),
+    return per_query(run, coll.qrels, measures, no_relevant=ctx.settings("evaluate").no_relevant,
                      topics=list(coll.topics))
 
 
 def _own_measures(ctx: Context) -> list[str]:
     """The measure P, AP (VNAP, gMAP: Eqs. 5-7, 9) and P@10 (%no, Eq. 8), once each."""
-    return list(dict.fromkeys([str(ctx.config.at("robustness.measure")), "AP", "P@10"]))
+    return list(dict.fromkeys([ctx.settings("robustness").measure, "AP", "P@10"]))
 
 
 def _eval_inputs(p: dict, c: Config) -> dict:
-    return {"run": Ask.of("rerank", **_rerank_params(p)), "collection": Ask.of("collection", corpus=p["target"])}
+    return {"run": Ask.of("rerank", **rerank_params(p)), "collection": Ask.of("collection", corpus=p["target"])}
 
 
 def _own(ctx: Context, tmp: Path) -> dict:
     """The model on its own corpus's test topics (the corpus whose leaked queries a leaked model saw; Wu et al.'s
     P_I.I.D., though nothing here is an i.i.d. test split: the models are trained on MS MARCO / ORCAS)."""
-    m = str(ctx.config.at("robustness.measure"))
+    m = ctx.settings("robustness").measure
     pq = _values(ctx, pd.read_parquet(ctx.inputs["run"] / "run.parquet"), _own_measures(ctx))
     pq.to_parquet(tmp / "perquery.parquet", index=False)
     ap = pq[pq.measure == "AP"].value
@@ -503,11 +499,11 @@ def _ood(ctx: Context, tmp: Path) -> dict:
     the source corpus's topics (:func:`shared_topics`; Core 2017 reuses Robust04's)."""
     res = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
     pq = _values(ctx, res, _own_measures(ctx))
-    field = str(ctx.config.at("rerank.query_field"))
+    field = ctx.settings("rerank").query_field
     shared = shared_topics(ctx.inputs["source"].topics_frame(field), ctx.inputs["collection"].topics_frame(field))
     pq["shared"] = pq.qid.astype(str).isin(shared)
     pq.to_parquet(tmp / "perquery.parquet", index=False)
-    m = pq[pq.measure == str(ctx.config.at("robustness.measure"))]
+    m = pq[pq.measure == ctx.settings("robustness").measure]
     return {"corpus": ctx.params["target"], "mean": float(m.value.mean()), "pairs": len(res),
             "shared_topics": int(m.shared.sum()), "disjoint_topics": int((~m.shared).sum()),
             "disjoint_mean": float(m[~m.shared].value.mean()) if (~m.shared).any() else None}
@@ -542,7 +538,7 @@ def _query(ctx: Context, tmp: Path) -> dict:
            if len(pool) else pool.iloc[0:0])
     new.to_parquet(tmp / "run.parquet", index=False)  # only the attacked topics: all others are unchanged
     attacked_run = pd.concat([new, run[~run.qid.isin(applied)]], ignore_index=True)
-    m = str(ctx.config.at("robustness.measure"))
+    m = ctx.settings("robustness").measure
     before = _values(ctx, run, [m]).set_index("qid").value
     after = _values(ctx, attacked_run, [m]).set_index("qid").value
     pq = pd.DataFrame({"qid": before.index, "applied": before.index.isin(applied),
@@ -599,13 +595,13 @@ def _doc(ctx: Context, tmp: Path) -> dict:
 
 OWN_STAGE = Stage(
     OWN, version=2, reads=("robustness.measure", "evaluate.no_relevant"), inputs=_eval_inputs, compute=_own,
-    normalise=_rerank_params, path=lambda p, c: _part_path(p),
+    normalise=rerank_params, path=lambda p, c: _part_path(p),
     describe="per-topic effectiveness, AP and P@10 of a cell's re-ranking of its own corpus (VNAP, %no, gMAP)",
 )
 OOD_STAGE = Stage(
     OOD, version=2, reads=("robustness.measure", "evaluate.no_relevant", "rerank.query_field"),
     inputs=lambda p, c: {**_eval_inputs(p, c), "source": Ask.of("collection", corpus=p["corpus"])},
-    compute=_ood, normalise=lambda p: {**_rerank_params(p), "corpus": p["corpus"]},
+    compute=_ood, normalise=lambda p: {**rerank_params(p), "corpus": p["corpus"]},
     path=lambda p, c: _part_path(p),
     describe="per-topic effectiveness of a model's re-ranking of another corpus, topics shared or not (OOD, DR_OOD)",
 )

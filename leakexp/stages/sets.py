@@ -437,10 +437,10 @@ def _corpora(c: Config) -> list[str]:
 
 
 def _fillers(ctx: Context) -> pd.DataFrame:
-    pool, threshold = ctx.inputs["pool"], float(ctx.config.at("detect.threshold"))
+    pool, threshold = ctx.inputs["pool"], ctx.settings("detect").threshold
     pairs = above_threshold(ctx.inputs["candidates"], threshold)
     excluded = excluded_queries(pool, pairs, ctx.inputs["annotations"], ctx.inputs["leaks"])
-    return filler_order(pool, excluded, int(ctx.config.at("build.seed")))
+    return filler_order(pool, excluded, ctx.settings("build").seed)
 
 
 FILLERS = Stage(
@@ -472,7 +472,7 @@ def _negatives(ctx: Context, tmp: Path) -> dict:
     # one BM25 query id per training query: an id may name an MS MARCO and an ORCAS query
     frame = pd.DataFrame({"qid": [query_key(s, q) for s, q in zip(queries.source, queries.qid)],
                           "query": queries.text}).sort_values("qid", kind="mergesort").reset_index(drop=True)
-    run = bm25_search(ctx.inputs["index"], frame, depth=int(ctx.config.at("build.negatives_depth")),
+    run = bm25_search(ctx.inputs["index"], frame, depth=ctx.settings("build").negatives_depth,
                       **bm25_options(ctx))
     source, qid = split_query_key(run.qid)
     run = run.assign(source=source, qid=qid)[["source", "qid", "docno", "rank"]]

@@ -88,7 +88,6 @@ class TrainConfig:
         schedule, clipping) with ``overrides``; what the GPU tests and benchmarks train the paper's shapes with."""
         from omegaconf import OmegaConf
 
-
         return cls.from_config(OmegaConf.to_container(model_config(name).train, resolve=True), None, **overrides)
 
     @classmethod
@@ -571,13 +570,14 @@ def _train_inputs(p: dict, c) -> dict:
 
 def _train(ctx: Context, tmp: Path) -> dict:
     p, model_name, seed = ctx.params, ctx.params["model"], int(ctx.params["seed"])
-    params = model_settings(ctx.config, model_name)
+    model = ctx.settings(f"models.{model_name}").dump()
+    model_train = model.pop("train")
+    params = {k: v for k, v in model.items() if k != "name"}  # the constructor's parameters
     if "vocab" in ctx.input_names:
         params["checkpoint"] = str(ctx.inputs["vocab"])
-    model_train = dict(ctx.config.at(f"models.{model_name}.train") or {})
     # read (and part of the key) on CUDA only: autocast is a CUDA setting here
-    bf16 = bool(ctx.config.at("precision.train_bf16", True)) if "precision" in ctx.config else False
-    tcfg = TrainConfig.from_config(model_train, ctx.config["train"], bf16=bf16)
+    bf16 = ctx.settings("precision").train_bf16 if "precision" in ctx.config else False
+    tcfg = TrainConfig.from_config(model_train, ctx.settings("train").dump(), bf16=bf16)
     instances = pd.read_parquet(ctx.inputs["set"] / "instances.parquet")
     set_seed(seed)  # the seed also fixes the random initialisation
     model = get(model_name)(**params)

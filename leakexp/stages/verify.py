@@ -409,7 +409,7 @@ def _verify_inputs(p: dict, c) -> dict:
 
 def _verify(ctx, tmp: Path) -> dict:
     files = _files(ctx.config)
-    threshold, top_k = float(ctx.config.at("detect.threshold")), int(ctx.config.at("verify.review_top_k"))
+    threshold, top_k = ctx.settings("detect").threshold, ctx.settings("verify").review_top_k
     pairs = leak_pairs(ctx.inputs["candidates"], threshold)
     collections = ctx.inputs["collections"]
     review = review_candidates(pairs, top_k)
@@ -436,7 +436,7 @@ def open_annotations(path: Path) -> pd.DataFrame:
 
 
 def _leaks(ctx) -> pd.DataFrame:
-    pairs = leak_pairs(ctx.inputs["candidates"], float(ctx.config.at("detect.threshold")))
+    pairs = leak_pairs(ctx.inputs["candidates"], ctx.settings("detect").threshold)
     collection = ctx.inputs["collection"]
     leaks = verified_leaks(ctx.inputs["annotations"], list(collection.topics), corpus=collection.name, pairs=pairs)
     return leaking_queries(ctx.inputs["pool"], leaks)
