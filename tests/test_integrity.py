@@ -158,7 +158,7 @@ def test_a_read_only_store_is_a_one_line_error(grid_store, monkeypatch, capsys):
     ("seed=x", "seed='x' must be an integer"),
     ("modle=knrm", "did you mean model=...?"),
     ("device=gpu", "device=gpu is unknown; use auto, cpu, cuda or cuda:N"),
-    ("grid.seeds=[1,b]", "grid.seeds has 'b'"),
+    ("grid.seeds=[1,b]", "grid.seeds.1: input should be a valid integer (got 'b')"),
 ])
 def test_bad_overrides_are_one_line_errors_before_any_work(tmp_path, capsys, override, message):
     assert main(["cell", f"store={tmp_path}", *GRID, override]) == 2

@@ -197,9 +197,9 @@ def _toy(params: dict, c: Config) -> dict:
 
 
 def _generate(ctx: Context, tmp: Path) -> dict:
-    d = ctx.config["data"]
-    return toy.generate(tmp, seed=int(d["seed"]), queries_per_source=int(d["queries_per_source"]),
-                        leak_fraction=float(d["leak_fraction"]))["train"]
+    d = ctx.settings("data")
+    return toy.generate(tmp, seed=d.seed, queries_per_source=d.queries_per_source,
+                        leak_fraction=d.leak_fraction)["train"]
 
 
 # What a corpus's config holds beyond its collection: the leak counts of its training sets (the sets stage reads
@@ -218,7 +218,8 @@ POOL = Stage(
     "pool", version=2,  # 2: document texts as their collection holds them (leakexp.data.doctext)
     reads=("data", "!data.corpora", *(f"!data.{k}" for k in DOCUMENTS_CHECK)), inputs=_toy,
     external=lambda p, c: pool_files(c["data"]), missing=lambda p, c: pool_missing(c["data"]),
-    value=lambda ctx: load_train_pool(ctx.config["data"], ctx.inputs["toy"] if "toy" in ctx.input_names else None),
+    value=lambda ctx: load_train_pool(ctx.settings("data").dump(),
+                                      ctx.inputs["toy"] if "toy" in ctx.input_names else None),
     describe="the training pool (queries, qrels, documents)",
 )
 def require_variants_of_corpora(cfg) -> None:
@@ -241,7 +242,8 @@ COLLECTION = Stage(
     inputs=lambda p, c: _toy(p, c) if c.at(f"corpora.{p['corpus']}.kind") == "toy" else {},
     external=lambda p, c: corpus_files(c["corpora"][p["corpus"]]),
     missing=lambda p, c: corpus_missing(c["corpora"][p["corpus"]]),
-    value=lambda ctx: load_collection(ctx.config["data"], ctx.config["corpora"][ctx.params["corpus"]],
+    value=lambda ctx: load_collection(ctx.settings("data").dump(),
+                                      ctx.settings(f"corpora.{ctx.params['corpus']}").dump(),
                                       ctx.inputs["toy"] if "toy" in ctx.input_names else None),
     describe="a test collection (topics, qrels, documents)",
 )
