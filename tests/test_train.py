@@ -79,7 +79,7 @@ def test_train_config_from_the_config_files():
     assert t5.batch_size * 2 == 32  # micro-batches of 32 instances, accumulated to the recipe's 128
     with pytest.raises(ValueError, match="model.train.warmup_steps is not a training option"):
         TrainConfig.from_config({"warmup_steps": 10})
-    with pytest.raises(ValueError, match="warmup is a fraction"):
+    with pytest.raises(ValueError, match="train config: warmup: input should be less than 1"):
         TrainConfig(warmup=1.5)
 
 

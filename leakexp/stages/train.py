@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field
+from pydantic import ValidationError, Field
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -68,19 +68,18 @@ class TrainConfig:
     INFERENCE_KEYS = ("score_batch_size",)
 
     def __post_init__(self):
-        checks = [
-            (self.batch_size >= 1, "batch_size must be >= 1"),
-            (self.grad_accum >= 1, "grad_accum must be >= 1"),
-            (self.lr > 0, "lr must be > 0"),
-            (0.0 <= self.warmup < 1.0, "warmup is a fraction of the updates in [0, 1)"),
-            (self.decay in ("linear", "constant"), "decay must be linear or constant"),
-            (self.optimizer in OPTIMIZERS, f"optimizer must be one of {', '.join(OPTIMIZERS)}"),
-            (self.updates is not None or self.epochs >= 1, "epochs must be >= 1 (or set updates)"),
-            (self.updates is None or self.updates >= 1, "updates must be >= 1 (or null to train by epochs)"),
-        ]
-        for ok, msg in checks:
-            if not ok:
-                raise ValueError(f"train config: {msg} (got {self})")
+        """Every field in its domain as the schemas state it (:class:`ModelTraining`, :class:`TrainBudget`), also for
+        a config built by hand; epochs only count when no number of updates is set."""
+        for schema in (ModelTraining, TrainBudget):
+            blank = schema.model_construct()
+            for name in schema.model_fields.keys() & {f.name for f in fields(self)}:
+                if name == "epochs" and self.updates is not None:
+                    continue
+                try:
+                    schema.__pydantic_validator__.validate_assignment(blank, name, getattr(self, name))
+                except ValidationError as exc:
+                    raise ValueError(f"train config: {name}: {exc.errors()[0]['msg'].lower()} "
+                                     f"(got {getattr(self, name)!r})") from None
 
     @classmethod
     def of_model(cls, name: str, **overrides) -> "TrainConfig":
