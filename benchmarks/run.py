@@ -789,8 +789,15 @@ def stage_seconds(store: Path) -> dict[str, float]:
     log = store / "logs" / "computed.tsv"
     for line in (log.read_text().splitlines() if log.exists() else []):
         _, _, rel, seconds = line.split("\t")[:4]
-        per_stage[rel.split("/")[0]] = per_stage.get(rel.split("/")[0], 0.0) + float(seconds)
+        parts = rel.split("/")
+        per_stage[parts[0]] = per_stage.get(parts[0], 0.0) + float(seconds)
+        for model in MODELS & set(parts[1:]):  # a model's share of the stages that run it
+            name = f"{parts[0]}_{model}"
+            per_stage[name] = per_stage.get(name, 0.0) + float(seconds)
     return dict(sorted(per_stage.items(), key=lambda kv: -kv[1]))
+
+
+MODELS = {"monot5", "monobert", "knrm", "duet", "pacrr"}
 
 
 def bench_demo(root: Path) -> None:

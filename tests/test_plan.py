@@ -54,9 +54,9 @@ def test_plan_uses_measured_figures_from_the_bench_file(cfg, tmp_path):
     info = plan(cfg, fake_runner(cfg))
     assert info["throughput_source"] == {"knrm": "assumed", "monot5": "measured (NVIDIA H100 80GB HBM3)"}
     assert info["train_gpu_hours"]["monot5"] == pytest.approx((128 + 384) * TRAINED_PER_SIZE / 500 / 3600)
-    topics = 30 + 12 + 12  # the toy corpora's topics, depth 30 in the demo
+    topics, depth = 30 + 12 + 12, int(cfg.rerank.depth)  # the toy corpora's topics, the demo's re-ranking depth
     # every cell re-ranks its own corpus: the shared No-Leakage model re-ranks each corpus once
-    assert info["rerank_gpu_hours"]["monot5"] == pytest.approx(topics * 3 * 2 * 30 / 4000 / 3600)
+    assert info["rerank_gpu_hours"]["monot5"] == pytest.approx(topics * 3 * 2 * depth / 4000 / 3600)
     assert "measured (NVIDIA H100" in render(info) and str(bench) in render(info)
 
 
@@ -88,7 +88,7 @@ def test_plan_counts_robustness_jobs_and_time_when_enabled(tmp_path):
     assert r["jobs"]["robustness/doc-manipulation"] == cells
     # the None model's re-ranking of toy_core18 is the grid's own run; the two leaked models' are extra
     assert r["shared_ood_reranks"] == 1 and r["jobs"]["extra OOD re-rankings"] == 2
-    depth, topics = 30, 12
+    depth, topics = int(cfg.rerank.depth), 12
     assert r["docs"]["knrm"] == 2 * topics * depth + 2 * cells * topics * depth + cells * 2 * topics
     assert r["gpu_hours"]["knrm"] == pytest.approx(r["docs"]["knrm"] / cfg.plan.rerank_docs_per_s.knrm / 3600)
     assert info["gpu_hours_total"] == pytest.approx(off["gpu_hours_total"] + r["gpu_hours"]["knrm"])

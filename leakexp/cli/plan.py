@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from leakexp.runner.config import resolved_model_config
 from leakexp.runner.stage import Ask
 from leakexp.stages import robustness as rb
-from leakexp.stages.cell import grid_cells
+from leakexp.stages.cell import grid_cells, rerank_params
 from leakexp.stages.sets import NEGATIVES_CHUNK
 from leakexp.stages.train import TrainConfig
 
@@ -113,7 +113,7 @@ def robustness_jobs(cfg: DictConfig, runner, grid_reranks: list, topics: dict[st
             jobs.setdefault(ask.stage, set()).add(normal)
             n = topics.get(ask.params.get("target", cell.corpus), 50)
             if ask.stage == rb.OOD:
-                ood_reranks.add(runner.normal(Ask.of("rerank", **rb._rerank_params(ask.params))))
+                ood_reranks.add(runner.normal(Ask.of("rerank", **rerank_params(ask.params))))
             elif ask.stage == rb.QUERY:
                 docs[cell.model] = docs.get(cell.model, 0) + n * depth
             elif ask.stage == rb.DOC:
