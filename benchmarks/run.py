@@ -701,7 +701,8 @@ def bench_gpu(root: Path) -> None:
     from leakexp.runner.config import model_config
     from leakexp.models.paper import PaperModels, synthetic_pairs
     from leakexp.runner.store import atomic_write_json
-    from leakexp.stages.train import PairBatches, TrainConfig, batch_loss, configure_precision, loader_workers, pairs_of, set_seed, train
+    from leakexp.stages.train import (PairBatches, TrainConfig, batch_loss, configure_precision, loader_workers,
+                                      pairs_of, set_seed, train)
 
     configure_precision({"matmul": "highest"})
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
