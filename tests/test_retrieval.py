@@ -21,7 +21,8 @@ def _corpus(tmp_path, name: str, docs, topics: dict[str, str]) -> dict:
     write_qrels(d / "qrels.txt", pd.DataFrame({"qid": [next(iter(topics))], "docno": [docs[0][0]], "label": [1]}))
     write_docs_jsonl(d / "docs.jsonl", docs)
     return {"kind": "local", "name": name, "topics": str(d / "topics.txt"), "qrels": str(d / "qrels.txt"),
-            "docs": str(d / "docs.jsonl"), "accept_short_documents": True}  # documents of a few words, on purpose
+            "docs": str(d / "docs.jsonl"), "accept_short_documents": True,  # documents of a few words, on purpose
+            "fixed_leak_queries": 0, "test_leak_queries": 0}
 
 
 def _runner(tmp_path, corpora: dict, *, depth: int = 100, stemmer: str = "porter2", stopwords: str = "terrier"):
@@ -29,7 +30,7 @@ def _runner(tmp_path, corpora: dict, *, depth: int = 100, stemmer: str = "porter
     from leakexp.runner.pipeline import Runner
     from leakexp.stages.registry import STAGES, schema_of
 
-    settings = {"data": {"kind": "local", "name": "tiny"}, "corpora": corpora,
+    settings = {"data": {"kind": "local", "name": "tiny", "corpora": list(corpora)}, "corpora": corpora,
                 "bm25": {"k1": 0.9, "b": 0.4, "stemmer": stemmer, "stopwords": stopwords, "depth": 100, "threads": 1,
                          "backend": "pisa"},
                 "rerank": {"query_field": "title", "depth": depth, "first_stage": None}}

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from leakexp.lib.analysis import check_analysis
 from leakexp.lib.bm25 import ANSERINI_VERSION, JavaMissing, anserini_jar, check_anserini, check_java, write_index
 from leakexp.runner.schema import Fraction, NonNegativeFloat, PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
@@ -38,13 +37,12 @@ def _index(ctx: Context, tmp: Path) -> dict:
 
 
 def check(cfg) -> None:
-    """The BM25 analysis (``bm25.stemmer``, ``bm25.stopwords``), before any work."""
-    try:
-        check_analysis(str(cfg.bm25.stemmer), str(cfg.bm25.stopwords))
-        if str(cfg.bm25.get("backend", "pisa")) == "anserini":
+    """The stemmers Anserini offers, when it is the backend (each setting's own domain is :class:`BM25Settings`')."""
+    if cfg.bm25.backend == "anserini":
+        try:
             check_anserini(str(cfg.bm25.stemmer), str(cfg.bm25.stopwords))
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 INDEX = Stage(
