@@ -120,7 +120,8 @@ def _docstats(ctx: Context, tmp: Path) -> dict:
     name = ctx.params["name"]
     figures = document_figures(ctx.inputs["docs"].docs)
     (tmp / "stats.json").write_text(json.dumps(figures, indent=1))
-    check_documents(name, figures, check_settings(ctx.config, name))
+    settings = ctx.settings(_section(name))
+    check_documents(name, figures, {k: getattr(settings, k) for k in CHECK_KEYS})
     return {k: figures[k] for k in FIGURES}
 
 

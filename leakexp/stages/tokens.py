@@ -74,7 +74,8 @@ def documents_of(ctx: Context) -> tuple[list[str], list[str]]:
 
 def _tokens(ctx: Context, tmp: Path) -> dict:
     model = ctx.params["model"]
-    settings = encoding_settings(ctx.config, model)
+    declared = ctx.settings(f"models.{model}")
+    settings = {k: getattr(declared, k) for k in get(model).ENCODING}
     if "vocab" in ctx.input_names:
         settings["checkpoint"] = str(ctx.inputs["vocab"])
     docnos, texts = documents_of(ctx)

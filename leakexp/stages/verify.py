@@ -408,7 +408,7 @@ def _verify_inputs(p: dict, c) -> dict:
 
 
 def _verify(ctx, tmp: Path) -> dict:
-    files = _files(ctx.config)
+    files = annotation_files(ctx.settings("verify").annotations, ctx.settings("data").kind)
     threshold, top_k = ctx.settings("detect").threshold, ctx.settings("verify").review_top_k
     pairs = leak_pairs(ctx.inputs["candidates"], threshold)
     collections = ctx.inputs["collections"]
