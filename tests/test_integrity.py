@@ -177,15 +177,17 @@ def test_store_pointing_at_a_file_is_a_one_line_error(tmp_path):
 
 def test_ctrl_c_is_a_one_line_message_not_a_traceback(tmp_path):
     cfg = compose([f"store={tmp_path}", *GRID])
-    # the embeddings' folder: made once the toy world exists and SBERT is loaded, well inside the run (an interrupt
-    # that lands in a finaliser while modules load is swallowed by Python itself)
+    # the embeddings' resumable chunks: written once SBERT is loaded and embedding runs, well inside the run (an
+    # interrupt that lands in a finaliser while modules load, e.g. sentence-transformers' on a busy machine, is
+    # swallowed by Python itself)
     embed = runner(cfg, readonly=True).path(Ask.of("embed", source="msmarco"))
+    chunks = embed.parent / f"{embed.name}.partial"
     proc = subprocess.Popen(LEAKEXP + ["grid", f"store={tmp_path}", *GRID], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while not embed.parent.exists() and time.time() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.0)
+    while not chunks.exists() and not embed.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
