@@ -182,11 +182,15 @@ def test_ctrl_c_is_a_one_line_message_not_a_traceback(tmp_path):
     # swallowed by Python itself)
     embed = runner(cfg, readonly=True).path(Ask.of("embed", source="msmarco"))
     chunks = embed.parent / f"{embed.name}.partial"
+    # as a terminal's Ctrl-C reaches it: SIGINT handled even where the suite itself runs with SIGINT ignored (a job
+    # started in the background by a non-interactive shell, nohup), which a child would otherwise inherit
     proc = subprocess.Popen(LEAKEXP + ["grid", f"store={tmp_path}", *GRID], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while not chunks.exists() and not embed.exists() and time.time() < deadline:
         time.sleep(0.05)
+    assert chunks.exists() or embed.exists(), "the run never started embedding"
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
