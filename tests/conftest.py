@@ -9,8 +9,33 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one core per worker: `make test` runs a worker per core
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 SMALL = ["data.queries_per_source=600", "grid.sizes=[128,256]", "grid.seeds=[1]", "grid.models=[knrm]"]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test`: a worker per core, --dist loadgroup), tests that share an expensive fixture
+    run in one worker, so the fixture is built once: the small grid's tests together, each module's tests with
+    module-scoped fixtures together, the raw corpora's tests together."""
+    for item in items:
+        group = _group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _group(item) -> str | None:
+    names = set(getattr(item, "fixturenames", ()))
+    if names & {"small_run", "small_cfg", "small_store"}:
+        return "small-grid"
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(d and d[-1].scope == "module" for n, d in defs.items() if n in names):
+        return item.module.__name__
+    if "irds_corpora" in names:
+        return "irds-corpora"
+    return None
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,5 +1,6 @@
 """The grid as researchers run it: kill and resume, concurrent workers, failures, config changes, launchers."""
 
+import hashlib
 import os
 import re
 import signal
@@ -110,3 +111,39 @@ def test_submitit_local_launcher_equals_the_basic_launcher(tmp_path):
         assert a.path(cell.ask("eval")).name == b.path(cell.ask("eval")).name  # same config, same key
         pd.testing.assert_frame_equal(pd.read_parquet(a.path(cell.ask("eval")) / "perquery.parquet"),
                                       pd.read_parquet(b.path(cell.ask("eval")) / "perquery.parquet"))
+
+
+def _stored_bytes(store: Path, stages=("sets", "train", "rerank", "eval", "memorization")) -> dict[str, str]:
+    return {str(p.relative_to(store)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for stage in stages for p in sorted((store / stage).rglob("*")) if p.is_file() and p.name != "DONE.json"}
+
+
+def test_cells_in_two_processes_compute_shared_work_once_and_equal_one_process(tmp_path, capsys):
+    """workers=2 runs the grid's cells in two processes at once (each with one core's threads): every artifact is
+    computed once, whichever process asks first, and the stored results are the bytes of a one-process run."""
+    grid = [*GRID[:4], "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]", "robustness.enabled=false"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert main(["grid", f"store={two}", *grid, "workers=2"]) == 0
+    assert "2/2 cells done" in capsys.readouterr().out
+    computed = Store(two).computed()
+    assert len(computed) == len(set(computed))  # nothing computed twice
+    assert sum(c.startswith("memorization/") for c in computed) == 1  # the leaked cell's, once both are ranked
+    assert main(["grid", f"store={one}", *grid, "workers=1"]) == 0
+    assert sorted(Store(one).computed()) == sorted(computed)
+    assert _stored_bytes(two) == _stored_bytes(one) != {}
+    assert complete(grid_status(compose([f"store={two}", *grid])))
+
+
+def test_workers_auto_is_one_per_core_on_a_cpu_and_one_on_a_gpu(monkeypatch, tmp_path, capsys):
+    from leakexp.stages import grid
+
+    monkeypatch.setattr(grid, "available_cores", lambda: 2)
+    cfg = compose(["device=cpu"])
+    assert grid.cell_workers(cfg, 90) == 2 and grid.cell_workers(cfg, 1) == 1
+    monkeypatch.setattr(grid, "available_cores", lambda: 64)
+    assert grid.cell_workers(cfg, 90) == 4  # at most 4: each worker holds its models and data
+    monkeypatch.setattr(grid, "_cuda", lambda: True)
+    assert grid.cell_workers(compose([]), 90) == 1  # device=auto with a GPU: one cell per GPU (gpu_local launcher)
+    assert grid.cell_workers(compose(["device=cpu", "workers=3"]), 90) == 3
+    assert main(["status", f"store={tmp_path}", "workers=0"]) == 2
+    assert "config error: workers:" in capsys.readouterr().err

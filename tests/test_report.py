@@ -1,5 +1,6 @@
 import numpy as np
 import pandas as pd
+import pytest
 
 from leakexp.lib.report import latex_escape, latex_table, markdown_table
 from leakexp.tables.paper import cv_latex, cv_table
@@ -71,3 +72,23 @@ def test_cv_table_under_max_effect_shows_the_paired_effect():
     assert t.loc["KNRM", "nDCG@10 MSM"] == '<span style="color:red">**0.214** (+0.070)</span>'
     assert t.loc["Duet", "nDCG@10 None"] == "**0.201**"
     assert r"0.224$^\dagger$ (+0.073)" in cv_latex(marks, "c", "tab:x")
+
+
+@pytest.mark.parametrize("fmt", ["png", "pdf", "svg"])
+def test_an_equal_figure_is_equal_bytes_whenever_it_is_written(tmp_path, monkeypatch, fmt):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from leakexp.lib.report import save_figure
+
+    written = []
+    for epoch in ("0", "1700000000"):  # matplotlib stamps this time into PDF and SVG files
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
+        fig, ax = plt.subplots(figsize=(2, 2))
+        ax.plot([0, 1], [1, 0])
+        written.append(save_figure(fig, tmp_path / f"f{epoch}.{fmt}").read_bytes())
+        plt.close(fig)
+    assert written[0] == written[1] and len(written[0]) > 100
+    assert not list(tmp_path.glob(".*"))  # no temporary file left

@@ -6,6 +6,7 @@ The command line (``leakexp.cli.main``) parses and dispatches to these functions
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
@@ -23,7 +24,8 @@ from leakexp.stages import detect as d, memorization, overview, robustness, veri
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.docstats import corpus_stats
 from leakexp.stages.firststage import _run_path, first_stage_file
-from leakexp.stages.grid import complete, grid_status, lineage, needed_indexes, render_status, run_cell
+from leakexp.stages.grid import (cell_workers, complete, grid_status, lineage, needed_indexes, render_status, run_cell,
+                                  run_cell_in_worker)
 from leakexp.stages.registry import runner, unmet_requirements
 from leakexp.stages.sets import export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
@@ -89,7 +91,11 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
 
         robustness.settings(cfg)  # bad settings fail before any work
     cells = grid_cells(cfg)
-    failed = each(cells, lambda cell: run_cell(cfg, r, cell), desc="grid")
+    workers = cell_workers(cfg, len(cells))
+    if workers > 1:  # cells in processes at once; each computes what the store lacks, shared work once
+        failed = each(cells, functools.partial(run_cell_in_worker, cfg), desc="grid", workers=workers)
+    else:
+        failed = each(cells, lambda cell: run_cell(cfg, r, cell), desc="grid")
     if robust:  # robustness.enabled (the demo); otherwise on request: `leakexp robustness experiment=paper`
         failed += robustness.robust_all(cfg, r, robustness.robustness_cells(cfg))
     extra_lines = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -133,10 +134,26 @@ def plot_calibration(curve, threshold, target, path: Path) -> None:
     ax.set_ylim(0, 1.02)
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=150)
+    save_figure(fig, path)
     plt.close(fig)
+
+
+# matplotlib stamps its version (PNG, PDF) and the time (PDF, SVG) into figures: without them, equal figures are
+# equal bytes
+_NO_STAMPS = {"png": {"Software": None}, "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
+              "svg": {"Creator": None, "Date": None}}
+
+
+def save_figure(fig, path: Path, *, dpi: int = 150) -> Path:
+    """``fig`` written to ``path`` (its suffix names the format) atomically and without time or version stamps."""
+    fmt = path.suffix.lstrip(".")
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.{fmt}")  # several processes may write one figure
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.hashsalt": "leakexp"}):  # else SVG ids are random per write
+        fig.savefig(tmp, format=fmt, dpi=dpi, metadata=_NO_STAMPS.get(fmt, {}))
     tmp.replace(path)
+    return path
 
 
 def incomplete_note(states: dict, corpus: str | None = None) -> str:

@@ -237,6 +237,7 @@ class RunSettings(Section):
     device: Annotated[str, Field(pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")]
     verbose: bool
     loader_workers: Literal["auto"] | Annotated[int, Field(ge=0, le=256)]
+    workers: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = "auto"
     model_overrides: dict[Name, dict]
     corpus_overrides: dict[Name, dict] = {}
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from leakexp.data.types import SOURCES
 from leakexp.runner.lineage import why
+from leakexp.runner.loop import available_cores
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.stage import Ask, ConfigError
 from leakexp.stages import memorization, robustness
@@ -137,6 +138,36 @@ def run_cell(cfg: DictConfig, runner: Runner, cell: Cell) -> dict:
     for leaked in memorization.ready_cells(cfg, runner, cell):
         runner.ensure(leaked.ask("memorization"))
     return pq.groupby("measure").value.mean().to_dict()
+
+
+def cell_workers(cfg: DictConfig, cells: int) -> int:
+    """``workers``: processes running cells at once. ``auto``: one per core (at most 4) when cells run on the CPU,
+    one when they run on a GPU (``hydra/launcher=gpu_local`` gives each GPU its own cell)."""
+    setting = cfg.get("workers", "auto")
+    if setting != "auto":
+        return max(1, min(int(setting), cells))
+    device = str(cfg.get("device", "auto"))
+    if device.startswith("cuda") or (device == "auto" and _cuda()):
+        return 1
+    return max(1, min(available_cores(), 4, cells))
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def run_cell_in_worker(cfg: DictConfig, cell: Cell) -> dict:
+    """``run_cell`` in a worker process: one runner per process and configuration."""
+    key = OmegaConf.to_yaml(cfg)
+    if key not in _WORKER_RUNNERS:
+        _WORKER_RUNNERS.clear()
+        _WORKER_RUNNERS[key] = make_runner(cfg)
+    return run_cell(cfg, _WORKER_RUNNERS[key], cell)
+
+
+_WORKER_RUNNERS: dict = {}
 
 
 def stored_results(runner: Runner, cells: list[Cell]):

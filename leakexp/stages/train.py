@@ -28,6 +28,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from leakexp.lib import hub
+from leakexp.lib.report import save_figure
 from leakexp.models import get
 from leakexp.models.base import Reranker, to_device
 from leakexp.models.tokens import Tokens, check_source
@@ -532,10 +533,8 @@ def plot_histories(histories: Mapping[str, pd.DataFrame], path: str | Path, *, t
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    fig.savefig(tmp, format="png", dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
-    os.replace(tmp, path)
     return path
 
 

@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 
 from leakexp.lib.measures import LOWER_IS_BETTER, mfr_caption, no_relevant_note
 from leakexp.lib.report import (CORPUS_LABEL, LEAKAGE_LABEL, MODEL_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
-                                markdown_table, summary, write_table, write_table as write)
+                                markdown_table, save_figure, summary, write_table, write_table as write)
 from leakexp.lib.stats import evaluate_corpus, order_swaps, seed_average
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, config_hash
@@ -165,9 +165,7 @@ def figure2(results: pd.DataFrame, leaking: dict[str, list[str]], model: str, ou
     axes[0][-1].legend(fontsize=8)
     fig.tight_layout()
     for ext in ("png", "pdf"):
-        tmp = out / f".figure2.tmp.{ext}"
-        fig.savefig(tmp, dpi=150)
-        tmp.replace(out / f"figure2.{ext}")
+        save_figure(fig, out / f"figure2.{ext}")
     plt.close(fig)
     atomic_write_text(out / "figure2.csv", pd.DataFrame(rows).to_csv(index=False))
     atomic_write_text(out / "figure2.md", f"**{caption}**\n\n![Figure 2](figure2.png)\n\n" + markdown_table(pd.DataFrame(rows)))

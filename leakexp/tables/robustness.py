@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from leakexp.lib.report import LEAKAGE_LABEL, MODEL_LABEL, incomplete_note, latex_table, markdown_table
+from leakexp.lib.report import LEAKAGE_LABEL, MODEL_LABEL, incomplete_note, latex_table, markdown_table, save_figure
 from leakexp.lib.stats import bonferroni, paired_t
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import atomic_write_text
@@ -340,10 +340,8 @@ def figure(long: pd.DataFrame, s: Settings, models: list[str], out: Path, captio
                 ax.set_ylabel("DR_query")
     axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
-    tmp = out / ".robustness_dr_query.tmp.png"
-    fig.savefig(tmp, dpi=150)
+    save_figure(fig, out / "robustness_dr_query.png")
     plt.close(fig)
-    tmp.replace(out / "robustness_dr_query.png")
     atomic_write_text(out / "robustness_dr_query.csv", dr.to_csv(index=False))
     atomic_write_text(out / "robustness_dr_query.md",
                       f"**{caption}**\n\n![DR_query by leakage type](robustness_dr_query.png)\n")

@@ -44,7 +44,7 @@ from leakexp.data.files import (DataFormatError, DataUnavailable, read_qrels, re
 from leakexp.data.irds import _guard, load_dataset
 from leakexp.lib.dense import embedded, encode, exact_topk, sbert_slug
 from leakexp.lib.measures import per_query
-from leakexp.lib.report import markdown_table, write_table
+from leakexp.lib.report import markdown_table, save_figure, write_table
 from leakexp.lib.stats import bonferroni, paired_t
 from leakexp.lib.trec import read_run
 from leakexp.runner.store import Store, atomic_write_json, atomic_write_text
@@ -718,10 +718,8 @@ def plot_similarity(best: np.ndarray, threshold: float, path: Path) -> Path:
     ax.set_ylabel("test queries")
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=150, metadata={"Software": None})
+    save_figure(fig, path)
     plt.close(fig)
-    tmp.replace(path)
     return path
 
 

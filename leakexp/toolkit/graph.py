@@ -35,7 +35,7 @@ from leakexp.toolkit.graph_data import (  # the benchmark readers and splits, re
     check_proportions, component_split,
     edge_file, edge_split, read_edges, read_wordnet, synthetic_graph, vertex_index, vertex_split, wordnet_pairs,
     write_edges)
-from leakexp.lib.report import write_table
+from leakexp.lib.report import save_figure, write_table
 from leakexp.runner.store import atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -306,10 +306,8 @@ def plot_path_lengths(paths: pd.DataFrame, path: Path, title: str = "") -> Path:
         ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
-    fig.savefig(tmp, dpi=150)
+    save_figure(fig, path)
     plt.close(fig)
-    tmp.replace(path)
     return path
 
 
