@@ -36,17 +36,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -c "from leakexp.lib.bm25 import anserini_jar; print('Anserini jar:', anserini_jar())"
 	touch $(STAMP)
 
-test: setup ## the default test suite (CPU, toy data; slow tests excluded)
-	$(BIN)/python -m pytest -m "not slow and not gpu" -q $(ARGS)
+# a pytest worker per core (at most 4); tests that share an expensive fixture run in one worker (tests/conftest.py)
+PARALLEL ?= -n auto --maxprocesses 4 --dist loadgroup
+
+test: setup ## the default test suite (CPU, toy data; slow tests excluded), a worker per core
+	$(BIN)/python -m pytest $(PARALLEL) -m "not slow and not gpu" -q $(ARGS)
 
 # the numerically sensitive tests again under PyTorch's portable CPU kernels (no AVX2 / AVX-512), so a test that
 # holds only for one instruction set fails here, not on a user's machine
 KERNEL_TESTS := tests/test_tokens_words.py tests/test_tokens_hf.py tests/test_knrm.py tests/test_models.py
 test-kernels: setup ## the numerically sensitive tests under ATEN_CPU_CAPABILITY=default (CI runs them too)
-	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest -m "not slow and not gpu" -q $(KERNEL_TESTS) $(ARGS)
+	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(PARALLEL) -m "not slow and not gpu" -q $(KERNEL_TESTS) $(ARGS)
 
 test-all: setup ## every CPU test, slow ones included
-	$(BIN)/python -m pytest -m "not gpu" -q $(ARGS)
+	$(BIN)/python -m pytest $(PARALLEL) -m "not gpu" -q $(ARGS)
 
 test-gpu: setup ## the GPU suite: every model trains and re-ranks on CUDA (bf16) at the paper's shapes
 	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" || \

@@ -798,6 +798,8 @@ def case_make_pytest(ctx: Ctx, command: str) -> None:
         assert (ROOT / path).is_file(), path
     if command == "make test-kernels":
         assert pytest_line.startswith("ATEN_CPU_CAPABILITY=default ")
+    parallel = " -n auto --maxprocesses 4 --dist loadgroup " in pytest_line
+    assert parallel == ("PARALLEL=" not in command and command != "make test-gpu"), pytest_line
 
 
 def case_make_test_gpu(ctx: Ctx, command: str) -> None:
@@ -837,6 +839,7 @@ CASES = {
     # README: the two commands, the real grid, one cell
     "make demo": ("make", case_make_leakexp),
     "make test": ("make", case_make_pytest),
+    "make test PARALLEL=": ("make", case_make_pytest),
     "make plan EXPERIMENT=paper": ("make", case_make_leakexp),
     'make grid ARGS="verify.annotations=[ann/01.jsonl,ann/02.jsonl,ann/03.jsonl,ann/04.jsonl]"':
         ("make", case_make_leakexp),
