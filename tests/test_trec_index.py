@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from irds_corpora import COMPRESSED, copy_disks45_compressed
+from irds_corpora import copy_disks45_compressed
 
 DISKS45 = "disks45/nocr/trec-robust-2004"
 COPY = "leakexp-test/disks45-compressed"
@@ -65,6 +65,7 @@ def compressed(irds_corpora, tmp_path_factory):
 @pytest.mark.slow  # experiment=paper composed twice and six keys over the miniature's files: ~10 s on 2 cores
 def test_paper_indexes_robust04_through_trec_collection_over_its_raw_files(irds_corpora, tmp_path, monkeypatch):
     from leakexp.runner.stage import Ask
+    from leakexp.stages.firststage import first_stage_caption
     from leakexp.stages.registry import runner
 
     cfg = _paper(tmp_path, monkeypatch)
@@ -76,11 +77,15 @@ def test_paper_indexes_robust04_through_trec_collection_over_its_raw_files(irds_
     assert robust["files"]["identity"]["files"] > 2295  # the folder's listing: the read-me, DTD and CR files too
     for name in ("core18", "train"):  # WaPo's archive and the pool are not TREC SGML
         assert r.record(Ask.of("index", name=name))["external"] == {"anserini": "0.22.1"}, name
-    json_ = runner(_paper(tmp_path, monkeypatch, "bm25.collection=json"), readonly=True)
+    json_cfg = _paper(tmp_path, monkeypatch, "bm25.collection=json")
+    json_ = runner(json_cfg, readonly=True)
     assert "collection" not in json_.record(Ask.of("index", name="robust04"))["external"]
     assert json_.key(Ask.of("index", name="robust04")) != r.key(Ask.of("index", name="robust04"))
     # the training pool's index reads no bm25.collection: its negatives, training sets and models keep their keys
     assert json_.key(Ask.of("index", name="train")) == r.key(Ask.of("index", name="train"))
+    # the tables' captions say which index ran
+    assert "Anserini 0.22.1's TrecCollection index of the raw TREC files" in first_stage_caption(cfg, "robust04")
+    assert "TrecCollection" not in first_stage_caption(json_cfg, "robust04")
 
 
 def test_trec_collection_needs_anserini(tmp_path, monkeypatch):
