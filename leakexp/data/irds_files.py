@@ -246,7 +246,9 @@ class TrecFiles:
 def trec_files(dataset_id: str) -> TrecFiles | None:
     """The raw TREC SGML files of ``dataset_id``'s documents, when ir_datasets reads them from a folder through path
     globs (``disks45/nocr``: ``**/FBIS/FB*``, ``**/FR94/??/FR*``, ``**/FT/*/FT*``, ``**/LATIMES/LA*``,
-    ``ir_datasets/datasets/disks45.py`` lines 41-48); None for any other dataset (NYT, WaPo, MS MARCO, local ones)."""
+    ``ir_datasets/datasets/disks45.py`` lines 41-48); None for any other dataset (NYT, WaPo, MS MARCO, local ones).
+    The globs and file count are ``TrecDocs``' own attributes (``_path_globs``, ``_expected_file_count``,
+    ``ir_datasets/formats/trec.py`` lines 87-92, ir_datasets 0.6.3)."""
     import ir_datasets
     from ir_datasets.formats import TrecDocs
 
