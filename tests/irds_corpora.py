@@ -476,3 +476,56 @@ def irds_corpora(_irds_home) -> Path:
     home = irds_home()
     write_corpora(home, seed=7)
     return home
+
+
+# -- compressed raw files, as some copies of Disks 4 & 5 hold them ------------------------------------------------
+def compress_z(data: bytes) -> bytes:
+    """Unix ``compress`` (.Z; 16 bits, block mode) of ``data``: LZW codes from 9 bits wide, packed least significant
+    bit first, each width's codes padded to a whole group of eight when the width grows, as compress(1) writes them
+    (both unlzw3 and ``uncompress`` read it back)."""
+    table = {bytes([i]): i for i in range(256)}
+    free, n_bits, segments, codes, w = 257, 9, [], [], b""
+
+    def emit(code: int) -> None:
+        nonlocal n_bits, codes
+        codes.append(code)
+        if free > (1 << n_bits) - 1 and n_bits < 16:  # the next code is wider: close this width's group of eight
+            segments.append((n_bits, codes + [0] * (-len(codes) % 8)))
+            n_bits, codes = n_bits + 1, []
+
+    for byte in data:
+        wc = w + bytes([byte])
+        if wc in table:
+            w = wc
+            continue
+        emit(table[w])
+        if free < 1 << 16:
+            table[wc], free = free, free + 1
+        w = bytes([byte])
+    if w:
+        emit(table[w])
+    segments.append((n_bits, codes))
+    out = bytearray(b"\x1f\x9d\x90")
+    for width, cs in segments:
+        out += sum(c << (width * i) for i, c in enumerate(cs)).to_bytes((width * len(cs) + 7) // 8, "little")
+    return bytes(out)
+
+
+COMPRESSED = {"FBIS/FB396001": ".Z", "FR94/01/FR940101.0": "Z", "FT/FT911/FT911_1": ".gz"}  # LATIMES stays plain
+
+
+def copy_disks45_compressed(home: Path, dest: Path) -> list[Path]:
+    """A copy of the miniature Disks 4 & 5 under ``home`` (``disks45/corpus``) in ``dest``, with the first file of
+    FBIS (.Z), FR94 (.0Z, as FR940104.0Z) and FT (.gz) compressed under the new name; returns those files."""
+    import shutil
+
+    shutil.copytree(Path(home) / "disks45" / "corpus", dest)
+    out = []
+    for name, suffix in COMPRESSED.items():
+        f = Path(dest) / "NEWS_data" / name
+        data = f.read_bytes()
+        target = f.with_name(f.name + suffix)
+        target.write_bytes(_gz(data) if suffix == ".gz" else compress_z(data))
+        f.unlink()
+        out.append(target)
+    return out

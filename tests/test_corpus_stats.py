@@ -98,7 +98,7 @@ def test_a_corpus_read_almost_empty_stops_the_run(irds_corpora, tmp_path, monkey
 
     monkeypatch.setattr(irds, "document_text", lambda doc: getattr(doc, "title", ""))  # a reader that keeps titles
     overrides = [*paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}", "corpus=core18",
-                 "grid.corpora=[core18]", "bm25.backend=pisa",  # no Java needed
+                 "grid.corpora=[core18]", "bm25.backend=pisa", "bm25.collection=json",  # no Java needed
                  "detect.sbert=bundled", "grid.models=[knrm]"]  # the documents check, not the paper's models' cache
     with pytest.raises(DataFormatError, match=r"^core18: median document length \d+(\.5)? words, under 20 for news "
                                               r"documents .*corpus\.accept_short_documents=true$"):

@@ -253,7 +253,7 @@ def test_status_says_data_missing_with_the_paths_never_done(wapo_home, tmp_path,
     from leakexp.runner.stage import Ask, InputsMissing
     from leakexp.stages.registry import runner
 
-    cfg = _paper(tmp_path, monkeypatch, "bm25.backend=pisa")
+    cfg = _paper(tmp_path, monkeypatch, "bm25.backend=pisa", "bm25.collection=json")
     index = Ask.of("index", name="core18")
     r = runner(cfg, files=False)
     r.ensure(index)

@@ -133,7 +133,7 @@ def dataset_files(dataset_id: str, parts: Iterable[str] = PARTS) -> dict[str, li
     out = {}
     for part in parts:
         files = _downloads(found[part], part, set()) if part in found else []
-        what = "topics" if part == "queries" and isinstance(found[part], TrecQueries) else WHAT[part]
+        what = "topics" if part == "queries" and isinstance(found.get(part), TrecQueries) else WHAT[part]
         out[part] = list({f.path: replace(f, what=what) for f in files}.values())
     return out
 
@@ -209,3 +209,59 @@ def missing_message(requests: Iterable[Request]) -> str | None:
         return None
     ids = " and ".join(f"'{d}'" for d in dict.fromkeys(d for d, _ in absent))
     return f"ir_datasets {ids}: {len(absent)} file(s) it reads are not on this machine: " + advice(absent)
+
+
+# -- the raw TREC files of a collection (Anserini's TrecCollection reads them) ------------------------------------
+@dataclass(frozen=True)
+class TrecFiles:
+    """The raw SGML files ir_datasets reads for a dataset's documents (``TrecDocs`` over a folder with path globs:
+    TREC Disks 4 & 5), in its order: the same files, so Anserini's ``TrecCollection`` indexes the same documents."""
+
+    dataset_id: str
+    root: Path
+    globs: tuple[str, ...]
+    expected: int | None  # ir_datasets' expected_file_count (2,295 for disks45/nocr)
+
+    def files(self) -> list[Path]:
+        """The files ``globs`` select under ``root``, as ``TrecDocs.docs_iter`` walks them (``formats/trec.py``
+        lines 117-131: ``glob.glob(..., recursive=True)``, which follows symlinks, globs in sorted order); a count
+        other than ``expected`` is ir_datasets' own error."""
+        from glob import glob
+
+        from leakexp.data.files import DataFormatError
+
+        found = [Path(p) for g in sorted(self.globs) for p in sorted(glob(str(self.root / g), recursive=True))
+                 if Path(p).is_file()]
+        if self.expected is not None and len(found) != self.expected:
+            raise DataFormatError(f"ir_datasets '{self.dataset_id}': {len(found)} files under {self.root} match "
+                                  f"{', '.join(self.globs)}, not the {self.expected:,} it expects; link the folders "
+                                  "so that these globs match the collection's files")
+        return found
+
+    def identity(self) -> dict:
+        """What keys record of them: the folder's identity (every file's path, size and mtime) and the globs."""
+        return {"folder": shown(self.root), "identity": file_identity(self.root), "globs": list(self.globs)}
+
+
+def trec_files(dataset_id: str) -> TrecFiles | None:
+    """The raw TREC SGML files of ``dataset_id``'s documents, when ir_datasets reads them from a folder through path
+    globs (``disks45/nocr``: ``**/FBIS/FB*``, ``**/FR94/??/FR*``, ``**/FT/*/FT*``, ``**/LATIMES/LA*``,
+    ``ir_datasets/datasets/disks45.py`` lines 41-48); None for any other dataset (NYT, WaPo, MS MARCO, local ones).
+    The globs and file count are ``TrecDocs``' own attributes (``_path_globs``, ``_expected_file_count``,
+    ``ir_datasets/formats/trec.py`` lines 87-92, ir_datasets 0.6.3)."""
+    import ir_datasets
+    from ir_datasets.formats import TrecDocs
+
+    try:
+        ds = ir_datasets.load(dataset_id)
+    except KeyError:
+        return None
+    found: dict[str, Any] = {}
+    _handlers(ds, found)
+    docs = found.get("docs")
+    if not isinstance(docs, TrecDocs) or not getattr(docs, "_path_globs", None):
+        return None
+    files = [f for f in _downloads(docs, "docs", set())]
+    if len(files) != 1:
+        return None
+    return TrecFiles(dataset_id, files[0].path, tuple(docs._path_globs), docs._expected_file_count)

@@ -256,17 +256,25 @@ def _anserini_analysis_args(stemmer: str, stopwords: str, folder: Path, *, searc
     return args
 
 
-def _java(main: str, args: list[str], *, verbose: bool, what: str) -> None:
-    """Run one of Anserini's tools; its log goes to the terminal when ``verbose``, else into the error."""
+def _java(main: str, args: list[str], *, verbose: bool, what: str, jvm: tuple[str, ...] = ()) -> str:
+    """Run one of Anserini's tools (``jvm``: options of the JVM); returns its log, which also goes to the terminal
+    when ``verbose`` and into the error when it fails."""
     import subprocess
 
     java = check_java()
-    cmd = [java, "-cp", str(anserini_jar()), main, *args]
+    cmd = [java, *jvm, "-cp", str(anserini_jar()), main, *args]
     log.debug("running %s", " ".join(cmd))
-    out = subprocess.run(cmd, stdout=None if verbose else subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if out.returncode != 0:
-        tail = "\n".join((out.stdout or "").splitlines()[-15:])
-        raise RuntimeError(f"Anserini's {main.rsplit('.', 1)[-1]} failed ({what}), exit code {out.returncode}:\n{tail}")
+    lines = []
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          errors="replace") as proc:
+        for line in proc.stdout:
+            lines.append(line)
+            if verbose:
+                sys.stderr.write(line)
+    if proc.returncode != 0:
+        tail = "".join(lines[-15:]).rstrip("\n")
+        raise RuntimeError(f"Anserini's {main.rsplit('.', 1)[-1]} failed ({what}), exit code {proc.returncode}:\n{tail}")
+    return "".join(lines)
 
 
 def write_anserini_index(out: Path, docs: Iterable[tuple[str, str]], *, threads: int = 2, verbose: bool = False,
@@ -301,6 +309,68 @@ def write_anserini_index(out: Path, docs: Iterable[tuple[str, str]], *, threads:
     (out / "analysis.json").write_text(json.dumps({"stemmer": stemmer, "stopwords": stopwords, "backend": "anserini",
                                                    "anserini": ANSERINI_VERSION}))
     return {"documents": count}
+
+
+# The standard index of TREC Disks 4 & 5 (Robust04), as Anserini's regression builds it (castorini/anserini @
+# anserini-0.22.1, docs/regressions/regressions-disk45.md lines 19-27: IndexCollection -collection TrecCollection
+# -generator DefaultLuceneDocumentGenerator -threads 16 -storePositions -storeDocvectors -storeRaw; 528,030 documents,
+# src/main/resources/regression/disk45.yaml lines 1-12). The SPIRE-22 authors searched such an index
+# (webis-de/SPIRE-22 @ f3ab030, src/main/bash/run-baseline-retrieval.sh lines 5-14: /anserini-indexes/robust04,
+# SearchCollection -bm25 -topicreader Trec -topics topics.robust04.txt).
+TREC_INDEX_OPTIONS = ("-storePositions", "-storeDocvectors", "-storeRaw")
+# TrecCollection reads a plain file with FileReader, i.e. the JVM's default charset (TrecCollection.java line 110;
+# .z/.0z and .gz files as UTF-8, lines 100-108): UTF-8 whatever the machine's locale, as ir_datasets reads them.
+TREC_JVM = ("-Dfile.encoding=UTF-8",)
+_COUNTER = re.compile(r"^.*\b(indexed|unindexable|empty|skipped|errors):\s+([\d,]+)\s*$")
+
+
+def index_counters(log_text: str) -> dict[str, int]:
+    """IndexCollection's final counters (indexed, unindexable, empty, skipped, errors) from its log
+    (IndexCollection.java lines 579-584); documents without content are ``empty`` and not indexed
+    (DefaultLuceneDocumentGenerator.java lines 69-71)."""
+    out = {}
+    for line in log_text.splitlines():
+        m = _COUNTER.match(line)
+        if m:
+            out[m.group(1)] = int(m.group(2).replace(",", ""))
+    return out
+
+
+def write_trec_index(out: Path, root: Path, files: list[Path], *, threads: int = 2, verbose: bool = False,
+                     stemmer: str = "porter", stopwords: str = "lucene", **_: object) -> dict:
+    """Anserini (Lucene) index in ``out/lucene`` of raw TREC SGML ``files`` (below ``root``) read by Anserini's own
+    ``TrecCollection`` (its content tags, Jsoup's text; compressed .z/.0z/.gz files read as they are), the standard
+    way (:data:`TREC_INDEX_OPTIONS`). Anserini is handed exactly ``files``, linked under their paths relative to
+    ``root`` in a scratch folder: the files ir_datasets reads, so CR, read-me and DTD files stay out by the same rule.
+    Returns the documents read and indexed, and IndexCollection's other counters."""
+    check_analysis(stemmer, stopwords)
+    check_anserini(stemmer, stopwords)
+    check_java()
+    out, root = Path(out), Path(root)
+    folder = out / "input"
+    for f in files:
+        link = folder / Path(f).relative_to(root)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(Path(f).resolve())
+    log.info("indexing %d raw TREC files with Anserini %s's TrecCollection (%d threads)", len(files),
+             ANSERINI_VERSION, threads)
+    text = _java("io.anserini.index.IndexCollection",
+                 ["-collection", "TrecCollection", "-generator", "DefaultLuceneDocumentGenerator", "-input",
+                  str(folder), "-index", str(out / "lucene"), "-threads", str(max(1, int(threads))),
+                  *TREC_INDEX_OPTIONS, *_anserini_analysis_args(stemmer, stopwords, out, search=False)],
+                 verbose=verbose, what=f"indexing {len(files)} TREC files", jvm=TREC_JVM)
+    import shutil
+
+    shutil.rmtree(folder)
+    counters = index_counters(text)
+    if "indexed" not in counters:
+        raise RuntimeError(f"Anserini's IndexCollection reported no document count for {root}; its log ends:\n"
+                           + "\n".join(text.splitlines()[-10:]))
+    (out / "analysis.json").write_text(json.dumps({"stemmer": stemmer, "stopwords": stopwords, "backend": "anserini",
+                                                   "anserini": ANSERINI_VERSION, "collection": "TrecCollection"}))
+    # documents: those read (as write_anserini_index counts those it hands over); an empty one is not indexed
+    return {"documents": sum(counters.values()), "documents_indexed": counters["indexed"], "files": len(files),
+            **{f"anserini_{k}": v for k, v in counters.items() if k != "indexed"}}
 
 
 def _topic_text(text: str) -> str:

@@ -10,8 +10,10 @@ from typing import Literal, Mapping
 import pandas as pd
 
 from leakexp.data.files import files_identity
+from leakexp.data.irds_files import trec_files
 from leakexp.lib.bm25 import ANSERINI_VERSION, bm25_search
 from leakexp.lib.trec import read_run
+from leakexp.runner.config import resolved_corpus_config
 from leakexp.runner.schema import PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.stages.index import BM25, bm25_options
@@ -51,7 +53,12 @@ def first_stage_caption(cfg, corpus: str) -> str:
                else "the external run")
         return f"First stage: the top-{depth} of {who} {external.name}"
     b = cfg.bm25
-    tool = (f"Anserini {ANSERINI_VERSION}" if str(b.get("backend", "pisa")) == "anserini" else "PISA")
+    anserini = str(b.get("backend", "pisa")) == "anserini"
+    tool = f"Anserini {ANSERINI_VERSION}" if anserini else "PISA"
+    if anserini and str(b.get("collection", "json")) == "trec":
+        c = resolved_corpus_config(cfg, corpus)
+        if str(c.kind) == "irds" and trec_files(str(c.irds_id)) is not None:
+            tool += "'s TrecCollection index of the raw TREC files"
     return (f"First stage: the BM25 top-{depth} of {tool} (k1 {b.k1}, b {b.b}, stemmer {b.stemmer}, "
             f"stop words {b.stopwords})")
 

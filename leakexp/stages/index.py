@@ -1,16 +1,26 @@
 """The ``index`` stage: the BM25 index (PISA or Anserini, ``bm25.backend``) of a test collection or of the
-training pool, one per collection in the store; its analysis is config (``bm25.stemmer``, ``bm25.stopwords``)."""
+training pool, one per collection in the store; its analysis is config (``bm25.stemmer``, ``bm25.stopwords``).
+
+What Anserini indexes is ``bm25.collection``: ``json``, leakexp's text of every document (the text the models
+read, ``leakexp.data.doctext``) as a JsonCollection; ``trec``, for a corpus ir_datasets reads from raw TREC SGML
+files (TREC Disks 4 & 5: Robust04), those very files through Anserini's own ``TrecCollection``, as the SPIRE-22
+authors' Robust04 index was built (``leakexp.lib.bm25.write_trec_index``); other corpora (NYT, WaPo, the training
+pool, the toy world, local files) are indexed as ``json`` either way."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Literal
 
-from leakexp.lib.bm25 import ANSERINI_VERSION, JavaMissing, anserini_jar, check_anserini, check_java, write_index
+from leakexp.data.irds_files import TrecFiles, trec_files
+from leakexp.lib.bm25 import (ANSERINI_VERSION, JavaMissing, anserini_jar, check_anserini, check_java, write_index,
+                              write_trec_index)
 from leakexp.runner.schema import Fraction, NonNegativeFloat, PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.stages.docstats import docstats_input, stats_figures
 
+log = logging.getLogger(__name__)
 BM25 = ("bm25.k1", "bm25.b", "bm25.stemmer", "bm25.stopwords", "bm25.backend")
 
 
@@ -27,17 +37,58 @@ def backend_identity(p: dict, c: Config):
     return {"anserini": ANSERINI_VERSION} if c.at("bm25.backend") == "anserini" else None
 
 
+def _reads(p: dict, cuda: bool) -> tuple[str, ...]:
+    """BM25's settings and, for a test corpus, what Anserini indexes and where its documents come from (the training
+    pool is never raw TREC files: ``bm25.collection`` does not re-key it, nor the training sets its negatives make)."""
+    if p["name"] == "train":
+        return BM25
+    return (*BM25, "bm25.collection", f"corpora.{p['name']}.kind", f"corpora.{p['name']}.irds_id")
+
+
+def raw_trec(p: dict, c: Config) -> TrecFiles | None:
+    """The raw TREC files Anserini's TrecCollection indexes for this index (``bm25.collection=trec``, Anserini, an
+    ir_datasets corpus read from TREC SGML files), or None: leakexp's text is indexed."""
+    if p["name"] == "train" or c.at("bm25.backend") != "anserini" or c.at("bm25.collection") != "trec":
+        return None
+    if c.at(f"corpora.{p['name']}.kind") != "irds":
+        return None
+    return trec_files(str(c.at(f"corpora.{p['name']}.irds_id")))
+
+
+def index_identity(p: dict, c: Config):
+    """Anserini's release and, for a TrecCollection index, the identity of the raw files it reads (its folder's
+    listing: every file's path, size and modification time; the globs that select them)."""
+    trec = raw_trec(p, c)
+    tool = backend_identity(p, c)
+    return tool if trec is None else {**tool, "collection": "TrecCollection", "files": trec.identity()}
+
+
 def _docs_input(name: str) -> Ask:
     return Ask.of("pool") if name == "train" else Ask.of("collection", corpus=name)
 
 
 def _index(ctx: Context, tmp: Path) -> dict:
-    docs = ctx.inputs["docs"].docs
-    return {**write_index(tmp, iter(docs), **bm25_options(ctx)), **stats_figures(ctx.inputs["stats"])}
+    stats = stats_figures(ctx.inputs["stats"])
+    trec = raw_trec(ctx.params, ctx.config)
+    if trec is None:
+        docs = ctx.inputs["docs"].docs
+        return {**write_index(tmp, iter(docs), **bm25_options(ctx)), **stats}
+    o = bm25_options(ctx)
+    figures = write_trec_index(tmp, trec.root, trec.files(), threads=o["threads"], verbose=o["verbose"],
+                               stemmer=o["stemmer"], stopwords=o["stopwords"])
+    if figures["documents"] != stats["corpus_documents"]:
+        log.warning("%s: Anserini's TrecCollection read %d documents (%d indexed), ir_datasets %d, from the same files",
+                    ctx.params["name"], figures["documents"], figures["documents_indexed"], stats["corpus_documents"])
+    return {**figures, **stats, "collection": "TrecCollection"}
 
 
 def check(cfg) -> None:
-    """The stemmers Anserini offers, when it is the backend (each setting's own domain is :class:`BM25Settings`')."""
+    """The stemmers Anserini offers, when it is the backend, and TrecCollection only with Anserini (each setting's
+    own domain is :class:`BM25Settings`')."""
+    if cfg.bm25.collection == "trec" and cfg.bm25.backend != "anserini":
+        raise ConfigError(f"bm25.collection=trec indexes the raw TREC files with Anserini's TrecCollection, which "
+                          f"bm25.backend={cfg.bm25.backend} does not have; add bm25.collection=json (leakexp's text) "
+                          "or use bm25.backend=anserini")
     if cfg.bm25.backend == "anserini":
         try:
             check_anserini(str(cfg.bm25.stemmer), str(cfg.bm25.stopwords))
@@ -48,9 +99,9 @@ def check(cfg) -> None:
 INDEX = Stage(
     # 2: leakexp's own analysis (analyze(), for stemmer=porter); 3: Lucene's Porter (bli->ble, logi->log), backend
     "index", version=3,
-    reads=BM25, inputs=lambda p, c: {"docs": _docs_input(p["name"]), "stats": docstats_input(p["name"])},
+    reads=_reads, inputs=lambda p, c: {"docs": _docs_input(p["name"]), "stats": docstats_input(p["name"])},
     compute=_index, check=check,
-    external=backend_identity,
+    external=index_identity,
     describe="BM25 index (PISA or Anserini, bm25.backend) of a test collection or of the training pool (name=train)",
 )
 
@@ -66,6 +117,7 @@ class BM25Settings(Section):
     depth: PositiveInt
     threads: PositiveInt
     backend: Literal["pisa", "anserini"]
+    collection: Literal["json", "trec"]
 
     def files(self) -> list[tuple[str, Path]]:
         """Anserini's jar, and a Java that runs it, before a run that computes (one error naming the fix)."""
