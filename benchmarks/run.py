@@ -74,6 +74,8 @@ def bench_build(root: Path) -> None:
 
     A No-Leakage set is one for every corpus (its fillers exclude the leaks of all corpora), so the grid's
     corpus x leakage x size requests are fewer distinct sets; each is built and counted once."""
+    import pandas as pd
+
     from leakexp.runner.config import compose
     from leakexp.lib.bm25 import bm25_search
     from leakexp.runner.stage import Ask
@@ -96,7 +98,8 @@ def bench_build(root: Path) -> None:
         r.ensure(a)
         n_sets, instances = n_sets + 1, instances + int(a.params["size"])
     sets_s = time.perf_counter() - start
-    q = r.get(Ask.of("pool")).queries.rename(columns={"text": "query"})[["qid", "query"]]
+    pool = r.get(Ask.of("pool")).queries  # an id may name an MS MARCO and an ORCAS query: one BM25 id each
+    q = pd.DataFrame({"qid": pool.source + ":" + pool.qid.astype(str), "query": pool.text})
     start = time.perf_counter()
     bm25_search(index, q, depth=100, threads=2)
     qps = len(q) / (time.perf_counter() - start)

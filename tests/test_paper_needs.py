@@ -98,6 +98,31 @@ def test_computing_commands_find_the_papers_models_in_the_cache_before_any_work(
                         "grid.models=[monot5]"]), needs=("train",))
 
 
+def test_status_names_every_missing_model_of_the_grid_and_the_refusal_all_of_them(paper, tmp_path, monkeypatch):
+    """A user on a disconnected machine copies the Hugging Face cache over once: what a run will still need names
+    each missing checkpoint of the grid (monoT5's and monoBERT's, not only the first), and the one line of a
+    computing command's refusal names them all."""
+    from leakexp.runner.stage import ConfigError
+    from leakexp.stages.registry import unmet_requirements
+
+    cache = tmp_path / "hub"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = compose([*paper, "grid.models=[monot5,monobert,knrm]"])
+    unmet = unmet_requirements(cfg)
+    for setting, name in zip(("detect.sbert", "model_overrides.monot5.checkpoint",
+                              "model_overrides.monobert.checkpoint"), PAPER_MODELS):
+        assert [line.startswith(f"{setting}={name}: the Hugging Face model {name} is not in the local cache")
+                for line in unmet].count(True) == 1, setting
+    with pytest.raises(ConfigError) as err:
+        runner(cfg, needs=("train",))
+    message = str(err.value)
+    assert message.startswith("model_overrides.monot5.checkpoint=t5-base: the Hugging Face model t5-base")
+    assert "; model_overrides.monobert.checkpoint=bert-base-uncased: the Hugging Face model" in message
+    assert "\n" not in message
+
+
 def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_once(irds_corpora, tmp_path, monkeypatch,
                                                                                  capsys):
     """experiment=paper's verify.annotations is null (a ??? would not replace the toy world's `truth`): commands

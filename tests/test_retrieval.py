@@ -280,3 +280,18 @@ def test_compare_runs_reports_the_overlap_of_two_first_stages(tmp_path, capsys):
     assert (out / "overlap.csv").exists()
     assert main(["compare-runs", "--run", str(a)]) == 2
     assert "compare-runs compares two runs" in capsys.readouterr().err
+
+
+def test_a_query_id_given_twice_is_the_queries_error_not_the_index(tmp_path):
+    """The pool's MS MARCO and ORCAS queries may share an id: searched under one id, their results hold a document
+    twice for that id, which is not a document the index holds twice. The search refuses the queries first."""
+    import pytest
+
+    from leakexp.data.files import DataFormatError
+
+    write_index(tmp_path / "index", iter(DOCS), threads=1)
+    twice = pd.DataFrame({"qid": ["7", "8", "7"], "query": ["lyme", "telescope", "lyme ticks"]})
+    with pytest.raises(DataFormatError, match=r"^BM25 queries: query id 7 is given 2 times \(1 repeated id\(s\) "
+                                              r"among 3 queries\); give each query its own id"):
+        bm25_search(tmp_path / "index", twice, depth=2, threads=1)
+    assert len(bm25_search(tmp_path / "index", twice.drop_duplicates("qid"), depth=2, threads=1)) == 3

@@ -17,6 +17,7 @@ from typing import Iterable, Iterator
 
 import pandas as pd
 
+from leakexp.data.files import DataFormatError
 from leakexp.lib.analysis import (DEFAULT_ANALYSIS, _stop_set, analyzed_text, check_analysis, clean_query)
 from leakexp.lib.trec import read_run, refuse_duplicates
 
@@ -133,6 +134,12 @@ def bm25_search(
 
     Queries get the index's analysis and backend (``stemmer`` / ``stopwords`` / ``backend``, when given, must
     match it): PISA's, or Anserini's ``SearchCollection`` (:func:`anserini_search`, in Anserini's order)."""
+    repeated = queries.qid.astype(str).value_counts()
+    repeated = repeated[repeated > 1]
+    if len(repeated):  # results are matched to queries by id: one id per query (MS MARCO and ORCAS may share one)
+        raise DataFormatError(f"BM25 queries: query id {repeated.index[0]} is given {int(repeated.iloc[0])} times "
+                              f"({len(repeated)} repeated id(s) among {len(queries):,} queries); give each query its "
+                              f"own id (e.g. its source and id)")
     analysis = _check_index_analysis(index_path, stemmer, stopwords, backend)
     if analysis["backend"] == "anserini":
         res = anserini_search(index_path, queries, depth=depth, k1=k1, b=b, threads=threads, verbose=verbose,

@@ -21,6 +21,15 @@ class ConfigError(ValueError):
     """An unknown name or a value outside its domain; the message names the setting and the fix."""
 
 
+class ConfigErrors(ConfigError):
+    """Several settings' errors at once (e.g. every model of the grid missing from the cache): one line, the
+    messages joined by '; '; ``messages`` keeps each, for the lists of what a run will still need."""
+
+    def __init__(self, messages: list[str]):
+        self.messages = list(messages)
+        super().__init__("; ".join(self.messages))
+
+
 class InputsMissing(FileNotFoundError):
     """Files outside the store that a stage reads are not on this machine; the message names them and what to do.
     Nothing is keyed or computed without them: a key names the identity of the files read."""

@@ -118,7 +118,7 @@ def unmet_requirements(cfg: DictConfig) -> list[str]:
         try:
             fn(cfg)
         except (ConfigError, DataUnavailable) as exc:
-            unmet.append(str(exc))
+            unmet.extend(getattr(exc, "messages", [str(exc)]))  # ConfigErrors: one line each
     return list(dict.fromkeys(unmet))
 
 

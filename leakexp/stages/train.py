@@ -34,7 +34,7 @@ from leakexp.models.base import Reranker, to_device
 from leakexp.models.tokens import Tokens, check_source
 from leakexp.runner.config import model_config, resolved_model_config
 from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
-from leakexp.runner.stage import Ask, Context, Stage
+from leakexp.runner.stage import Ask, ConfigError, ConfigErrors, Context, Stage
 from leakexp.runner.store import atomic_write_json, atomic_write_text
 from leakexp.stages.cell import cell_path, set_params, train_params
 
@@ -613,12 +613,21 @@ def checkpoint_setting(cfg, model: str) -> str:
 
 
 def require_checkpoints(cfg) -> None:
-    """The weights the grid's and the cell's models start from load without a download (leakexp.lib.hub)."""
+    """The weights the grid's and the cell's models start from load without a download (leakexp.lib.hub); every
+    missing one is named at once, so that a disconnected machine's cache is filled in one trip."""
+    missing = []
     for model in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
         checkpoint = resolved_model_config(cfg, model).get("checkpoint")
         if checkpoint is not None:
-            hub.require(str(checkpoint), checkpoint_setting(cfg, model),
-                        alternative=CHECKPOINT_ALTERNATIVE.get(model, "bundled"))
+            try:
+                hub.require(str(checkpoint), checkpoint_setting(cfg, model),
+                            alternative=CHECKPOINT_ALTERNATIVE.get(model, "bundled"))
+            except ConfigError as exc:
+                missing.append(str(exc))
+    if len(missing) == 1:
+        raise ConfigError(missing[0])
+    if missing:
+        raise ConfigErrors(missing)
 
 
 TRAIN = Stage(
