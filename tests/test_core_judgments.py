@@ -81,3 +81,11 @@ def test_topics_without_a_relevant_document_in_the_authors_top_100(corpus):
     # Fuhr's 1-based MFR; a topic without a relevant document in the top-100 adds 101 / 50 when misses count
     assert mfr == pytest.approx({"core17": {"skip": 4.66, "depth": 4.66},
                                  "core18": {"skip": 215 / 49, "depth": (215 + 101) / 50}}[c])
+
+
+def test_the_plans_topic_counts_are_the_shipped_topics(corpus, tmp_path):
+    """``plan`` (which reads no data) assumes 50 topics per Core corpus: the shipped files say so."""
+    from leakexp.runner.config import compose
+
+    c, topics, _, _ = corpus
+    assert int(compose([f"store={tmp_path}"]).plan.topics[c]) == len(topics) == 50
