@@ -306,7 +306,8 @@ def round_scores(scores, score_dtype: str = "float32") -> np.ndarray:
     score rounded to the nearest half-precision value, as Capreolus v0.2.x stores every prediction
     (capreolus-ir/capreolus@v0.2.6, capreolus/trainer/pytorch.py:320-321, ``predict``: "Need to use float16 because
     pytrec_eval's c function call crashes with higher precision floats" / ``score.astype(np.float16).item()``;
-    the same lines in every v0.2.x release and on master, trainer/pytorch.py:347-348). Half precision keeps 11
+    the same two lines in every release since v0.2.0 (trainer/__init__.py:334-335 at v0.2.0-v0.2.1) and on master
+    @ 789288c, trainer/pytorch.py:347-348; the TensorFlow trainer rounds alike). Half precision keeps 11
     significant bits, so nearby scores of one query become equal and the docno tie-break orders them
     (:func:`rank_with_docno_ties`); beyond ±65504 a score becomes ±inf, as in Capreolus."""
     check_score_dtype(score_dtype)
