@@ -652,6 +652,42 @@ def bench_pipeline(root: Path) -> None:
             emit(f"ties_per_query_bf16_{name}", ties_per_query(rerank(model, run, docs, batch_size=32)))
 
 
+def bench_ties(root: Path) -> None:
+    """``ties_per_query_{fp32,fp16}_<model>``: documents per query sharing their score with another in KNRM's,
+    PACRR's and DUET's re-ranking of 30 queries of toy_robust's BM25 top-100 (embedded weights, the model file's
+    settings, one epoch on a toy training set of 128 instances), with the scores as the models give them (fp32)
+    and rounded to float16 as Capreolus stores them (``models.<model>.score_dtype: float16``, experiment=paper):
+    the documents whose order the docno tie-break decides."""
+    import pandas as pd
+    import torch
+
+    from leakexp.models.base import ties_per_query
+    from leakexp.runner.config import compose
+    from leakexp.runner.stage import Ask
+    from leakexp.stages.registry import runner
+    from leakexp.stages.rerank import rerank
+    from leakexp.stages.train import TrainConfig, set_seed, train
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    cfg = compose([f"store={root / 'ties'}"])
+    r = runner(cfg)
+    data = pd.read_parquet(r.ensure(Ask.of("sets", corpus="toy_robust", leakage="none", size=128)) / "instances.parquet")
+    run = r.get(Ask.of("firststage", corpus="toy_robust"))
+    run = run[run.qid.isin(run.qid.drop_duplicates().head(30))]
+    docs = r.get(Ask.of("collection", corpus="toy_robust")).docs
+    for name in WORD_MODELS:
+        set_seed(0)
+        model, tc = _embedded_model(r, cfg, name)
+        train(model, data, seed=0, cfg=TrainConfig.from_config(tc, {"epochs": 1}), progress=False)
+        if model.needs_idf:
+            from leakexp.models.capreolus import IdfTable
+
+            model.use_idf(IdfTable.from_docs(text for _, text in docs))
+        for dtype, label in (("float32", "fp32"), ("float16", "fp16")):
+            emit(f"ties_per_query_{label}_{name}",
+                 ties_per_query(rerank(model, run, docs, batch_size=32, score_dtype=dtype)))
+
+
 # Peak dense bf16 tensor throughput (TFLOP/s, no sparsity) from NVIDIA's data sheets; LEAKEXP_PEAK_TFLOPS overrides.
 PEAK_BF16_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.4), ("H200", 989.4), ("GH200", 989.4),
                     ("A100", 312.0), ("L40S", 362.1), ("L4", 121.0), ("A10", 125.0))
@@ -820,7 +856,7 @@ def bench_demo(root: Path) -> None:
 
 SECTIONS = {"detect": bench_detect, "build": bench_build, "rerank": bench_rerank, "train": bench_train,
             "monot5": bench_monot5, "pipeline": bench_pipeline, "graph": bench_graph, "audit": bench_audit,
-            "gpu": bench_gpu, "demo": bench_demo}
+            "gpu": bench_gpu, "demo": bench_demo, "ties": bench_ties}
 
 
 def main(argv: list[str]) -> int:

@@ -83,14 +83,15 @@ class Reranker(nn.Module):
         raise NotImplementedError
 
     def score(self, queries: list[str], docs: list[str], *, batch_size: int = 64, device: str | None = None,
-              bf16: bool = True) -> list[float]:
+              bf16: bool = True, score_dtype: str = "float32") -> list[float]:
         """Scores of aligned (query, doc) text lists (see :meth:`score_tokens`). A model that only implements
         :meth:`featurize` (no token ids) is scored from the texts, batch by batch."""
         if not self.encodes():
-            return self._score_texts(queries, docs, batch_size=batch_size, device=device, bf16=bf16)
+            return round_scores(self._score_texts(queries, docs, batch_size=batch_size, device=device, bf16=bf16),
+                                score_dtype).tolist()
         d = self.encode_docs(docs)
         return self.score_tokens(self.encode_queries(queries, d), d, batch_size=batch_size, device=device,
-                                 bf16=bf16).tolist()
+                                 bf16=bf16, score_dtype=score_dtype).tolist()
 
     @classmethod
     def encodes(cls) -> bool:
@@ -120,12 +121,13 @@ class Reranker(nn.Module):
 
     @torch.inference_mode()
     def score_tokens(self, queries: Tokens, docs: Tokens, *, batch_size: int = 64, device: str | None = None,
-                     bf16: bool = True) -> np.ndarray:
+                     bf16: bool = True, score_dtype: str = "float32") -> np.ndarray:
         """Scores (float64) of aligned query and document rows, in batches of documents of similar length.
 
         ``device`` defaults to where the parameters are. On CUDA, ``bf16`` runs the forward pass under bf16
         autocast (config ``precision.rerank_bf16``); on a CPU it changes nothing. Scores are read from the device
-        once, at the end.
+        once, at the end, and stored as ``score_dtype`` (:func:`round_scores`: ``float16`` rounds them as
+        Capreolus stores them).
         """
         self.eval()
         device = self._device(device)
@@ -141,7 +143,7 @@ class Reranker(nn.Module):
         out = np.zeros(len(order), dtype=np.float64)
         if batches:
             out[order] = torch.cat(batches).cpu().numpy()
-        return out
+        return round_scores(out, score_dtype)
 
     # -- checkpoints ----------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -154,10 +156,11 @@ class Reranker(nn.Module):
         (out / "model.json").write_text(json.dumps({"name": self.name, "config": self.config()}, indent=2) + "\n")
 
     def transformer(self, *, batch_size: int = 64, device: str | None = None, bf16: bool = True,
-                    docs: Tokens | None = None):
+                    docs: Tokens | None = None, score_dtype: str = "float32"):
         """This model as a PyTerrier re-ranker: ``bm25 >> text >> model.transformer()``, or with the documents'
-        stored tokens ``bm25 >> model.transformer(docs=tokens)``."""
-        return RerankTransformer(self, batch_size=batch_size, device=device, bf16=bf16, docs=docs)
+        stored tokens ``bm25 >> model.transformer(docs=tokens)``; scores stored as ``score_dtype``."""
+        return RerankTransformer(self, batch_size=batch_size, device=device, bf16=bf16, docs=docs,
+                                 score_dtype=score_dtype)
 
 
 class HFReranker(Reranker):
@@ -253,8 +256,9 @@ class RerankTransformer:
     text column or any tokenising of documents."""
 
     def __new__(cls, model: Reranker, *, batch_size: int = 64, device: str | None = None, bf16: bool = True,
-                docs: Tokens | None = None):
+                docs: Tokens | None = None, score_dtype: str = "float32"):
         pt = _pt()
+        check_score_dtype(score_dtype)
         rows = docs.index() if docs is not None else None
         if docs is not None:
             from leakexp.models.tokens import check_source
@@ -270,7 +274,7 @@ class RerankTransformer:
                 out = inp.copy()
                 if docs is None:
                     scores = self.model.score(out["query"].tolist(), out["text"].tolist(), batch_size=self.batch_size,
-                                              device=self.device, bf16=self.bf16)
+                                              device=self.device, bf16=self.bf16, score_dtype=score_dtype)
                 else:
                     missing = sorted(set(out["docno"]) - rows.keys())
                     if missing:
@@ -279,7 +283,7 @@ class RerankTransformer:
                     queries = self.model.encode_queries(texts.tolist(), docs)
                     d = docs.take([rows[n] for n in out["docno"]])
                     scores = self.model.score_tokens(queries.take(which), d, batch_size=self.batch_size,
-                                                     device=self.device, bf16=self.bf16)
+                                                     device=self.device, bf16=self.bf16, score_dtype=score_dtype)
                 out["score"] = pd.Series(scores, index=out.index, dtype="float64")
                 return rank_with_docno_ties(out)
 
@@ -287,6 +291,31 @@ class RerankTransformer:
                 return f"Rerank({self.model.name})"
 
         return _Rerank()
+
+
+SCORE_DTYPES = ("float32", "float16")
+
+
+def check_score_dtype(score_dtype: str) -> None:
+    if score_dtype not in SCORE_DTYPES:
+        raise ValueError(f"score_dtype={score_dtype!r} is unknown; use {' or '.join(SCORE_DTYPES)}")
+
+
+def round_scores(scores, score_dtype: str = "float32") -> np.ndarray:
+    """Scores (float64) as a run stores them: ``float32`` unchanged (the model's fp32 output), ``float16`` each
+    score rounded to the nearest half-precision value, as Capreolus v0.2.x stores every prediction
+    (capreolus-ir/capreolus@v0.2.6, capreolus/trainer/pytorch.py:320-321, ``predict``: "Need to use float16 because
+    pytrec_eval's c function call crashes with higher precision floats" / ``score.astype(np.float16).item()``;
+    the same two lines in every release since v0.2.0 (trainer/__init__.py:334-335 at v0.2.0-v0.2.1) and on master
+    @ 789288c, trainer/pytorch.py:347-348; the TensorFlow trainer rounds alike). Half precision keeps 11
+    significant bits, so nearby scores of one query become equal and the docno tie-break orders them
+    (:func:`rank_with_docno_ties`); beyond ±65504 a score becomes ±inf, as in Capreolus."""
+    check_score_dtype(score_dtype)
+    out = np.asarray(scores, dtype=np.float64)
+    if score_dtype == "float16":
+        with np.errstate(over="ignore"):
+            out = out.astype(np.float32).astype(np.float16).astype(np.float64)
+    return out
 
 
 def ties_per_query(run: pd.DataFrame) -> float:

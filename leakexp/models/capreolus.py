@@ -164,9 +164,9 @@ class CapreolusReranker(Reranker):
     objective = "pairwise"
 
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800,
-                 finetune: bool = False, **_):
+                 finetune: bool = False, unit_vectors: bool = False, **_):
         super().__init__()
-        vectors = load_word_vectors(embeddings)
+        vectors = load_word_vectors(embeddings, unit=unit_vectors)  # unit: as pymagnitude gives GloVe to Capreolus
         self.vectors = vectors
         weights = torch.from_numpy(vectors.matrix)  # shared with the process-wide cache while frozen
         self.embedding = nn.Embedding.from_pretrained(weights.clone() if finetune else weights, freeze=not finetune,

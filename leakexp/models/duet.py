@@ -45,15 +45,17 @@ class DUET(CapreolusReranker):
     name = "duet"
 
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800, nfilters: int = 10,
-                 lmhidden: int = 30, nhidden: int = 699, idfweight: bool = True, dropoutrate: float = 0.5, **_):
+                 lmhidden: int = 30, nhidden: int = 699, idfweight: bool = True, dropoutrate: float = 0.5,
+                 unit_vectors: bool = False, **_):
         if nhidden != maxdoclen - 101:
             raise ValueError(f"duet: nhidden={nhidden} must equal maxdoclen - 101 = {maxdoclen - 101} (Capreolus' "
                              "hard-coded coupling of the doc branch's pooling)")
         if maxqlen != 4:
             raise ValueError(f"duet: maxqlen={maxqlen}; the query branch only collapses to one position with 4")
-        super().__init__(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen)
+        super().__init__(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, unit_vectors=unit_vectors)
         self.hparams = dict(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, nfilters=nfilters,
-                            lmhidden=lmhidden, nhidden=nhidden, idfweight=idfweight, dropoutrate=dropoutrate)
+                            lmhidden=lmhidden, nhidden=nhidden, idfweight=idfweight, dropoutrate=dropoutrate,
+                            unit_vectors=unit_vectors)
         dim = self.vectors.dim
         # local model: exact matches weighted by query-term idf
         self.local_conv = nn.Conv2d(1, nfilters, kernel_size=(1, maxdoclen))

@@ -37,12 +37,13 @@ class KNRM(CapreolusReranker):
 
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800,
                  gradkernels: bool = True, singlefc: bool = True, scoretanh: bool = False,
-                 finetune: bool = False, mask_doc_padding: bool = False, **_):
+                 finetune: bool = False, mask_doc_padding: bool = False, unit_vectors: bool = False, **_):
         # Capreolus: frozen embeddings unless finetune=True
-        super().__init__(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, finetune=finetune)
+        super().__init__(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, finetune=finetune,
+                         unit_vectors=unit_vectors)
         self.hparams = dict(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, gradkernels=gradkernels,
                             singlefc=singlefc, scoretanh=scoretanh, finetune=finetune,
-                            mask_doc_padding=mask_doc_padding)
+                            mask_doc_padding=mask_doc_padding, unit_vectors=unit_vectors)
         mus = torch.tensor(MUS)
         sigmas = torch.tensor([0.001 if m == 1.0 else 0.1 for m in MUS])
         # each mu and sigma is its own trainable scalar in Capreolus (gradkernels=True)

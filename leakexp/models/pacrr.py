@@ -22,11 +22,11 @@ class PACRR(CapreolusReranker):
 
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800, mingram: int = 1,
                  maxgram: int = 3, nfilters: int = 32, kmax: int = 2, combine: int = 32, idf: bool = True,
-                 idf_zero_quirk: bool = True, **_):
-        super().__init__(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen)
+                 idf_zero_quirk: bool = True, unit_vectors: bool = False, **_):
+        super().__init__(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, unit_vectors=unit_vectors)
         self.hparams = dict(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, mingram=mingram,
                             maxgram=maxgram, nfilters=nfilters, kmax=kmax, combine=combine, idf=idf,
-                            idf_zero_quirk=idf_zero_quirk)
+                            idf_zero_quirk=idf_zero_quirk, unit_vectors=unit_vectors)
         self.grams = list(range(mingram, maxgram + 1))
         self.convs = nn.ModuleList(nn.Conv2d(1, nfilters, kernel_size=n) for n in self.grams)
         n_feats = len(self.grams) * kmax + (1 if idf else 0)

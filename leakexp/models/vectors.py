@@ -211,13 +211,45 @@ def _glove_cached(path: Path) -> WordVectors:
     return WordVectors(dict(zip(words, range(1, len(words) + 1))), matrix, f"glove:{path}", _hash=meta["sha256"])
 
 
+MAGNITUDE_PRECISION = 7  # pymagnitude's converter default (pymagnitude/converter_shared.py:16, DEFAULT_PRECISION)
+
+
+def unit_rows(matrix: np.ndarray, *, precision: int = MAGNITUDE_PRECISION, chunk: int = 65536) -> np.ndarray:
+    """Each row scaled to unit length and rounded to ``precision`` decimals (float32), as Capreolus reads GloVe.
+
+    Capreolus v0.2.x loads every word vector through pymagnitude (capreolus-ir/capreolus@v0.2.6,
+    capreolus/extractor/common.py:34-39, ``load_pretrained_embeddings``: ``Magnitude(...)`` with no ``normalized``
+    argument, then ``for term, vector in magnitude``; embedtext (KNRM, PACRR) and slowembedtext (DUET) both call
+    it). ``normalized=None`` means ``not self._is_lm()`` = True for GloVe (plasticityai/magnitude@7ac0bae,
+    pymagnitude/__init__.py:374-375), and iteration returns the stored vector / 10**precision
+    (``_db_result_to_vec``, __init__.py:1016-1023). The converter stores ``round(v / ||v|| * 10**precision)``
+    (pymagnitude/converter.py:375-383). So KNRM's and PACRR's cosines change only by the quantisation, DUET's
+    distributed model reads unit vectors instead of GloVe's raw ones. A zero row stays zero (GloVe 6B has none;
+    the converter would store random ±10**-precision values). Unknown words are not rows here: DUET's N(0, 0.5²)
+    vectors of unknown words are not normalised in Capreolus either (extractor/slowembedtext.py:133)."""
+    out = np.empty(matrix.shape, dtype=np.float32)
+    scale = float(10**precision)
+    for s in range(0, matrix.shape[0], chunk):
+        m = np.asarray(matrix[s : s + chunk], dtype=np.float64)
+        norm = np.linalg.norm(m, axis=1, keepdims=True)
+        unit = np.divide(m, norm, out=np.zeros_like(m), where=norm > 0)
+        # pymagnitude divides the stored integers in float32 (its dtype): float32(ints) / 10**precision
+        out[s : s + chunk] = np.round(unit * scale).astype(np.float32) / np.float32(scale)
+    return out
+
+
 @lru_cache(maxsize=4)
-def load_word_vectors(spec: str) -> WordVectors:
+def load_word_vectors(spec: str, unit: bool = False) -> WordVectors:
     """'bundled' = the bundled MiniLM input embeddings; otherwise a GloVe-format text file path, parsed once into
-    a memory-mapped cache (:func:`_glove_cached`).
+    a memory-mapped cache (:func:`_glove_cached`). ``unit``: rows as pymagnitude gives them to Capreolus
+    (:func:`unit_rows`; the vocabulary is the same, so token ids do not depend on it).
 
     Read once per process and shared by every model built from the same spec (the matrix is frozen).
     """
+    if unit:
+        raw = load_word_vectors(spec)
+        return WordVectors(raw.vocab, unit_rows(raw.matrix),
+                           f"{raw.source} (unit rows, {MAGNITUDE_PRECISION} decimals)")
     if spec == "bundled":
         return _bundled()
     path = Path(spec).expanduser()

@@ -10,6 +10,8 @@ seed), and ranked in that model's re-ranking of the BM25 top-k:
 - a document outside it (always so for MS MARCO / ORCAS documents, which are not in the test collection)
   gets a hypothetical rank: the position its score earns among the re-ranked run, ties broken by docno as
   the ranking breaks them (``leakexp.models.base.rank_with_docno_ties``), so the maximal rank is k + 1.
+  It is scored as the re-ranking scored the run (``rerank.scoring``: precision and ``models.<model>.score_dtype``,
+  so with float16 its score is rounded as the run's are before it is compared with them).
 
 The paper describes this in Section 4 ("For leaked documents not returned in the top-100 BM25 results
 [...] we determine a hypothetical rank by calculating the score of this document for the query and

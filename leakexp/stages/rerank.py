@@ -17,20 +17,24 @@ from leakexp.stages.train import reads_idf
 
 
 def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, device: str = "cpu",
-           bf16: bool = False) -> pd.DataFrame:
+           bf16: bool = False, score_dtype: str = "float32") -> pd.DataFrame:
     """Re-rank a stored BM25 run with the PyTerrier pipeline ``bm25 >> text >> model``, or, when ``docs`` are the
     documents' stored :class:`Tokens`, ``bm25 >> model`` scoring from their token ids.
 
     Ties in the model's score are broken by docno (the paper), not by BM25's order. ``bf16``: autocast on CUDA.
+    ``score_dtype``: ``float16`` rounds every score before ranking, as Capreolus stores its predictions
+    (``leakexp.models.base.round_scores``; config ``models.<model>.score_dtype``).
     """
     import pyterrier as pt
 
     first_stage = pt.Transformer.from_df(bm25[["qid", "query", "docno", "score", "rank"]])
     if isinstance(docs, Tokens):
-        pipeline = first_stage >> model.transformer(batch_size=batch_size, device=device, bf16=bf16, docs=docs)
+        pipeline = first_stage >> model.transformer(batch_size=batch_size, device=device, bf16=bf16, docs=docs,
+                                                    score_dtype=score_dtype)
     else:
         text = pt.apply.generic(lambda df: df.assign(text=[docs[d] for d in df.docno]))
-        pipeline = first_stage >> text >> model.transformer(batch_size=batch_size, device=device, bf16=bf16)
+        pipeline = first_stage >> text >> model.transformer(batch_size=batch_size, device=device, bf16=bf16,
+                                                            score_dtype=score_dtype)
     topics = bm25[["qid", "query"]].drop_duplicates("qid")
     res = pipeline(topics)
     return rank_with_docno_ties(res[["qid", "query", "docno", "score"]])
@@ -59,11 +63,13 @@ def load_model(ctx: Context, name: str = "model", df: str = "df") -> Reranker:
 
 
 def scoring(ctx: Context) -> dict:
-    """How the stage scores: batch size, device and precision (bf16 on CUDA when configured)."""
+    """How the stage scores: batch size, device, precision (bf16 on CUDA when configured) and the precision a
+    score is stored in before ranking (``models.<model>.score_dtype``, read through the stage's ``models.{model}``)."""
     device = str(ctx.runtime.get("device", "cpu"))
     bf16 = device.startswith("cuda") and ctx.settings("precision").rerank_bf16  # declared on CUDA only
     batch = int((ctx.runtime.get("score_batch_size") or {}).get(ctx.params.get("model"), 64))
-    return {"batch_size": batch, "device": device, "bf16": bf16}
+    score_dtype = ctx.settings(f"models.{ctx.params['model']}").score_dtype
+    return {"batch_size": batch, "device": device, "bf16": bf16, "score_dtype": score_dtype}
 
 
 def _rerank(ctx: Context, tmp: Path) -> dict:

@@ -552,7 +552,8 @@ def reads_idf(config, model: str) -> bool:
 
 
 def _train_reads(p: dict, cuda: bool) -> list[str]:
-    reads = ["models.{model}", "!models.{model}.train.score_batch_size", "train"]
+    # score_dtype is how re-ranking stores a score, not how a model trains: no part of a checkpoint's key
+    reads = ["models.{model}", "!models.{model}.train.score_batch_size", "!models.{model}.score_dtype", "train"]
     return reads + (["precision.matmul", "precision.train_bf16"] if cuda else [])
 
 
@@ -570,6 +571,7 @@ def _train(ctx: Context, tmp: Path) -> dict:
     p, model_name, seed = ctx.params, ctx.params["model"], int(ctx.params["seed"])
     model = ctx.settings(f"models.{model_name}").dump()
     model_train = model.pop("train")
+    model.pop("score_dtype", None)  # read by the stages that score (rerank, memorization, robustness)
     params = {k: v for k, v in model.items() if k != "name"}  # the constructor's parameters
     if "vocab" in ctx.input_names:
         params["checkpoint"] = str(ctx.inputs["vocab"])
@@ -671,6 +673,10 @@ class ModelTraining(Section):
 class _ModelSettings(Section):
     name: Name
     train: ModelTraining
+    # the precision a score is stored in before ranking (re-ranking, memorization ranks, robustness):
+    # float16 = Capreolus v0.2.x (trainer/pytorch.py:320-321 at v0.2.6, predict: score.astype(np.float16)), which
+    # makes the ties the paper breaks by docno; experiment=paper sets it for knrm, pacrr and duet
+    score_dtype: Literal["float32", "float16"] = "float32"
 
     def files(self, prefix: str = "model"):
         # a checkpoint is a directory or a Hugging Face name ("castorini/monot5-base-msmarco"): leakexp.lib.hub checks it
@@ -682,6 +688,9 @@ class _ModelSettings(Section):
 
 class _Capreolus(_ModelSettings):
     embeddings: Name  # bundled, or a GloVe text file (paper: glove.6B.300d.txt)
+    # rows scaled to unit length and quantised to 7 decimals, as Capreolus reads GloVe through pymagnitude
+    # (leakexp.models.vectors.unit_rows); experiment=paper: true
+    unit_vectors: bool = False
     maxqlen: PositiveInt
     maxdoclen: PositiveInt
 
