@@ -36,7 +36,6 @@ of thousands of steps a clipped, sign-like one that the authors' run never made.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch
