@@ -567,7 +567,7 @@ PAPER_TEST_LEAK_QUERIES = {"core17": 100, "core18": 100, "robust04": 500}
 AUTHORS_SETS_TEST_LEAK_QUERIES = {"core17": 200, "core18": 200, "robust04": 500}
 
 
-def test_leak_note(cfg, corpora) -> str:
+def core_test_leak_note(cfg, corpora) -> str:
     """What a caption says about the test-leakage size of the Core corpora among ``corpora``: the count that ran and
     whether it is the paper's text (100 queries = 200 instances: each topic twice) or the authors' set names (400
     instances: each topic four times)."""

@@ -28,7 +28,7 @@ from leakexp.stages.detect import leak_pairs, table1, table1_wide
 from leakexp.stages.firststage import first_stage_caption
 from leakexp.stages.grid import cell_asks, shared_asks, stored_results
 from leakexp.stages.registry import runner as make_runner
-from leakexp.stages.sets import test_leak_note
+from leakexp.stages.sets import core_test_leak_note
 from leakexp.stages.train import plot_histories, read_history, recipe_note
 from leakexp.stages.verify import stored_leaking_topics, table2
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
@@ -299,7 +299,7 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
     seeds = sorted(results.seed.unique())
     models = [m for m in cfg.grid.models]
     trained = recipe_note(cfg, [m for m in models if m in set(results.model)])
-    sizes_note = test_leak_note(cfg, [c for c in dict.fromkeys(cfg.grid.corpora) if c in set(results.corpus)])
+    sizes_note = core_test_leak_note(cfg, [c for c in dict.fromkeys(cfg.grid.corpora) if c in set(results.corpus)])
     write_table(summary(results), out, "summary",
                 f"Mean effectiveness per corpus, model and training-set size (data={cfg.data.name}); columns are "
                 f"measure x leakage type, averaged over topics and over {len(seeds)} seed(s). {mfr}; lower MFR is better."
@@ -339,7 +339,7 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
             f"Models trained with no leakage (None), MS MARCO / ORCAS leakage (MSM) or test leakage (Test). Highest "
             f"scores in bold; † marks Bonferroni-corrected significant differences {tested} (paired Student's "
             f"t-test, p < {e.get('alpha', 0.05)}); model order swaps induced by MSM leakage in red. {mfr}. "
-            f"{first_stage_caption(cfg, corpus)}." + trained + test_leak_note(cfg, [corpus])
+            f"{first_stage_caption(cfg, corpus)}." + trained + core_test_leak_note(cfg, [corpus])
         )
         left_out = sorted({q for c in cells if c.corpus == corpus and c not in states
                            for q in runner.store.marker(runner.path(c.ask("eval"))).figures.get("without_relevant", [])})
