@@ -37,6 +37,8 @@ of thousands of steps a clipped, sign-like one that the authors' run never made.
 from __future__ import annotations
 
 
+import math
+
 import numpy as np
 import torch
 
@@ -144,12 +146,14 @@ class MeshAdafactor(torch.optim.Optimizer):
             self._write(states, "v", v)
             x = v.rsqrt().mul_(grad)
         broadcast = (n, *([1] * len(shape)))
+        root = math.sqrt(max(1, math.prod(shape)))  # RMS = L2 norm / sqrt(numel), without a squared copy
         if group["clipping_threshold"] is not None:
-            rms = x.reshape(n, -1).square().mean(dim=1).sqrt_()
+            rms = torch.linalg.vector_norm(x.reshape(n, -1), dim=1) / root
             x.div_((rms / group["clipping_threshold"]).clamp_(min=1.0).reshape(broadcast))
-        old = self._stack(params).float()
-        if group["multiply_by_parameter_scale"]:
-            scale = old.reshape(n, -1).square().mean(dim=1).sqrt_().clamp_(min=group["epsilon2"]) * group["lr"]
+        if group["multiply_by_parameter_scale"]:  # the parameters' RMS before the update, in fp32
+            norms = torch.stack(torch._foreach_norm(params)).float() if dtype == torch.float32 else \
+                torch.linalg.vector_norm(self._stack(params).float().reshape(n, -1), dim=1)
+            scale = (norms / root).clamp_(min=group["epsilon2"]) * group["lr"]
             x.mul_(scale.reshape(broadcast))
         else:
             x.mul_(group["lr"])
@@ -161,4 +165,4 @@ class MeshAdafactor(torch.optim.Optimizer):
         if dtype == torch.float32:
             torch._foreach_sub_(params, list(x.unbind(0)))
         else:  # low-precision parameters: computed in fp32, written back
-            torch._foreach_copy_(params, list(old.sub_(x).unbind(0)))
+            torch._foreach_copy_(params, list(self._stack(params).float().sub_(x).unbind(0)))
