@@ -579,7 +579,7 @@ def core_test_leak_note(cfg, corpora) -> str:
             continue
         n = int(resolved_corpus_config(cfg, corpus).test_leak_queries)
         which = ("the paper's text" if n == PAPER_TEST_LEAK_QUERIES[corpus] else "the authors' set names, "
-                 "'…-and-400-explicit-…-train-leakage'" if n == AUTHORS_SETS_TEST_LEAK_QUERIES[corpus] else
+                 "'...-and-400-explicit-(nyt|wapo)-train-leakage'" if n == AUTHORS_SETS_TEST_LEAK_QUERIES[corpus] else
                  "neither the paper's 200 instances nor the authors' sets' 400")
         out.append(f"{corpus} {n} queries = {2 * n} instances ({which})")
     if not out:
