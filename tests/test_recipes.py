@@ -37,6 +37,9 @@ def test_one_override_selects_the_scripts_budget_or_pygaggles_recipe():
     # what the experiment or the command line sets in train: wins over the recipe
     lr = compose(["experiment=paper", "model_overrides.monot5.train.lr=5e-4"])
     assert train_config(lr, "monot5").lr == 5e-4 and train_config(lr, "monot5").optimizer == "adafactor_mesh"
+    # the decay rate continued from the authors' checkpoint's step instead of a fresh optimiser's
+    cont = train_config(compose(["experiment=paper", "model_overrides.monot5.train.adafactor_start_step=999900"]), "monot5")
+    assert make_optimizer(torch.nn.Linear(4, 3), cont).start_step == 999_900
 
 
 def test_an_unknown_recipe_names_the_choices():

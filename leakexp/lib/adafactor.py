@@ -30,7 +30,7 @@ updated in one batch of tensor ops, with no host sync.
 pre-trained checkpoint's step (T5 README.md line 252: pre-trained for 1,000,000 steps; the released checkpoint is
 ``model.ckpt-999900``, castorini/pygaggle ``docs/experiments-monot5-tpu.md`` line 261) and restored its second
 moments with it; Hugging Face's t5-base carries no optimiser state, so leakexp starts both at 0 (a fresh optimiser)
-by default: with the step continued but the moments at zero the decay would be 1 - 1.6e-5 and every update for tens
+by default (``train.adafactor_start_step`` of a model's config sets it): with the step continued but the moments at zero the decay would be 1 - 1.6e-5 and every update for tens
 of thousands of steps a clipped, sign-like one that the authors' run never made.
 """
 

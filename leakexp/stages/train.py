@@ -33,7 +33,7 @@ from leakexp.models import get
 from leakexp.models.base import Reranker, to_device
 from leakexp.models.tokens import Tokens, check_source
 from leakexp.runner.config import model_config, resolved_model_config
-from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
+from leakexp.runner.schema import Name, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Section
 from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.runner.store import atomic_write_json, atomic_write_text
 from leakexp.stages.cell import cell_path, set_params, train_params
@@ -65,6 +65,7 @@ class TrainConfig:
     updates: int | None = None  # when set, replaces epochs: this many updates, pairs drawn in reshuffled passes
     group_by_length: bool = False  # batches of similar lengths (less padding), order still seeded
     bf16: bool = True  # bf16 autocast on CUDA (ignored on a CPU)
+    adafactor_start_step: int = 0  # adafactor_mesh: Mesh TF's global step before the first update (leakexp.lib.adafactor)
 
     # keys of a model's `train:` block that configure inference, not training
     INFERENCE_KEYS = ("score_batch_size",)
@@ -170,7 +171,7 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     if cfg.optimizer == "adafactor":
         return Adafactor(groups, lr=cfg.lr)
     if cfg.optimizer == "adafactor_mesh":  # the authors' monoT5 (train-mono-t5.sh): Mesh TF's defaults
-        return MeshAdafactor(groups, lr=cfg.lr)
+        return MeshAdafactor(groups, lr=cfg.lr, start_step=cfg.adafactor_start_step)
     from transformers.optimization import Adafactor as HFAdafactor
 
     # HF Trainer with adafactor=True (PyGaggle's finetune_monot5.py): scale_parameter=False, relative_step=False
@@ -669,6 +670,9 @@ class ModelTraining(Section):
     group_by_length: bool
     score_batch_size: PositiveInt
     updates: PositiveInt | None = None  # this model's own budget (replaces the run-wide train:); null: train:'s
+    # adafactor_mesh only: the global step the decay rate 1 - (t+1)^-0.8 counts from; 0 = a fresh optimiser (t5-base
+    # carries no optimiser state); 999900 = the step of the authors' pre-trained checkpoint (leakexp.lib.adafactor)
+    adafactor_start_step: NonNegativeInt = 0
 
 
 class _ModelSettings(Section):
