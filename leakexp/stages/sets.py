@@ -37,6 +37,7 @@ import pandas as pd
 from leakexp.data.types import SOURCES, Collection, TrainPool
 from leakexp.lib.bm25 import bm25_search
 from leakexp.lib.seeded import draw_two, stable_rng, stable_seeds
+from leakexp.runner.config import resolved_corpus_config
 from leakexp.runner.schema import NonNegativeInt, PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, Context, Stage
 from leakexp.stages.cell import set_params
@@ -571,8 +572,6 @@ def core_test_leak_note(cfg, corpora) -> str:
     """What a caption says about the test-leakage size of the Core corpora among ``corpora``: the count that ran and
     whether it is the paper's text (100 queries = 200 instances: each topic twice) or the authors' set names (400
     instances: each topic four times)."""
-    from leakexp.runner.config import resolved_corpus_config
-
     out = []
     for corpus in corpora:
         if corpus not in ("core17", "core18"):

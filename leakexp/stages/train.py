@@ -23,6 +23,7 @@ from typing import Annotated, Literal
 import numpy as np
 import pandas as pd
 import torch
+from omegaconf import OmegaConf
 from pydantic import ValidationError, Field
 from torch import nn
 from tqdm.auto import tqdm
@@ -32,7 +33,7 @@ from leakexp.lib.adafactor import MeshAdafactor
 from leakexp.models import get
 from leakexp.models.base import Reranker, to_device
 from leakexp.models.tokens import Tokens, check_source
-from leakexp.runner.config import model_config, resolved_model_config
+from leakexp.runner.config import model_config, model_recipe, resolved_model_config
 from leakexp.runner.schema import Name, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Section
 from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.runner.store import atomic_write_json, atomic_write_text
@@ -765,10 +766,6 @@ RECIPE_TEXT = {
 def recipe_note(cfg, models) -> str:
     """One sentence per model of ``models`` that has named recipes (monoT5, monoBERT): which recipe, learning rate
     and budget trained it under ``cfg``, and the budget the paper's text and the authors' script disagree on."""
-    from omegaconf import OmegaConf
-
-    from leakexp.runner.config import model_recipe
-
     out = []
     for model in models:
         recipe = model_recipe(cfg, model)
