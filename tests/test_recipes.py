@@ -85,3 +85,25 @@ def test_core_test_leakage_defaults_to_the_papers_text_and_the_authors_sets_are_
     sets = compose(["experiment=paper", "corpus_overrides.core18.test_leak_queries=200"])
     assert "core18 200 queries = 400 instances (the authors' set names" in core_test_leak_note(sets, ["core18"])
     assert core_test_leak_note(paper, ["robust04"]) == ""
+
+
+def test_the_trainer_runs_the_mesh_recipe_at_a_constant_learning_rate():
+    """adafactor_mesh through the trainer: a constant 1e-3 on every update (no warmup, no decay), a finite loss."""
+    import pandas as pd
+
+    from leakexp.models import REGISTRY
+    from leakexp.stages.train import set_seed, train
+
+    rows = []
+    for i in range(12):
+        rows += [(i, f"q{i}", "lyme tick", f"d{i}+", "the lyme and the tick report", 1),
+                 (i, f"q{i}", "lyme tick", f"d{i}-", "weather sports market", 0)]
+    instances = pd.DataFrame(rows, columns=["pair", "qid", "query", "docno", "text", "label"])
+    set_seed(0)
+    model = REGISTRY["knrm"](maxdoclen=8)
+    cfg = TrainConfig(batch_size=4, lr=1e-3, optimizer="adafactor_mesh", decay="constant", warmup=0.0)
+    result = train(model, instances, seed=1, cfg=cfg, progress=False)
+    assert result["updates"] == 3 and (result.history.lr == 1e-3).all()
+    assert result.history.loss.notna().all()
+    with pytest.raises(ValueError, match="no weight decay"):
+        TrainConfig(optimizer="adafactor_mesh", weight_decay=0.01)
