@@ -86,8 +86,8 @@ class PaperModels:
 
 
         params = OmegaConf.to_container(model_config(name), resolve=True)
-        params.pop("train", None)
-        params.pop("name", None)
+        for key in ("train", "name", "recipe", "recipes"):
+            params.pop(key, None)
         if name == "monot5":
             params["checkpoint"] = str(self.t5_base())
         elif name == "monobert":

@@ -196,8 +196,38 @@ def resolved_corpus_config(cfg: DictConfig, name: str) -> DictConfig:
 
 def resolved_model_config(cfg: DictConfig, name: str) -> DictConfig:
     """A model's config: its file, ``model_overrides.<name>``, then what the command line changed in ``model.*``
-    for the selected model."""
-    return _resolved(cfg, "model", name, model_config(name))
+    for the selected model; with its recipe applied (:func:`apply_recipe`)."""
+    return apply_recipe(_resolved(cfg, "model", name, model_config(name)), model_config(name), name)
+
+
+def model_recipe(cfg: DictConfig, name: str) -> str | None:
+    """The recipe ``name`` trains by under ``cfg`` (None: the model file names none)."""
+    return _resolved(cfg, "model", name, model_config(name)).get("recipe")
+
+
+def apply_recipe(merged: DictConfig, base: DictConfig, name: str) -> DictConfig:
+    """A model config whose file has ``recipes:`` trains by ``recipes[recipe]``: the file's ``train:`` values, then
+    the recipe's, then whatever the experiment (``model_overrides``) or the command line set in ``train:``. The
+    ``recipe`` and ``recipes`` keys are dropped from the result: the stages (and their keys) read the ``train:``
+    block that results, so two recipes that train alike share their artifacts."""
+    recipes = merged.get("recipes")
+    if recipes is None:
+        return merged
+    recipe = merged.get("recipe")
+    if recipe not in recipes:
+        raise ConfigError(f"models.{name}.recipe={recipe!r} is unknown; available: {', '.join(recipes)} "
+                          f"(conf/model/{name}.yaml recipes:)")
+    known = set(base.train.keys()) | {"updates"}
+    for key in recipes[recipe] or {}:
+        if key not in known:
+            raise ConfigError(f"models.{name}.recipes.{recipe}.{key} is not a training setting; known: "
+                              f"{', '.join(sorted(known))}")
+    changed = _diff(OmegaConf.to_container(merged.train, resolve=True), OmegaConf.to_container(base.train, resolve=True))
+    out = OmegaConf.merge(merged, {"train": recipes[recipe] or {}}, {"train": changed})
+    out = OmegaConf.to_container(out, resolve=True)
+    out.pop("recipe", None)
+    out.pop("recipes", None)
+    return OmegaConf.create(out)
 
 
 # -- what stages read -------------------------------------------------------------------------------------

@@ -23,17 +23,19 @@ from typing import Annotated, Literal
 import numpy as np
 import pandas as pd
 import torch
+from omegaconf import OmegaConf
 from pydantic import ValidationError, Field
 from torch import nn
 from tqdm.auto import tqdm
 
 from leakexp.lib import hub
+from leakexp.lib.adafactor import MeshAdafactor
 from leakexp.lib.report import save_figure
 from leakexp.models import get
 from leakexp.models.base import Reranker, to_device
 from leakexp.models.tokens import Tokens, check_source
-from leakexp.runner.config import model_config, resolved_model_config
-from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
+from leakexp.runner.config import model_config, model_recipe, resolved_model_config
+from leakexp.runner.schema import Name, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Section
 from leakexp.runner.stage import Ask, ConfigError, ConfigErrors, Context, Stage
 from leakexp.runner.store import atomic_write_json, atomic_write_text
 from leakexp.stages.cell import cell_path, set_params, train_params
@@ -43,7 +45,7 @@ class TrainingError(RuntimeError):
     """Training cannot go on (e.g. a NaN loss); the cell gets no done marker."""
 
 
-OPTIMIZERS = ("adam", "adamw", "adafactor", "adafactor_hf")
+OPTIMIZERS = ("adam", "adamw", "adafactor", "adafactor_hf", "adafactor_mesh")
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,8 @@ class TrainConfig:
 
     batch_size: int = 32  # pairs per micro-batch (each pair: the query's positive and negative)
     lr: float = 1e-3  # peak learning rate
-    optimizer: str = "adam"  # adam | adamw | adafactor (HF's, shape-batched) | adafactor_hf (HF's own loop)
+    optimizer: str = "adam"  # adam | adamw | adafactor (HF's, shape-batched) | adafactor_hf (HF's own loop) |
+    #   adafactor_mesh (Mesh TensorFlow's, the authors' monoT5: leakexp.lib.adafactor)
     weight_decay: float = 0.0  # never applied to biases and normalisation weights
     adam_eps: float = 1e-8  # torch's default; dl4marco-bert uses 1e-6
     warmup: float = 0.0  # fraction of the run's updates with a linear warmup
@@ -64,6 +67,7 @@ class TrainConfig:
     updates: int | None = None  # when set, replaces epochs: this many updates, pairs drawn in reshuffled passes
     group_by_length: bool = False  # batches of similar lengths (less padding), order still seeded
     bf16: bool = True  # bf16 autocast on CUDA (ignored on a CPU)
+    adafactor_start_step: int = 0  # adafactor_mesh: Mesh TF's global step before the first update (leakexp.lib.adafactor)
 
     # keys of a model's `train:` block that configure inference, not training
     INFERENCE_KEYS = ("score_batch_size",)
@@ -71,6 +75,9 @@ class TrainConfig:
     def __post_init__(self):
         """Every field in its domain as the schemas state it (:class:`ModelTraining`, :class:`TrainBudget`), also for
         a config built by hand; epochs only count when no number of updates is set."""
+        if self.optimizer == "adafactor_mesh" and self.weight_decay:
+            raise ValueError(f"train config: weight_decay={self.weight_decay}: Mesh TF's Adafactor (adafactor_mesh) "
+                             "has no weight decay; set weight_decay: 0")
         for schema in (ModelTraining, TrainBudget):
             blank = schema.model_construct()
             for name in schema.model_fields.keys() & {f.name for f in fields(self)}:
@@ -101,8 +108,8 @@ class TrainConfig:
         merged: dict = {}
         for where, block in (("train", run), ("model.train", model_train), ("overrides", overrides)):
             for k, v in dict(block or {}).items():
-                if k in cls.INFERENCE_KEYS:
-                    continue
+                if k in cls.INFERENCE_KEYS or (where == "model.train" and k == "updates" and v is None):
+                    continue  # a model's updates: null keeps the run-wide budget
                 if k not in known:
                     raise ValueError(f"{where}.{k} is not a training option; known: {', '.join(sorted(known))}")
                 merged[k] = v
@@ -165,6 +172,8 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
         return torch.optim.AdamW(groups, lr=cfg.lr, eps=cfg.adam_eps)
     if cfg.optimizer == "adafactor":
         return Adafactor(groups, lr=cfg.lr)
+    if cfg.optimizer == "adafactor_mesh":  # the authors' monoT5 (train-mono-t5.sh): Mesh TF's defaults
+        return MeshAdafactor(groups, lr=cfg.lr, start_step=cfg.adafactor_start_step)
     from transformers.optimization import Adafactor as HFAdafactor
 
     # HF Trainer with adafactor=True (PyGaggle's finetune_monot5.py): scale_parameter=False, relative_step=False
@@ -647,9 +656,12 @@ class TrainBudget(Section):
 
 
 class PrecisionSettings(Section):
-    """``precision``: float32 matmul precision and bf16 autocast on CUDA."""
+    """``precision``: float32 matmul precision and bf16 autocast on CUDA. ``bf16`` is the one switch (conf/config.yaml
+    sets ``train_bf16`` and ``rerank_bf16`` to it): ``precision.bf16=false`` computes in fp32 throughout, as the
+    references did; the two can still be set apart."""
 
     matmul: Literal["highest", "high", "medium"]
+    bf16: bool = True
     train_bf16: bool
     rerank_bf16: bool
 
@@ -659,7 +671,7 @@ class ModelTraining(Section):
 
     batch_size: PositiveInt
     lr: PositiveFloat
-    optimizer: Literal["adam", "adamw", "adafactor", "adafactor_hf"]
+    optimizer: Literal["adam", "adamw", "adafactor", "adafactor_hf", "adafactor_mesh"]
     adam_eps: PositiveFloat = 1e-8
     weight_decay: NonNegativeFloat
     warmup: Annotated[float, Field(ge=0, lt=1)]
@@ -668,6 +680,10 @@ class ModelTraining(Section):
     max_grad_norm: PositiveFloat | None
     group_by_length: bool
     score_batch_size: PositiveInt
+    updates: PositiveInt | None = None  # this model's own budget (replaces the run-wide train:); null: train:'s
+    # adafactor_mesh only: the global step the decay rate 1 - (t+1)^-0.8 counts from; 0 = a fresh optimiser (t5-base
+    # carries no optimiser state); 999900 = the step of the authors' pre-trained checkpoint (leakexp.lib.adafactor)
+    adafactor_start_step: NonNegativeInt = 0
 
 
 class _ModelSettings(Section):
@@ -677,6 +693,11 @@ class _ModelSettings(Section):
     # float16 = Capreolus v0.2.x (trainer/pytorch.py:320-321 at v0.2.6, predict: score.astype(np.float16)), which
     # makes the ties the paper breaks by docno; experiment=paper sets it for knrm, pacrr and duet
     score_dtype: Literal["float32", "float16"] = "float32"
+    # a named recipe (conf/model/<name>.yaml `recipes:`): its values replace the file's `train:` values, and what an
+    # experiment or the command line sets in `train:` replaces the recipe's (leakexp.runner.config.apply_recipe).
+    # Both keys are read while the config resolves; the stages read the `train:` block that results.
+    recipe: Name | None = None
+    recipes: dict[str, dict] | None = None
 
     def files(self, prefix: str = "model"):
         # a checkpoint is a directory or a Hugging Face name ("castorini/monot5-base-msmarco"): leakexp.lib.hub checks it
@@ -744,3 +765,37 @@ MODEL_SETTINGS: dict[str, type[_ModelSettings]] = {
     "knrm": KNRMSettings, "pacrr": PACRRSettings, "duet": DuetSettings, "monot5": MonoT5Settings,
     "monobert": MonoBERTSettings,
 }
+
+
+# -- what the captions say about the recipes ---------------------------------------------------------------------
+RECIPE_TEXT = {
+    "mesh_tf": "the SPIRE-22 authors' recipe (webis-de/SPIRE-22 train-mono-t5.sh: Mesh TensorFlow's Adafactor with "
+               "parameter-scaled updates, constant learning rate)",
+    "mesh_tf_train_steps": "the SPIRE-22 authors' recipe (webis-de/SPIRE-22 train-mono-t5.sh: Mesh TensorFlow's "
+                           "Adafactor with parameter-scaled updates, constant learning rate)",
+    "pygaggle_hf": "PyGaggle's later Hugging Face recipe (finetune_monot5.py: HF Adafactor, warmup, linear decay)",
+    "dl4marco": "dl4marco-bert's MS MARCO settings (the paper and its repository give no monoBERT recipe)",
+    "bert_glue": "BERT's fine-tuning learning rate (google-research/bert; the paper and its repository give no "
+                 "monoBERT recipe)",
+}
+
+
+def recipe_note(cfg, models) -> str:
+    """One sentence per model of ``models`` that has named recipes (monoT5, monoBERT): which recipe, learning rate
+    and budget trained it under ``cfg``, and the budget the paper's text and the authors' script disagree on."""
+    out = []
+    for model in models:
+        recipe = model_recipe(cfg, model)
+        if recipe is None:
+            continue
+        train_block = OmegaConf.to_container(resolved_model_config(cfg, model).train, resolve=True)
+        t = TrainConfig.from_config(train_block, OmegaConf.to_container(cfg.train, resolve=True))
+        budget = (f"{t.updates:,} updates" if t.updates is not None else
+                  f"{t.epochs} epoch{'s' if t.epochs != 1 else ''}" + (" (the paper's text)" if t.epochs == 1 else ""))
+        label = {"monot5": "monoT5", "monobert": "monoBERT"}.get(model, model)
+        text = f"{label}: {RECIPE_TEXT.get(recipe, 'recipe ' + recipe)} ({model}.recipe={recipe}), {t.optimizer}, " \
+               f"lr {t.lr:g}, {budget}"
+        if recipe.startswith("mesh_tf"):
+            text += "; the authors' script runs 100,000 updates (run.train_steps = 1100000 from a 1M-step checkpoint)"
+        out.append(text)
+    return (" Training: " + "; ".join(out) + ".") if out else ""

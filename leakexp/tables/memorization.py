@@ -14,6 +14,8 @@ from leakexp.lib.stats import evaluate_corpus, seed_average
 from leakexp.runner.store import atomic_write_text
 from leakexp.stages.cell import Cell
 from leakexp.stages.grid import stored_results
+from leakexp.stages.sets import core_test_leak_note
+from leakexp.stages.train import recipe_note
 from leakexp.stages.memorization import (FILE, LEAKAGE_LABEL, LEAKED, VARIANTS, cv_choice, macro_average,
                                          offset_increase, settings)
 
@@ -228,7 +230,7 @@ def write_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[Cell],
                       f"the no-leakage models; {common}",
         }
         for table, caption in captions.items():
-            caption += note
+            caption += recipe_note(cfg, models) + core_test_leak_note(cfg, corpora) + note
             display = _display(long[table], table, corpora, models)
             stem = f"{table}-{suffix}"
             written.append(atomic_write_text(out_dir / f"{stem}.md", f"**{caption}**\n\n{markdown_table(display)}"))

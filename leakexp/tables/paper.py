@@ -28,7 +28,8 @@ from leakexp.stages.detect import leak_pairs, table1, table1_wide
 from leakexp.stages.firststage import first_stage_caption
 from leakexp.stages.grid import cell_asks, shared_asks, stored_results
 from leakexp.stages.registry import runner as make_runner
-from leakexp.stages.train import plot_histories, read_history
+from leakexp.stages.sets import core_test_leak_note
+from leakexp.stages.train import plot_histories, read_history, recipe_note
 from leakexp.stages.verify import stored_leaking_topics, table2
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
 from leakexp.toolkit.audit import split_eval
@@ -294,17 +295,19 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
     selection = e.get("cv_selection", "best")
     mfr = mfr_caption(e.mfr_missing, int(cfg.rerank.depth), str(e.get("mfr", "rank1")))
     seeds = sorted(results.seed.unique())
+    models = [m for m in cfg.grid.models]
+    trained = recipe_note(cfg, [m for m in models if m in set(results.model)])
+    sizes_note = core_test_leak_note(cfg, [c for c in dict.fromkeys(cfg.grid.corpora) if c in set(results.corpus)])
     write_table(summary(results), out, "summary",
                 f"Mean effectiveness per corpus, model and training-set size (data={cfg.data.name}); columns are "
                 f"measure x leakage type, averaged over topics and over {len(seeds)} seed(s). {mfr}; lower MFR is better."
-                + incomplete)
+                + trained + sizes_note + incomplete)
     write_table(detail(results), out, "detail",
                 f"Mean and standard deviation over {len(seeds)} seed(s) of each cell's topic-averaged value "
-                f"(data={cfg.data.name}). {mfr}." + incomplete)
+                f"(data={cfg.data.name}). {mfr}." + trained + sizes_note + incomplete)
     atomic_write_text(out / "perquery.csv", results.to_csv(index=False))
 
     avg = seed_average(results)
-    models = [m for m in cfg.grid.models]
     all_rows, all_sizes, heldout = [], [], []
     for position, corpus in enumerate(dict.fromkeys(cfg.grid.corpora), start=3):
         if corpus not in set(avg.corpus):
@@ -334,7 +337,7 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
             f"Models trained with no leakage (None), MS MARCO / ORCAS leakage (MSM) or test leakage (Test). Highest "
             f"scores in bold; † marks Bonferroni-corrected significant differences {tested} (paired Student's "
             f"t-test, p < {e.get('alpha', 0.05)}); model order swaps induced by MSM leakage in red. {mfr}. "
-            f"{first_stage_caption(cfg, corpus)}."
+            f"{first_stage_caption(cfg, corpus)}." + trained + core_test_leak_note(cfg, [corpus])
         )
         left_out = sorted({q for c in cells if c.corpus == corpus and c not in states
                            for q in runner.store.marker(runner.path(c.ask("eval"))).figures.get("without_relevant", [])})
@@ -362,7 +365,8 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
     figure2(results, leaking, model, out,
             f"Figure 2. Effectiveness of {MODEL_LABEL.get(model, model)} as nDCG@10 on the topics with leakage "
             f"(data={cfg.data.name}), against training-set size; mean over {len(seeds)} seed(s), band = min-max over "
-            f"seeds. No leakage (None), MS MARCO / ORCAS leakage (MSM), test leakage (Test)." + incomplete)
+            f"seeds. No leakage (None), MS MARCO / ORCAS leakage (MSM), test leakage (Test)."
+            + recipe_note(cfg, [model]) + sizes_note + incomplete)
     return out
 
 

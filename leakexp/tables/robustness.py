@@ -20,6 +20,8 @@ from leakexp.runner.store import atomic_write_text
 from leakexp.stages import robustness as rb
 from leakexp.stages.cell import Cell
 from leakexp.stages.robustness import Settings, docs_ask, paired_randomization, queries_ask, settings, stored_values
+from leakexp.stages.sets import core_test_leak_note
+from leakexp.stages.train import recipe_note
 from leakexp.stages.verify import stored_leaking_topics
 from leakexp.toolkit.attacks import defined_by_wu as wu
 
@@ -436,6 +438,7 @@ def write_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[Cell]) -> l
             caption += " No verified leaks are stored (verify stage), so there is no leaked / other split."
         caption += " Does leakage make a model more brittle? " + (
             "; ".join(notes) + "." if notes else "no leaked model to compare.")
+        caption += recipe_note(cfg, models) + core_test_leak_note(cfg, [corpus])
         caption += incomplete_note(states, corpus)
         wide = wide_table(sub, s, models)
         name = f"robustness_{corpus}"

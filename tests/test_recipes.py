@@ -1,0 +1,109 @@
+"""The authors' recipes as named settings: monoT5's Mesh TF recipe (experiment=paper) and budget, monoBERT's two
+learning rates, one precision switch, the Core test-leakage size; each selected with one override."""
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from leakexp.lib.adafactor import MeshAdafactor
+from leakexp.runner.config import ConfigError, compose, model_recipe, resolved_model_config
+from leakexp.stages.sets import core_test_leak_note
+from leakexp.stages.train import Adafactor, PrecisionSettings, TrainConfig, make_optimizer, recipe_note
+
+
+def train_config(cfg, model: str) -> TrainConfig:
+    block = OmegaConf.to_container(resolved_model_config(cfg, model).train, resolve=True)
+    return TrainConfig.from_config(block, OmegaConf.to_container(cfg.train, resolve=True))
+
+
+def test_paper_trains_monot5_by_the_authors_mesh_tf_recipe_for_one_epoch():
+    cfg = compose(["experiment=paper"])
+    t = train_config(cfg, "monot5")
+    assert model_recipe(cfg, "monot5") == "mesh_tf"
+    assert (t.optimizer, t.lr, t.warmup, t.decay, t.weight_decay, t.max_grad_norm) == \
+        ("adafactor_mesh", 1e-3, 0.0, "constant", 0.0, None)
+    assert (t.epochs, t.updates, t.batch_size * t.grad_accum * 2) == (1, None, 128)
+    opt = make_optimizer(torch.nn.Linear(4, 3), t)
+    assert type(opt) is MeshAdafactor and opt.param_groups[0]["lr"] == 1e-3
+    assert "mesh_tf" in recipe_note(cfg, ["monot5"]) and "1 epoch (the paper's text)" in recipe_note(cfg, ["monot5"])
+
+
+def test_one_override_selects_the_scripts_budget_or_pygaggles_recipe():
+    steps = compose(["experiment=paper", "model_overrides.monot5.recipe=mesh_tf_train_steps"])
+    assert train_config(steps, "monot5").updates == 100_000 and "100,000 updates" in recipe_note(steps, ["monot5"])
+    hf = train_config(compose(["experiment=paper", "model_overrides.monot5.recipe=pygaggle_hf"]), "monot5")
+    assert (hf.optimizer, hf.lr, hf.warmup, hf.decay, hf.weight_decay) == ("adafactor", 3e-4, 0.01, "linear", 5e-5)
+    assert type(make_optimizer(torch.nn.Linear(4, 3), hf)) is Adafactor
+    # what the experiment or the command line sets in train: wins over the recipe
+    lr = compose(["experiment=paper", "model_overrides.monot5.train.lr=5e-4"])
+    assert train_config(lr, "monot5").lr == 5e-4 and train_config(lr, "monot5").optimizer == "adafactor_mesh"
+    # the decay rate continued from the authors' checkpoint's step instead of a fresh optimiser's
+    cont = train_config(compose(["experiment=paper", "model_overrides.monot5.train.adafactor_start_step=999900"]), "monot5")
+    assert make_optimizer(torch.nn.Linear(4, 3), cont).start_step == 999_900
+
+
+def test_an_unknown_recipe_names_the_choices():
+    from leakexp.stages.registry import compose as checked
+
+    with pytest.raises(ConfigError, match="mesh_tf, mesh_tf_train_steps"):
+        checked(["experiment=paper", "model_overrides.monot5.recipe=mesh"])
+
+
+def test_the_monobert_alternative_changes_the_optimisers_lr_and_the_training_key(tmp_path):
+    """bert_glue (lr 2e-5, 32 instances per update, google-research/bert) against dl4marco (lr 3e-6, 128): the
+    optimiser's lr and the train artifact's key (the demo's own monoBERT block removed, so the recipes show)."""
+    from leakexp.stages.cell import grid_cells
+    from leakexp.stages.registry import runner
+
+    def trained(*extra):
+        cfg = compose([f"store={tmp_path}", "~model_overrides.monobert.train", *extra])
+        t = train_config(cfg, "monobert")
+        opt = make_optimizer(torch.nn.Linear(4, 3), t)
+        r = runner(cfg, readonly=True)
+        cell = next(c for c in grid_cells(cfg) if c.model == "monobert")
+        return opt.param_groups[0]["lr"], t.batch_size * t.grad_accum * 2, r.key(cell.ask("train"))
+
+    base, glue = trained(), trained("model_overrides.monobert.recipe=bert_glue")
+    assert base[:2] == (3e-6, 128) and glue[:2] == (2e-5, 32)
+    assert base[2] != glue[2]
+
+
+def test_one_override_gives_the_references_fp32():
+    """precision.bf16=false: neither training nor re-ranking autocasts (the stages read train_bf16 / rerank_bf16)."""
+    for overrides, bf16 in (([], True), (["precision.bf16=false"], False), (["experiment=paper", "precision.bf16=false"],
+                                                                             False)):
+        p = compose(overrides).precision
+        settings = PrecisionSettings.model_validate(OmegaConf.to_container(p, resolve=True))
+        assert (settings.train_bf16, settings.rerank_bf16) == (bf16, bf16), overrides
+        cfg = TrainConfig.of_model("knrm", bf16=settings.train_bf16)
+        assert cfg.bf16 is bf16
+
+
+def test_core_test_leakage_defaults_to_the_papers_text_and_the_authors_sets_are_one_override():
+    paper = compose(["experiment=paper"])
+    assert "core17 100 queries = 200 instances (the paper's text)" in core_test_leak_note(paper, ["core17"])
+    sets = compose(["experiment=paper", "corpus_overrides.core18.test_leak_queries=200"])
+    assert "core18 200 queries = 400 instances (the authors' set names" in core_test_leak_note(sets, ["core18"])
+    assert core_test_leak_note(paper, ["robust04"]) == ""
+
+
+def test_the_trainer_runs_the_mesh_recipe_at_a_constant_learning_rate():
+    """adafactor_mesh through the trainer: a constant 1e-3 on every update (no warmup, no decay), a finite loss."""
+    import pandas as pd
+
+    from leakexp.models import REGISTRY
+    from leakexp.stages.train import set_seed, train
+
+    rows = []
+    for i in range(12):
+        rows += [(i, f"q{i}", "lyme tick", f"d{i}+", "the lyme and the tick report", 1),
+                 (i, f"q{i}", "lyme tick", f"d{i}-", "weather sports market", 0)]
+    instances = pd.DataFrame(rows, columns=["pair", "qid", "query", "docno", "text", "label"])
+    set_seed(0)
+    model = REGISTRY["knrm"](maxdoclen=8)
+    cfg = TrainConfig(batch_size=4, lr=1e-3, optimizer="adafactor_mesh", decay="constant", warmup=0.0)
+    result = train(model, instances, seed=1, cfg=cfg, progress=False)
+    assert result["updates"] == 3 and (result.history.lr == 1e-3).all()
+    assert result.history.loss.notna().all()
+    with pytest.raises(ValueError, match="no weight decay"):
+        TrainConfig(optimizer="adafactor_mesh", weight_decay=0.01)
