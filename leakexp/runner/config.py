@@ -215,8 +215,8 @@ def apply_recipe(merged: DictConfig, base: DictConfig, name: str) -> DictConfig:
         return merged
     recipe = merged.get("recipe")
     if recipe not in recipes:
-        raise ConfigError(f"models.{name}.recipe={recipe!r} is unknown; available: {', '.join(recipes)} "
-                          f"(conf/model/{name}.yaml recipes:)")
+        raise ConfigError(f"{name}'s recipe {recipe!r} (model_overrides.{name}.recipe, or model.recipe with "
+                          f"model={name}) is unknown; available: {', '.join(recipes)} (conf/model/{name}.yaml recipes:)")
     known = set(base.train.keys()) | {"updates"}
     for key in recipes[recipe] or {}:
         if key not in known:
