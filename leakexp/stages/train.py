@@ -798,4 +798,22 @@ def recipe_note(cfg, models) -> str:
         if recipe.startswith("mesh_tf"):
             text += "; the authors' script runs 100,000 updates (run.train_steps = 1100000 from a 1M-step checkpoint)"
         out.append(text)
-    return (" Training: " + "; ".join(out) + ".") if out else ""
+    note = (" Training: " + "; ".join(out) + ".") if out else ""
+    return note + scoring_note(cfg, models)
+
+
+def scoring_note(cfg, models) -> str:
+    """The sentence that says which models' scores are rounded to float16 before ranking, and which read GloVe rows
+    at unit length, as Capreolus v0.2.x does (experiment=paper for KNRM, PACRR and DUET); empty when none."""
+    label = {"knrm": "KNRM", "pacrr": "PACRR", "duet": "DUET", "monot5": "monoT5", "monobert": "monoBERT"}
+    settings = {m: OmegaConf.to_container(resolved_model_config(cfg, m), resolve=True) for m in models}
+    half = [label.get(m, m) for m, c in settings.items() if c.get("score_dtype") == "float16"]
+    unit = [label.get(m, m) for m, c in settings.items() if c.get("unit_vectors")]
+    out = ""
+    if half:
+        out += (f" Scores of {', '.join(half)} are rounded to float16 before ranking, as Capreolus v0.2.x stores them "
+                "(trainer/pytorch.py predict), ties going to the smaller docno (score_dtype=float16).")
+    if unit:
+        out += (f" {', '.join(unit)} read GloVe rows at unit length, as pymagnitude gives them to Capreolus "
+                "(unit_vectors=true).")
+    return out
