@@ -568,12 +568,19 @@ def _set_rng_states(states: dict) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
+def trained_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """What training can change in ``model``: its state without the frozen parameters (e.g. word vectors shared by
+    every model built from them: a Capreolus model's state is kB, not the 35 MB of its embedding matrix)."""
+    frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
+    return {k: v for k, v in model.state_dict().items() if k not in frozen}
+
+
 def _fits(state: dict, model: nn.Module, total: int, micro: int) -> str:
     """Why a saved state cannot continue this run ('' when it can): another run shape or other parameters."""
     if state.get("total") != total or state.get("micro_batches") != micro:
         return (f"it is of a run of {state.get('total')} updates over {state.get('micro_batches')} micro-batches, "
                 f"this one has {total} over {micro}")
-    mine = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    mine = {k: tuple(v.shape) for k, v in trained_state(model).items()}
     theirs = {k: tuple(v.shape) for k, v in (state.get("model") or {}).items()}
     return "" if mine == theirs else "its weights are of another model"
 
@@ -612,7 +619,7 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
         log.warning("ignoring the training state %s: %s; training starts over", resume.path, why)
         state = None
     if state is not None:
-        model.load_state_dict(state["model"])
+        model.load_state_dict(state["model"], strict=False)  # the frozen parameters are the model's own
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         done, pairs_seen, before = int(state["step"]), int(state["pairs_seen"]), float(state["seconds"])
@@ -638,7 +645,7 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
         if pending:
             read_losses()
         resume.save({"step": step, "total": total, "micro_batches": len(batches), "pairs_seen": pairs_seen,
-                     "seconds": before + time.time() - start, "history": history, "model": model.state_dict(),
+                     "seconds": before + time.time() - start, "history": history, "model": trained_state(model),
                      "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": _rng_states(device)})
         resume.act_on_signals()
 
