@@ -1,7 +1,10 @@
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 
-from leakexp.stages.sets import BuildError, Negatives, build_set, export_monot5, filler_order
+from leakexp.stages.sets import (NEGATIVES_CHUNK, BuildError, Negatives, _negatives, build_set, export_monot5,
+                                  filler_order)
 from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
 
 
@@ -319,10 +322,6 @@ def test_toy_pipeline_meets_and_handles_the_real_datas_hazards(small_cfg):
 def test_a_negatives_chunk_past_the_end_of_the_fillers_is_empty_not_an_error(tmp_path):
     """A set larger than the fillers asks for a chunk that starts past their end: no BM25 search (it failed on the
     empty query frame), an empty run, and the set itself says that the filler pool is exhausted."""
-    from types import SimpleNamespace
-
-    from leakexp.stages.sets import NEGATIVES_CHUNK, _negatives
-
     fillers = pd.DataFrame({"qid": ["1", "2"], "text": ["a", "b"], "source": ["msmarco", "orcas"]})
     ctx = SimpleNamespace(params={"part": "1"}, inputs={"queries": fillers, "index": None})
     assert len(fillers) < NEGATIVES_CHUNK

@@ -3,9 +3,11 @@
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +17,10 @@ import torch
 import leakexp.stages.train as training
 from leakexp.models import REGISTRY
 from leakexp.models.capreolus import IdfTable
+from leakexp.runner.config import runtime
 from leakexp.runner.store import Store
+from leakexp.stages.cell import cell_from_config
+from leakexp.stages.registry import compose, runner
 from leakexp.stages.train import ResumeState, TrainConfig, set_seed, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,7 +113,8 @@ def test_a_job_preempted_by_sigusr2_resumes_to_the_same_weights_and_history(refe
         assert saved["step"] == (batch + 1) // 2 and len(saved["history"]) == saved["step"]
         monkeypatch.undo()
         model = duet()
-        resumed = train(model, pairs(), seed=3, cfg=CFG, progress=False, resume=ResumeState(tmp_path, "run", every_s=0))
+        resumed = train(model, pairs(), seed=3, cfg=CFG, progress=False, workers=2,  # collated elsewhere: the same
+                        resume=ResumeState(tmp_path, "run", every_s=0))
     finally:
         signal.signal(signal.SIGUSR2, previous)
     assert _same(model, ref_model)
@@ -117,7 +123,8 @@ def test_a_job_preempted_by_sigusr2_resumes_to_the_same_weights_and_history(refe
         {k: v for k, v in ref.items() if k not in ("seconds", "instances_per_s")}
 
 
-def test_sigterm_under_a_handler_that_ignores_it_saves_a_state_and_training_goes_on(reference, duet, tmp_path, monkeypatch):
+def test_sigterm_under_a_handler_that_ignores_it_saves_a_state_and_training_goes_on(reference, duet, tmp_path,
+                                                                                    monkeypatch):
     """submitit logs and bypasses SIGTERM: the state is saved, the handler logs, and the run ends as if untouched."""
     ref_model, ref = reference
     seen = []
@@ -154,7 +161,8 @@ def test_a_state_of_another_run_is_never_used(reference, duet, tmp_path, monkeyp
     state = torch.load(tmp_path / ResumeState.FILE, weights_only=True)  # a state of this run's identity, but
     assert training._fits(state, duet(), 5, 10) == ("it is of a run of 4 updates over 8 micro-batches, this one "
                                                     "has 5 over 10")  # another budget
-    assert training._fits(state, REGISTRY["knrm"](embeddings=duet().hparams["embeddings"], maxdoclen=8), 4, 8) == "its weights are of another model"
+    knrm = REGISTRY["knrm"](embeddings=duet().hparams["embeddings"], maxdoclen=8)
+    assert training._fits(state, knrm, 4, 8) == "its weights are of another model"
     assert training._fits(state, duet(), 4, 8) == ""
 
 
@@ -181,13 +189,8 @@ def test_the_store_removes_partial_work_once_the_artifact_is_done(tmp_path):
 
 
 def test_resume_every_s_is_a_runtime_setting_outside_every_key():
-    from leakexp.runner.config import runtime
-    from leakexp.stages.registry import compose, runner
-
     cfgs = [compose(["store=/tmp/unused", *extra]) for extra in ([], ["resume_every_s=5"])]
     assert runtime(cfgs[1], "cpu")["resume_every_s"] == 5.0 and runtime(cfgs[0], "cpu")["resume_every_s"] == 300.0
-    from leakexp.stages.cell import cell_from_config
-
     keys = [runner(c, readonly=True, files=False).key(cell_from_config(c).ask("train")) for c in cfgs]
     assert keys[0] == keys[1]
 
@@ -255,3 +258,51 @@ def test_knrm_killed_with_sigkill_then_rerun_writes_the_bytes_of_an_uninterrupte
 @pytest.mark.slow  # three child processes that each import transformers (about 25 s)
 def test_monobert_killed_with_sigkill_then_rerun_writes_the_bytes_of_an_uninterrupted_run(tmp_path, tiny_bert):
     _killed_then_resumed_equals_uninterrupted(tmp_path, "monobert", tiny_bert)
+
+
+# -- a cell's training under the command line: Ctrl-C and SIGTERM, then the same command again --------------------
+LEAKEXP = [sys.executable, "-m", "leakexp.cli.main"]
+
+
+def _state(store: Path) -> Path | None:
+    found = sorted(store.glob(f"train/**/*.partial/{ResumeState.FILE}"))
+    return found[0] if found else None
+
+
+@pytest.mark.slow  # the toy world up to a training set, then four training runs in subprocesses (minutes)
+def test_a_cell_stopped_by_ctrl_c_and_by_sigterm_resumes_to_the_bytes_of_an_uninterrupted_run(tmp_path):
+    clean, stopped = tmp_path / "clean", tmp_path / "stopped"
+    cell = ["train", "data.queries_per_source=300", "corpus=toy_core17", "leakage=none", "size=128", "model=duet",
+            "train.updates=400"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    assert subprocess.run(LEAKEXP + cell + [f"store={clean}", "resume_every_s=0"], capture_output=True,
+                          env=env).returncode == 0
+    shutil.copytree(clean, stopped)  # everything upstream of training, as computed once
+    shutil.rmtree(stopped / "train")
+    steps = []
+    for signum, code in ((signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)):
+        before = torch.load(_state(stopped), weights_only=True)["step"] if _state(stopped) else 0
+        # SIGINT handled as from a terminal even where the suite runs with it ignored (a background job)
+        proc = subprocess.Popen(LEAKEXP + cell + [f"store={stopped}", "resume_every_s=1"], env=env, text=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None and not (
+                _state(stopped) and torch.load(_state(stopped), weights_only=True)["step"] > before):
+            time.sleep(0.2)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == code, err[-2000:]
+        if signum == signal.SIGINT:  # Ctrl-C: at once, as before, and the state saved so far stays
+            assert "interrupted; re-run the same command to resume" in err and "Traceback" not in err
+        steps.append(torch.load(_state(stopped), weights_only=True)["step"])
+        assert before < steps[-1] < 400, err[-2000:]
+    assert "SIGTERM received: a resumable training state is saved after this update" in err
+    again = subprocess.run(LEAKEXP + cell + [f"store={stopped}"], capture_output=True, text=True, env=env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"resuming at update {steps[-1]} of 400" in again.stderr
+    assert _state(stopped) is None and not list(stopped.glob("train/**/*.partial"))  # removed once done
+    trained = {s: next(s.glob("train/**/DONE.json")).parent for s in (clean, stopped)}
+    assert trained[clean].relative_to(clean) == trained[stopped].relative_to(stopped)  # one key: resume_every_s is none
+    for name in ("model.pt", "history.csv", "manifest.json"):
+        assert (trained[clean] / name).read_bytes() == (trained[stopped] / name).read_bytes(), name
