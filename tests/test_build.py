@@ -1,7 +1,10 @@
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 
-from leakexp.stages.sets import BuildError, Negatives, build_set, export_monot5, filler_order
+from leakexp.stages.sets import (NEGATIVES_CHUNK, BuildError, Negatives, _negatives, build_set, export_monot5,
+                                  filler_order)
 from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
 
 
@@ -133,8 +136,12 @@ def test_errors_name_corpus_type_size_and_numbers(world):
                                      for t in ("301", "302", "303") for label in ("relevant", "non-relevant")]
     with pytest.raises(BuildError, match=r"build.test_missing_judgments='drop' is unknown; use skip or top_up"):
         _build(world, "test", 20, test_missing_judgments="drop")
-    with pytest.raises(BuildError, match=r"filler pool is exhausted"):
+    with pytest.raises(BuildError) as exhausted:
         _build(world, "none", 400)
+    assert str(exhausted.value) == ("corpus=c leakage=none size=400: the filler pool is exhausted: it holds 69 "
+                                    "non-leaking queries with a BM25 negative (1 more have none) but this set needs "
+                                    "200; choose size <= 138 or a larger training pool")
+    assert len(_build(world, "none", 138)[0]) == 138  # the size it names can be built
     with pytest.raises(BuildError, match=r"size must be a positive even number"):
         _build(world, "none", 21)
 
@@ -310,3 +317,16 @@ def test_toy_pipeline_meets_and_handles_the_real_datas_hazards(small_cfg):
     fillers = r.get(Ask.of("fillers"))
     assert not set(zip(fillers.source, fillers.qid)) & excluded
     assert len(fillers) == len(q.drop_duplicates(["source", "qid"])) - len(excluded & set(zip(q.source, q.qid)))
+
+
+def test_a_negatives_chunk_past_the_end_of_the_fillers_is_empty_not_an_error(tmp_path):
+    """A set larger than the fillers asks for a chunk that starts past their end: no BM25 search (it failed on the
+    empty query frame), an empty run, and the set itself says that the filler pool is exhausted."""
+    fillers = pd.DataFrame({"qid": ["1", "2"], "text": ["a", "b"], "source": ["msmarco", "orcas"]})
+    ctx = SimpleNamespace(params={"part": "1"}, inputs={"queries": fillers, "index": None})
+    assert len(fillers) < NEGATIVES_CHUNK
+    assert _negatives(ctx, tmp_path) == {"queries": 0, "rows": 0}
+    run = pd.read_parquet(tmp_path / "run.parquet")
+    assert list(run.columns) == ["source", "qid", "docno", "rank"] and run.empty
+    neg = Negatives.from_frames(pd.DataFrame({"source": ["msmarco"], "qid": ["1"], "docno": ["d"]}), run, seed=0)
+    assert not neg.pairs(fillers).ok.any()

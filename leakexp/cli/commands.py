@@ -27,7 +27,7 @@ from leakexp.stages.firststage import _run_path, first_stage_file
 from leakexp.stages.grid import (cell_workers, complete, grid_status, lineage, needed_indexes, render_status, run_cell,
                                   run_cell_in_worker)
 from leakexp.stages.registry import runner, unmet_requirements
-from leakexp.stages.sets import export_monot5, training_queries
+from leakexp.stages.sets import check_size, export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
 from leakexp.tables.paper import tables_dir, write_table1, write_table2, write_tables
 from leakexp.toolkit import audit, graph, resample
@@ -63,7 +63,10 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
 
 
 def cmd_cells(stage: str, overrides: list[str]) -> int:
-    runs = [_runner(combo) for combo in expand_sweeps(overrides)]  # bad settings stop before any work
+    configs = [compose(combo) for combo in expand_sweeps(overrides)]  # bad settings stop before any work
+    for cfg in configs:  # so does a set the training pool cannot fill
+        check_size(cfg, cfg.corpus.name, cfg.leakage.name, int(cfg.size), f"size={cfg.size}")
+    runs = [(cfg, runner(cfg)) for cfg in configs]
 
     def work(run) -> str:
         cfg, r = run

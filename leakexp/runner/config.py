@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
 
-from leakexp.runner.schema import Name, PositiveFloat, PositiveInt, Section
+from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
 from leakexp.runner.stage import ConfigError  # noqa: F401  (defined beside the stage declarations: stages raise it)
 
 
@@ -253,6 +253,7 @@ def runtime(cfg: DictConfig, device: str) -> dict:
     s = settings(cfg)
     return {"device": device, "verbose": bool(cfg.get("verbose", False)), "threads": int(cfg.bm25.threads),
             "loader_workers": cfg.get("loader_workers", "auto"),
+            "resume_every_s": float(cfg.get("resume_every_s", 300)),
             "embed_batch_size": int(cfg.detect.batch_size),
             "score_batch_size": {m: int((c.get("train") or {}).get("score_batch_size") or 64)
                                  for m, c in s["models"].items()}}
@@ -268,6 +269,7 @@ class RunSettings(Section):
     verbose: bool
     loader_workers: Literal["auto"] | Annotated[int, Field(ge=0, le=256)]
     workers: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = "auto"
+    resume_every_s: NonNegativeFloat = 300.0
     model_overrides: dict[Name, dict]
     corpus_overrides: dict[Name, dict] = {}
 

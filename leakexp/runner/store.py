@@ -231,6 +231,13 @@ class Store:
         return path.parent / f".{path.name}.lock.json"
 
     @staticmethod
+    def partial_path(path: Path) -> Path:
+        """Where a stage keeps work that must survive a kill until its artifact is done (embedding chunks, a
+        resumable training state): ``<artifact>.partial``, named by the artifact's key; removed once it is done."""
+        path = Path(path)
+        return path.parent / f"{path.name}.partial"
+
+    @staticmethod
     def failure_path(path: Path) -> Path:
         path = Path(path)
         return path.parent / f".{path.name}.failed.json"
@@ -349,6 +356,7 @@ class Store:
             _fsync_dir(tmp)
             self._swap_in(tmp, path)
             self.failure_path(path).unlink(missing_ok=True)
+            shutil.rmtree(self.partial_path(path), ignore_errors=True)  # what survived kills is done with
             self._log_computed(path, time.time() - start)
         finally:
             self.holder_path(path).unlink(missing_ok=True)

@@ -39,7 +39,7 @@ from leakexp.lib.bm25 import bm25_search
 from leakexp.lib.seeded import draw_two, stable_rng, stable_seeds
 from leakexp.runner.config import resolved_corpus_config
 from leakexp.runner.schema import NonNegativeInt, PositiveInt, Section
-from leakexp.runner.stage import Ask, Config, Context, Stage
+from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.stages.cell import set_params
 from leakexp.stages.detect import above_threshold
 from leakexp.stages.docstats import docstats_input
@@ -382,8 +382,9 @@ def build_set(
     filled, skipped = _pairs_from_queries(fillers, negatives, need, "filler")
     if len(filled) < need:
         raise BuildError(
-            f"{where}: the filler pool is exhausted: {len(filled)} non-leaking queries with a BM25 negative are "
-            f"available ({skipped} skipped) but {need} are needed; use a smaller size or a larger training pool"
+            f"{where}: the filler pool is exhausted: it holds {len(filled)} non-leaking queries with a BM25 negative "
+            f"({skipped} more have none) but this set needs {need}; choose size <= {size - 2 * (need - len(filled))} "
+            "or a larger training pool"
         )
     rows = []
     for pair, (qid, text, source, pos, neg, origin) in enumerate(leaked + filled):
@@ -470,6 +471,11 @@ def _negatives(ctx: Context, tmp: Path) -> dict:
         chunk = int(part)
         queries = ctx.inputs["queries"].iloc[chunk * NEGATIVES_CHUNK:(chunk + 1) * NEGATIVES_CHUNK]
     queries = queries.drop_duplicates(["source", "qid"])
+    if not len(queries):  # a chunk past the end of the fillers: no query to search (the set says what is short)
+        pd.DataFrame({"source": pd.Series(dtype=object), "qid": pd.Series(dtype=object),
+                      "docno": pd.Series(dtype=object), "rank": pd.Series(dtype=np.int64)}
+                     ).to_parquet(tmp / "run.parquet", index=False)
+        return {"queries": 0, "rows": 0}
     # one BM25 query id per training query: an id may name an MS MARCO and an ORCAS query
     frame = pd.DataFrame({"qid": [query_key(s, q) for s, q in zip(queries.source, queries.qid)],
                           "query": queries.text}).sort_values("qid", kind="mergesort").reset_index(drop=True)
@@ -543,8 +549,47 @@ def _set(ctx: Context, tmp: Path) -> dict:
                                      "content_hash")}
 
 
+def pool_queries(cfg) -> tuple[int, str] | None:
+    """How many training queries the configured pool holds at most, and which setting says so, where the config
+    alone tells (the toy world: ``data.queries_per_source`` per source); None where only the data does."""
+    if cfg.data.kind == "toy" and cfg.data.get("queries_per_source"):
+        per = int(cfg.data.queries_per_source)
+        return len(SOURCES) * per, f"{len(SOURCES)} x data.queries_per_source={per}"
+    return None
+
+
+def check_size(cfg, corpus: str, leakage: str, size: int, where: str) -> None:
+    """A set the pool cannot fill, known from the config before any work: its non-test queries (the fillers and
+    the verified leaks, all drawn from the pool) outnumber the pool's queries. ``where`` names the setting
+    (``size=…``, ``grid.sizes has …``). The exact number of fillers (the pool less the queries leakage detection
+    sets aside and those without a BM25 negative) is checked when the set is built (:func:`build_set`)."""
+    pool = pool_queries(cfg)
+    if pool is None:
+        return
+    held, why = pool
+    test = int(resolved_corpus_config(cfg, corpus).get("test_leak_queries") or 0) if leakage == "test" else 0
+    need = int(size) // 2 - test
+    if need > held:
+        raise ConfigError(
+            f"{where}: a training set of corpus={corpus} leakage={leakage} needs {need} training queries but the "
+            f"training pool of data={cfg.data.name} holds {held} ({why}), fewer once leakage detection sets "
+            f"queries aside: the filler pool is exhausted; choose size <= {2 * (held + test)} or raise "
+            "data.queries_per_source"
+        )
+
+
+def check_grid_sizes(cfg) -> None:
+    """Every set of the grid fits the pool (:func:`check_size`): plan, status and grid refuse before any work."""
+    g = cfg.grid
+    for size in dict.fromkeys(g.sizes):
+        for corpus in dict.fromkeys(g.corpora):
+            for leakage in dict.fromkeys(g.leakages):
+                check_size(cfg, corpus, leakage, size, f"grid.sizes has {size}")
+
+
 SET = Stage(
     "sets", version=1, reads=_set_reads, inputs=_set_inputs, compute=_set, normalise=set_params,
+    check=check_grid_sizes,
     describe="a controlled-leakage training set (corpus x leakage type x size)",
 )
 

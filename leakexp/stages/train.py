@@ -11,11 +11,15 @@ initialisation). A query's positive and negative instance are always in the same
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import random
+import signal
+import threading
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Literal
@@ -37,9 +41,10 @@ from leakexp.models.tokens import Tokens, check_source
 from leakexp.runner.config import model_config, model_recipe, resolved_model_config
 from leakexp.runner.schema import Name, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Section
 from leakexp.runner.stage import Ask, ConfigError, ConfigErrors, Context, Stage
-from leakexp.runner.store import atomic_write_json, atomic_write_text
+from leakexp.runner.store import Store, atomic_write_json, atomic_write_text
 from leakexp.stages.cell import cell_path, set_params, train_params
 
+log = logging.getLogger(__name__)
 
 class TrainingError(RuntimeError):
     """Training cannot go on (e.g. a NaN loss); the cell gets no done marker."""
@@ -408,12 +413,13 @@ class PairBatches(torch.utils.data.Dataset):
         return {"pos": self.collate(q, self.docs.take(self.pos[idx])),
                 "neg": self.collate(q, self.docs.take(self.neg[idx]))}
 
-    def loader(self, workers: int = 0, pin_memory: bool = False) -> torch.utils.data.DataLoader:
-        """Micro-batches in order; ``workers`` processes collate ahead (4 batches each), into pinned memory on
-        CUDA so that copies to the device overlap the step. The batches do not depend on the workers, and the
-        loader draws its workers' seed from a generator of its own: the global random state (dropout) stays the
-        seed's."""
-        return torch.utils.data.DataLoader(self, batch_size=None, shuffle=False, num_workers=workers,
+    def loader(self, workers: int = 0, pin_memory: bool = False, start: int = 0) -> torch.utils.data.DataLoader:
+        """Micro-batches in order from micro-batch ``start`` (a resumed run); ``workers`` processes collate ahead (4
+        batches each), into pinned memory on CUDA so that copies to the device overlap the step. The batches do not
+        depend on the workers, and the loader draws its workers' seed from a generator of its own, seeded alike in
+        every loader: the global random state (dropout) stays the seed's, and a resumed run needs no loader state."""
+        data = self if not start else torch.utils.data.Subset(self, range(start, len(self)))
+        return torch.utils.data.DataLoader(data, batch_size=None, shuffle=False, num_workers=workers,
                                            pin_memory=pin_memory, prefetch_factor=4 if workers else None,
                                            generator=torch.Generator().manual_seed(0))
 
@@ -426,10 +432,177 @@ def loader_workers(setting, device: str) -> int:
     return min(4, max(0, (os.cpu_count() or 1) - 1)) if str(device).startswith("cuda") else 0
 
 
+# -- resumable state ----------------------------------------------------------------------------------------
+RESUME_EVERY_S = 300.0  # seconds between two saved states of a training run (config: resume_every_s)
+RESUME_FORMAT = 1  # the layout of a saved training state; a state of another layout is never read
+RESUME_SIGNALS = ("SIGUSR2", "SIGTERM")  # SLURM's warning signal (submitit asks for USR2) and a polite kill
+
+
+class ResumeState:
+    """Where one training run keeps a resumable state (``<folder>/train-state.pt``), and the signals that ask it to
+    keep one now.
+
+    The state is everything the rest of the run depends on, taken between two updates: the weights, the optimiser's
+    and the schedule's state, the random states (Python, NumPy, torch on the CPU and CUDA), the update reached (the
+    micro-batches seen follow from it: the seed orders them), the pairs seen and the history so far. A run that
+    finds a state of its own ``identity`` (the artifact's key and the stage's version, :func:`_train`) continues
+    from it and ends with the same weights and history, byte for byte, as one that never stopped; a state of
+    another identity or layout, or of another run shape, is ignored (and overwritten by the next save). Each save
+    replaces the file atomically, so a kill at any moment leaves the previous state or the new one.
+
+    A state is saved every ``every_s`` seconds (0: never on a timer) and at the first update boundary after the
+    process receives SIGUSR2 or SIGTERM (:meth:`watching`); then the signal's previous disposition acts.
+    """
+
+    FILE = "train-state.pt"
+
+    def __init__(self, folder: str | os.PathLike, identity: str, every_s: float = 300.0):
+        self.folder, self.identity, self.every_s = Path(folder), str(identity), float(every_s)
+        self.pending: list[int] = []  # signals received, acted on at the next update boundary
+        self.save_seconds: list[float] = []  # how long each save took (figures, benchmarks)
+        self._previous: dict[int, object] = {}
+        self._pid = os.getpid()
+        self._last = time.monotonic()
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.FILE
+
+    def load(self) -> dict | None:
+        """The saved state of this run, or None (none saved, unreadable, or another run's: each said in the log)."""
+        if not self.path.exists():
+            return None
+        try:  # tensors and plain values only: nothing in a state runs code when read
+            state = torch.load(self.path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # a damaged file: training starts over and the next save replaces it
+            log.warning("ignoring the unreadable training state %s (%s: %s); training starts over", self.path,
+                        type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+            return None
+        if not isinstance(state, dict) or state.get("format") != RESUME_FORMAT \
+                or state.get("identity") != self.identity:
+            found = state.get("identity") if isinstance(state, dict) else None
+            log.warning("ignoring the training state %s: it is of another run (%s, not %s); training starts over",
+                        self.path, found, self.identity)
+            return None
+        return state
+
+    def save(self, state: dict) -> None:
+        """Write ``state`` (plus this run's identity) in place of the previous one, atomically."""
+        start = time.perf_counter()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{self.FILE}.tmp-{os.getpid()}"
+        try:
+            with open(tmp, "wb") as f:
+                torch.save({"format": RESUME_FORMAT, "identity": self.identity, **state}, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        self._last = time.monotonic()
+        self.save_seconds.append(time.perf_counter() - start)
+
+    def due(self) -> bool:
+        """A signal asked for a state, or ``every_s`` passed since the last save (or the start)."""
+        return bool(self.pending) or (self.every_s > 0 and time.monotonic() - self._last >= self.every_s)
+
+    def restart_clock(self) -> None:
+        self._last = time.monotonic()
+
+    # -- signals --------------------------------------------------------------------------------------------
+    @contextmanager
+    def watching(self):
+        """While training: SIGUSR2 and SIGTERM only note themselves (:attr:`pending`); the loop saves a state at
+        the next update boundary and then lets the handler that was installed before act (:meth:`act_on_signals`).
+
+        Chained, not replaced: under submitit (the SLURM launcher) that handler requeues the job and exits on USR2,
+        and logs and ignores SIGTERM, so a preempted or timed-out job leaves a state behind and its requeued run
+        resumes; with the default disposition the process then ends by the signal, as it would have at once.
+        Only the main thread can install handlers: elsewhere nothing is watched (the timer still saves). Loader
+        workers forked meanwhile leave these signals to the training process, which stops them. A signal still
+        pending when training stops on an error is delivered to the handler before when the previous handlers are
+        back in place."""
+        installed: dict[int, object] = {}
+        if threading.current_thread() is threading.main_thread():
+            for name in RESUME_SIGNALS:
+                signum = getattr(signal, name, None)
+                if signum is not None:
+                    installed[signum] = signal.signal(signum, self._on_signal)
+        self._previous = installed
+        try:
+            yield self
+        finally:
+            pending, self.pending = list(dict.fromkeys(self.pending)), []
+            for signum, previous in installed.items():
+                signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+            for signum in pending:  # training stopped before a boundary acted on it
+                signal.raise_signal(signum)
+
+    def _on_signal(self, signum: int, frame) -> None:
+        if os.getpid() != self._pid:  # a loader worker (forked with this handler): the training process decides
+            return
+        log.warning("%s received: a resumable training state is saved after this update",
+                    signal.Signals(signum).name)
+        self.pending.append(signum)
+
+    def act_on_signals(self) -> None:
+        """After the state is saved: each pending signal goes to the handler installed before :meth:`watching`
+        (a Python handler is called; the default disposition ends the process by the signal; ignored: nothing)."""
+        pending, self.pending = list(dict.fromkeys(self.pending)), []
+        for signum in pending:
+            previous = self._previous.get(signum, signal.SIG_DFL)
+            if callable(previous):
+                previous(signum, None)
+            elif previous != signal.SIG_IGN:  # SIG_DFL, or a handler not installed from Python
+                signal.signal(signum, signal.SIG_DFL)
+                signal.raise_signal(signum)
+                signal.signal(signum, self._on_signal)  # the default did not end the process (e.g. SIGCHLD-like)
+
+
+def _rng_states(device: str) -> dict:
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    states = {"python": random.getstate(), "numpy": (kind, keys.tolist(), int(pos), int(has_gauss), float(gauss)),
+              "torch": torch.get_rng_state()}
+    if str(device).startswith("cuda"):
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: dict) -> None:
+    random.setstate(states["python"])
+    kind, keys, pos, has_gauss, gauss = states["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states:
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def trained_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """What training can change in ``model``: its state without the frozen parameters (e.g. word vectors shared by
+    every model built from them: a Capreolus model's state is kB, not the 35 MB of its embedding matrix)."""
+    frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
+    return {k: v for k, v in model.state_dict().items() if k not in frozen}
+
+
+def _fits(state: dict, model: nn.Module, total: int, micro: int) -> str:
+    """Why a saved state cannot continue this run ('' when it can): another run shape or other parameters."""
+    if state.get("total") != total or state.get("micro_batches") != micro:
+        return (f"it is of a run of {state.get('total')} updates over {state.get('micro_batches')} micro-batches, "
+                f"this one has {total} over {micro}")
+    mine = {k: tuple(v.shape) for k, v in trained_state(model).items()}
+    theirs = {k: tuple(v.shape) for k, v in (state.get("model") or {}).items()}
+    return "" if mine == theirs else "its weights are of another model"
+
+
 def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConfig, device: str = "cpu",
           progress: bool | None = True, sync_every: int = SYNC_EVERY, docs: Tokens | None = None,
-          workers: int = 0) -> TrainResult:
+          workers: int = 0, resume: ResumeState | None = None) -> TrainResult:
     """Train ``model`` in place within ``cfg``'s budget; returns the manifest's figures and the history.
+
+    ``resume``: continue from its saved state if it holds one of this run, save one every few minutes and when
+    SIGUSR2 or SIGTERM arrives (:class:`ResumeState`); the weights and the history are those of a run that never
+    stopped.
 
     Batches are gathered from the documents' token ids (``docs``, the stored tokens of the set; else encoded
     here) and collated by ``workers`` DataLoader processes (0: in this thread); none of this changes a number.
@@ -450,8 +623,19 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warmup, cfg.decay))
     params = [p for p in model.parameters() if p.requires_grad]
     amp = cfg.bf16 and device.startswith("cuda")
-    history, pending, pairs_seen, start = [], [], 0, time.time()
-    bar = tqdm(total=total, desc=f"train {model.name}", unit="update", disable=not progress)
+    history, pending, pairs_seen, start, done, before = [], [], 0, time.time(), 0, 0.0
+    state = resume.load() if resume is not None else None
+    if state is not None and (why := _fits(state, model, total, len(batches))):
+        log.warning("ignoring the training state %s: %s; training starts over", resume.path, why)
+        state = None
+    if state is not None:
+        model.load_state_dict(state["model"], strict=False)  # the frozen parameters are the model's own
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        done, pairs_seen, before = int(state["step"]), int(state["pairs_seen"]), float(state["seconds"])
+        history = [tuple(row) for row in state["history"]]
+        log.info("%s: resuming at update %d of %d from %s", model.name, done, total, resume.path)
+    bar = tqdm(total=total, initial=done, desc=f"train {model.name}", unit="update", disable=not progress)
 
     def read_losses() -> None:  # one device sync for the pending updates
         values = torch.stack([loss for _, loss, _, _ in pending]).tolist()
@@ -465,27 +649,49 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
         bar.set_postfix(loss=f"{history[-1][1]:.4f}", lr=f"{history[-1][2]:.2e}")
         pending.clear()
 
-    stream = iter(data.loader(workers, pin_memory=device.startswith("cuda")))
-    opt.zero_grad(set_to_none=True)
-    for step in range(1, total + 1):
-        lr = opt.param_groups[0]["lr"]
-        group = batches[(step - 1) * cfg.grad_accum : step * cfg.grad_accum]
-        losses = []
-        for idx in group:
-            loss = batch_loss(model, next(stream), device, amp)
-            (loss / len(group)).backward()
-            losses.append(loss.detach().float())
-            pairs_seen += len(idx)
-        pending.append((step, torch.stack(losses).mean(), lr, pairs_seen))
-        if cfg.max_grad_norm:
-            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        if len(pending) >= sync_every or step == total:
+    def keep_state(step: int) -> None:  # between two updates: nothing half-done, the gradients zeroed
+        if resume is None or not resume.due():
+            return
+        if pending:
             read_losses()
+        resume.save({"step": step, "total": total, "micro_batches": len(batches), "pairs_seen": pairs_seen,
+                     "seconds": before + time.time() - start, "history": history, "model": trained_state(model),
+                     "optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": _rng_states(device)})
+        resume.act_on_signals()
+
+    stream = iter(data.loader(workers, pin_memory=device.startswith("cuda"), start=done * cfg.grad_accum))
+    opt.zero_grad(set_to_none=True)
+    if state is not None:  # last: nothing above draws from the global random state of the run it continues
+        _set_rng_states(state["rng"])
+        state = None
+    with resume.watching() if resume is not None else nullcontext():
+        if resume is not None:
+            resume.restart_clock()
+        if resume is not None and resume.pending:  # a signal that came while the run was being set up
+            keep_state(done)
+        for step in range(done + 1, total + 1):
+            lr = opt.param_groups[0]["lr"]
+            group = batches[(step - 1) * cfg.grad_accum : step * cfg.grad_accum]
+            losses = []
+            for idx in group:
+                loss = batch_loss(model, next(stream), device, amp)
+                (loss / len(group)).backward()
+                losses.append(loss.detach().float())
+                pairs_seen += len(idx)
+            pending.append((step, torch.stack(losses).mean(), lr, pairs_seen))
+            if cfg.max_grad_norm:
+                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            opt.step()
+            sched.step()
+            opt.zero_grad(set_to_none=True)
+            if len(pending) >= sync_every or step == total:
+                read_losses()
+            if step < total:
+                keep_state(step)
+        if resume is not None and resume.pending:  # a signal during the last update: its state ends the run
+            keep_state(total)
     bar.close()
-    seconds = time.time() - start
+    seconds = before + time.time() - start
     hist = pd.DataFrame(history, columns=["step", "loss", "lr", "pairs"])
     tail = hist.loss.iloc[-max(1, len(hist) // 10):]
     figures = {
@@ -593,9 +799,13 @@ def _train(ctx: Context, tmp: Path) -> dict:
     if model.needs_idf:
         model.use_idf(ctx.inputs["df"])
     device = str(ctx.runtime.get("device", "cpu"))
+    # the resumable state lives beside the artifact until it is done (the store then removes it), keyed by the
+    # artifact's key and this stage's version: a state of another configuration or code is never read
+    resume = ResumeState(Store.partial_path(ctx.path), identity=f"{ctx.stage.name} v{ctx.stage.version} {ctx.key}",
+                         every_s=float(ctx.runtime.get("resume_every_s", RESUME_EVERY_S)))
     result = train(model, instances, seed=seed, cfg=tcfg, device=device, docs=ctx.inputs["tokens"],
                    workers=loader_workers(ctx.runtime.get("loader_workers", "auto"), device),
-                   progress=bool(ctx.runtime.get("verbose")) or None)
+                   progress=bool(ctx.runtime.get("verbose")) or None, resume=resume)
     model.save(tmp)
     write_history(result.history, tmp / "history.csv")
     cell = "/".join(cell_path(p))
