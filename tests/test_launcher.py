@@ -2,6 +2,7 @@
 CUDA_VISIBLE_DEVICES is only an environment variable until CUDA starts."""
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -168,3 +169,98 @@ def test_jobs_are_grouped_in_sweep_order():
 
     assert group_jobs(list("abcdefg"), 3) == [["a", "b", "c"], ["d", "e", "f"], ["g"]]
     assert group_jobs(list("ab"), 5) == [["a", "b"]]
+
+
+# -- failures reach the launcher and the scheduler ---------------------------------------------------------------
+# size=40 and 46 on toy_core17 are impossible (its 24 fixed leaked queries give 48 instances): each of these cells
+# fails in its own job, quickly, as a real cell with a bad input does
+FAILING = ["data.queries_per_source=600", "corpus=toy_core17", "leakage=msm", "model=knrm", "seed=1"]
+APP = [sys.executable, "-m", "leakexp.cli.app", "-m"]
+
+
+def _env():
+    import os
+
+    return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+
+def test_a_failed_cell_fails_the_multirun_after_the_others_ran(tmp_path):
+    """The basic launcher: each failed cell is logged as it fails, the next cell still runs, the run exits
+    non-zero, and the summary at the end names every failed cell with its one-line reason."""
+    proc = subprocess.run(APP + [f"store={tmp_path}", *FAILING, "size=40,46"], capture_output=True, text=True,
+                          timeout=300, env=_env())
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    summary = proc.stderr[proc.stderr.index("leakexp-run: 2 cell(s) failed:"):]
+    for size in (40, 46):
+        assert f"FAILED toy_core17/msm/{size}/knrm/seed-1: ConfigError: size={size} is smaller than the 48" in summary
+
+
+def test_a_job_with_a_failed_cell_fails_and_its_cells_are_read_back(tmp_path, monkeypatch):
+    """A submitit job of two cells, one failing: the job process fails (sacct: FAILED), and the launcher still reads
+    which cell failed and which finished."""
+    from hydra.core.utils import JobStatus
+
+    from hydra_plugins.leakexp_launcher.cells import CellGroup, job_returns
+
+    here = Path(__file__).resolve().parent
+    monkeypatch.setenv("PYTHONPATH", f"{here.parent}:{here}")  # the job process unpickles this module's fake
+    ex = submitit.LocalExecutor(folder=tmp_path)
+    ex.update_parameters(timeout_min=2)
+    group = [(["size=64"],), (["size=40"],)]
+    job = ex.submit(CellGroup(_FakeCells()), group)
+    returns = job_returns(job, group)
+    assert job.exception() is not None  # the job raised: under SLURM its process exits 1 (sacct: FAILED)
+    assert [r.status for r in returns] == [JobStatus.COMPLETED, JobStatus.FAILED]
+    assert returns[0].return_value == {"size": "64"}
+    assert "CellsFailed: 1 of 2 cell(s) failed: size=40: ValueError: size 40 is impossible" in job.stderr()
+    dead = ex.submit(_die)  # a job that died without a word: every cell of it counts as failed, with the job's error
+    dead._results_timeout_s = 0  # no slow shared file system to wait for
+    returns = job_returns(dead, group)
+    assert [r.status for r in returns] == [JobStatus.FAILED] * 2 and isinstance(returns[0]._return_value, RuntimeError)
+
+
+class _FakeCells:
+    """Stands in for a launcher: runs a 'cell' per overrides list, failing for size=40."""
+
+    def __call__(self, overrides):
+        from hydra.core.utils import JobReturn, JobStatus
+
+        size = overrides[0].split("=")[1]
+        if size == "40":
+            return JobReturn(overrides=overrides, status=JobStatus.FAILED,
+                             _return_value=ValueError("size 40 is impossible"))
+        return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value={"size": size})
+
+
+def _die():
+    import os
+
+    os._exit(3)
+
+
+@pytest.mark.slow  # gpu_local's jobs are processes that each import leakexp (about 30 s)
+def test_gpu_local_names_the_failed_cells_and_exits_non_zero(tmp_path):
+    proc = subprocess.run(APP + [f"store={tmp_path}", *FAILING, "size=40,46", "hydra/launcher=gpu_local",
+                                 "hydra.launcher.gpus=[0,1]", "hydra.launcher.cells_per_job=1",
+                                 "hydra.launcher.poll_s=0.2", "hydra.launcher.timeout_min=5"],
+                          capture_output=True, text=True, timeout=300, env=_env())
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert "gpu_local: 2 of 2 cell(s) failed:" in out
+    for size in (40, 46):
+        assert re.search(rf"FAILED .*size={size}.* \(job \d+\): CellFailed: cell toy_core17/msm/{size}/knrm/seed-1 "
+                         rf"failed: ConfigError: size={size} is smaller", out), out[-3000:]
+
+
+@pytest.mark.slow  # a real cell beside a failing one (about 70 s)
+def test_the_other_cells_of_a_failing_multirun_finish(tmp_path):
+    from leakexp.runner.config import compose
+    from leakexp.stages.grid import grid_status
+
+    proc = subprocess.run(APP + [f"store={tmp_path}", *FAILING, "size=40,64"], capture_output=True, text=True,
+                          timeout=600, env=_env())
+    assert proc.returncode == 1 and "leakexp-run: 1 cell(s) failed:" in proc.stderr, proc.stderr[-3000:]
+    status = grid_status(compose([f"store={tmp_path}", "data.queries_per_source=600", "corpus=toy_core17",
+                                  "grid.corpora=[toy_core17]", "grid.leakages=[msm]", "grid.sizes=[64]",
+                                  "grid.seeds=[1]", "grid.models=[knrm]"]))
+    assert status["eval"].done == 1
