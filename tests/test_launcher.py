@@ -184,6 +184,7 @@ def _env():
     return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
 
 
+@pytest.mark.slow  # two Hydra jobs and a status in subprocesses (15-60 s on a busy machine)
 def test_a_failed_cell_fails_the_multirun_after_the_others_ran(tmp_path):
     """The basic launcher: each failed cell is logged as it fails, the next cell still runs, the run exits
     non-zero, and the summary at the end names every failed cell with its one-line reason."""
@@ -193,6 +194,50 @@ def test_a_failed_cell_fails_the_multirun_after_the_others_ran(tmp_path):
     summary = proc.stderr[proc.stderr.index("leakexp-run: 2 cell(s) failed:"):]
     for size in (40, 46):
         assert f"FAILED toy_core17/msm/{size}/knrm/seed-1: ConfigError: size={size} is smaller than the 48" in summary
+    status = subprocess.run([sys.executable, "-m", "leakexp.cli.main", "status", f"store={tmp_path}", *FAILING[:2],
+                             "grid.corpora=[toy_core17]", "grid.leakages=[msm]", "grid.sizes=[40,46]",
+                             "grid.models=[knrm]", "grid.seeds=[1]"], capture_output=True, text=True, env=_env())
+    assert status.returncode == 1
+    for size in (40, 46):  # the reason, though the cell failed before making any artifact
+        assert f"FAILED toy_core17/msm/{size}/knrm/seed-1: ConfigError: size={size} is smaller" in status.stdout
+
+
+def test_status_shows_cells_under_slurm_with_their_job_ids(tmp_path, monkeypatch):
+    """squeue and sacct stand-ins: a queued (requeued) cell, a running one, one whose job the scheduler ended, one
+    that failed with its reason; a finished job's cell is not listed (the store has it or status says so)."""
+    from leakexp.runner.jobs import record_failure, record_submission, scheduled
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text("#!/bin/sh\nprintf '11|PENDING|BeginTime|\\n12|RUNNING|None|node3\\n'\n")
+    (bin_dir / "sacct").write_text("#!/bin/sh\nprintf '13|TIMEOUT|0:0|node3\\n14|FAILED|1:0|node2\\n"
+                                   "15|COMPLETED|0:0|node1\\n'\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    for i, cell in enumerate("abcde", 11):
+        record_submission(tmp_path, f"c/{cell}", str(i), log=f"/logs/{i}.out")
+    monkeypatch.setenv("SLURM_JOB_ID", "14")
+    record_failure(tmp_path, "c/d", "BuildError: the filler pool is exhausted\nmore")
+    assert scheduled(tmp_path, ["c/a", "c/b", "c/c", "c/d", "c/e", "c/never"]) == [
+        ("queued", "c/a", "SLURM job 11 PENDING (BeginTime)"),
+        ("running", "c/b", "SLURM job 12 RUNNING on node3"),
+        ("failed", "c/c", "SLURM job 13 ended TIMEOUT (exit code 0:0); log: /logs/13.out"),
+        ("failed", "c/d", "SLURM job 14: BuildError: the filler pool is exhausted")]
+
+
+def test_threads_and_workers_follow_the_job_allocation(monkeypatch):
+    import os
+
+    from leakexp.runner.jobs import allocated_cpus
+    from leakexp.stages.train import loader_workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
+    assert allocated_cpus() == 3 and loader_workers("auto", "cuda") == 2 and loader_workers("auto", "cpu") == 0
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # taskset / a cgroup cpuset, not cpu_count()
+    assert allocated_cpus() == 2 and loader_workers("auto", "cuda") == 1
 
 
 def test_a_job_with_a_failed_cell_fails_and_its_cells_are_read_back(tmp_path, monkeypatch):

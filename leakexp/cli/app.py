@@ -15,12 +15,13 @@ from __future__ import annotations
 import atexit
 import logging
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from leakexp.runner.config import conf_dir, validate
-from leakexp.runner.jobs import size_torch_threads
+from leakexp.runner.jobs import record_failure, size_torch_threads
 from leakexp.runner.loop import each
 from leakexp.stages import robustness
 from leakexp.stages.cell import Cell, cell_from_config
@@ -64,6 +65,7 @@ def main(cfg: DictConfig) -> dict:
         if not FAILED:
             atexit.register(_summary)
         FAILED.append(f"{cell}: {reason}")
+        record_failure(Path(str(cfg.store)).expanduser().resolve(), str(cell), reason)  # status names it, with the job
         raise CellFailed(f"cell {cell} failed: {reason}") from exc
     return results[0]
 

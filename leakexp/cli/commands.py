@@ -23,7 +23,8 @@ from leakexp.stages import detect as d, memorization, overview, robustness, veri
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.docstats import corpus_stats
 from leakexp.stages.firststage import _run_path, first_stage_file
-from leakexp.stages.grid import complete, grid_status, lineage, needed_indexes, render_status, run_cell
+from leakexp.stages.grid import (complete, grid_status, lineage, needed_indexes, render_status, run_cell,
+                                 scheduler_notes)
 from leakexp.stages.registry import runner, unmet_requirements
 from leakexp.stages.sets import export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
@@ -196,6 +197,8 @@ def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None
         return 0
     status = grid_status(cfg, verify=verify)
     print(render_status(status))
+    for line in scheduler_notes(cfg):  # cells a launcher submitted: queued, running, failed (with job ids)
+        print(line)
     _print_unmet(cfg)
     return 0 if complete(status) else 1
 

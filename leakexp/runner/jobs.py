@@ -63,6 +63,28 @@ def record_submission(store_root: Path, cell: str, job_id: str, cluster: str = "
     return path
 
 
+def record_failure(store_root: Path, cell: str, reason: str) -> Path | None:
+    """Note beside the cell's latest submission (or alone, without a scheduler) that it failed and why: status
+    names the reason also where the failure came before any artifact (a bad setting). ``SLURM_JOB_ID``: the job."""
+    path = _record_path(store_root, cell)
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        rec = {"cell": cell, "job_id": "", "cluster": "", "submitted": None, "log": ""}
+    job = os.environ.get("SLURM_JOB_ID", "")
+    if job and not rec.get("job_id"):
+        rec["job_id"] = job
+    rec.update(error=reason.splitlines()[0][:500] if reason else "failed", failed_at=time.time())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(rec) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        return None
+    return path
+
+
 def submissions(store_root: Path) -> dict[str, dict]:
     """cell -> its latest submission record."""
     out = {}
@@ -117,22 +139,24 @@ def slurm_states(job_ids: list[str]) -> dict[str, JobState]:
     return out
 
 
-def scheduled(store_root: Path, cells: list[str]) -> list[tuple[str, str, JobState]]:
-    """(word, cell, job state) of every cell of ``cells`` whose latest submission is queued (``queued``, also
-    requeued after a preemption), running (``running``) or ended badly without the store knowing why
-    (``ended``: the scheduler killed it: time limit, memory, node failure, cancelled)."""
+def scheduled(store_root: Path, cells: list[str]) -> list[tuple[str, str, str]]:
+    """(word, cell, detail) of every cell of ``cells`` (those not done) that its latest record shows under a
+    scheduler or failed: ``queued`` (waiting, also requeued after a preemption), ``running``, or ``failed`` (the
+    cell's one-line reason, or how the scheduler ended its job: time limit, memory, node failure, cancelled)."""
     records = submissions(store_root)
     wanted = {c: records[c] for c in cells if c in records}
-    states = slurm_states([r["job_id"] for r in wanted.values()])
+    states = slurm_states([r["job_id"] for r in wanted.values() if r.get("job_id")])
     out = []
     for cell, rec in wanted.items():
-        st = states.get(rec["job_id"])
-        if st is None:
-            continue
-        if st.state in QUEUED:
-            out.append(("queued", cell, st))
-        elif st.state in RUNNING:
-            out.append(("running", cell, st))
-        elif st.state in ENDED_BADLY:
-            out.append(("ended", cell, st))
+        job = rec.get("job_id") or ""
+        st = states.get(job)
+        if st is not None and st.state in QUEUED:
+            out.append(("queued", cell, f"SLURM job {job} {st.state}" + (f" ({st.reason})" if st.reason else "")))
+        elif st is not None and st.state in RUNNING:
+            out.append(("running", cell, f"SLURM job {job} {st.state}" + (f" on {st.node}" if st.node else "")))
+        elif rec.get("error"):
+            out.append(("failed", cell, (f"SLURM job {job}: " if job else "") + rec["error"]))
+        elif st is not None and st.state in ENDED_BADLY:
+            out.append(("failed", cell, f"SLURM job {job} ended {st.state} ({st.reason})"
+                        + (f"; log: {rec['log']}" if rec.get("log") else "")))
     return out

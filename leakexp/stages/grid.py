@@ -14,6 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from leakexp.data.types import SOURCES
+from leakexp.runner.jobs import scheduled
 from leakexp.runner.lineage import why
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.stage import Ask, ConfigError
@@ -128,6 +129,23 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
             for message in (r.unavailable(ask) if state == "data missing" else []):
                 st.absent.setdefault(message, []).append(name)
     return out
+
+
+def scheduler_notes(cfg: DictConfig, runner: Runner | None = None) -> list[str]:
+    """``status``'s lines for the grid's unfinished cells that a launcher submitted or that failed: QUEUED (also
+    requeued after a preemption) and RUNNING with their SLURM job ids (``squeue``, then ``sacct``), FAILED with the
+    one-line reason (leakexp-run records it, also where no artifact was made: a bad setting) or how the
+    scheduler ended the job."""
+    r = runner or make_runner(cfg, readonly=True)
+    pending = []
+    for cell in grid_cells(cfg):
+        try:
+            state = r.state(cell.ask("eval"))[0]
+        except Exception:  # status reports why it cannot be keyed
+            state = "missing"
+        if state != "done":
+            pending.append(str(cell))
+    return [f"{word.upper()} {cell}: {detail}" for word, cell, detail in scheduled(r.store.root, pending)]
 
 
 def run_cell(cfg: DictConfig, runner: Runner, cell: Cell) -> dict:
