@@ -13,6 +13,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 SMALL = ["data.queries_per_source=600", "grid.sizes=[128,256]", "grid.seeds=[1]", "grid.models=[knrm]"]
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slurm install and start a SLURM cluster: they run only where ``-m`` names them (make test-slurm)."""
+    if "slurm" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="starts a SLURM cluster; run with -m slurm (make test-slurm)")
+    for item in items:
+        if "slurm" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _irds_home(tmp_path_factory):
     """ir_datasets creates folders in its home on import: keep them out of the user's home."""

@@ -148,7 +148,8 @@ class Cluster:
         self.conf.write_text("\n".join([
             "ClusterName=leaktest", f"SlurmctldHost={host}(127.0.0.1)", "SlurmUser=root", "SlurmdUser=root",
             f"SlurmctldPort={ports['ctld']}", f"SlurmdPort={ports['slurmd']}",
-            "AuthType=auth/munge", f"AuthInfo=socket={sock}", "CredType=cred/munge",
+            # cred_expire: also how long a requeued job waits before it may start again (default 120 s)
+            "AuthType=auth/munge", f"AuthInfo=socket={sock},cred_expire=10", "CredType=cred/munge",
             f"StateSaveLocation={r / 'state'}", f"SlurmdSpoolDir={r / 'spool'}",
             f"SlurmctldPidFile={r / 'slurmctld.pid'}", f"SlurmdPidFile={r / 'slurmd.pid'}",
             f"SlurmctldLogFile={r / 'slurmctld.log'}", f"SlurmdLogFile={r / 'slurmd.log'}",
@@ -190,7 +191,16 @@ class Cluster:
         return self
 
     def stop(self) -> None:
-        """Stop the daemons this cluster started (SIGTERM, then SIGKILL after 10 s), the last started first."""
+        """Cancel the cluster's jobs (their processes are slurmd's), then stop the daemons this cluster started
+        (SIGTERM, then SIGKILL after 10 s), the last started first."""
+        if self._alive("slurmctld") and any(n == "slurmctld" for n, _ in self.procs):
+            try:
+                self.run("scancel", "--user=root", check=False, timeout=20)
+                deadline = time.time() + 20
+                while time.time() < deadline and self.run("squeue", "-h", check=False, timeout=20).stdout.strip():
+                    time.sleep(0.5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
         for name, proc in reversed(self.procs):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -206,6 +216,17 @@ class Cluster:
         """job id -> its state in the accounting (``sacct -X``: the allocation, not its steps)."""
         out = self.run("sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State").stdout
         return {line.split("|")[0]: line.split("|")[1].split()[0] for line in out.splitlines() if "|" in line}
+
+    def settled(self, job_ids: list[str], timeout: float = 60) -> dict[str, str]:
+        """:meth:`sacct` once every job has ended there (a job's result file can come before SLURM sees its end)."""
+        deadline = time.time() + timeout
+        while True:
+            states = self.sacct(job_ids)
+            ended = len(states) == len(set(job_ids)) and not set(states.values()) & {
+                "PENDING", "RUNNING", "COMPLETING", "REQUEUED", "CONFIGURING", "SUSPENDED"}
+            if ended or time.time() > deadline:
+                return states
+            time.sleep(0.5)
 
     def squeue(self) -> dict[str, str]:
         out = self.run("squeue", "-h", "-o", "%i|%T|%j").stdout
@@ -233,5 +254,7 @@ if __name__ == "__main__":
     print(f"installed in {took:.1f}s, started in {c.start_seconds:.1f}s; export SLURM_CONF={c.conf}")
     try:
         input("Enter stops it: ")
+    except EOFError:
+        pass
     finally:
         c.stop()

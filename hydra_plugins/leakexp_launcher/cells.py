@@ -84,12 +84,17 @@ def job_returns(job: Any, group: Sequence[tuple]) -> list[JobReturn]:
 
 
 def _last_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    interesting = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception|Failed)\b", line)]
-    return (interesting or lines or [type(exc).__name__])[-1][:300]
+    """submitit's word on a job without a result, short: 'ended CANCELLED by 0', else its first line."""
+    text = str(exc)
+    state = re.search(r"\(state: ([^)]*)\)", text)
+    if state:
+        return f"it ended {state.group(1)}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines or [type(exc).__name__])[0][:300]
 
 
-def summarize(returns: Sequence[JobReturn], job_ids: Sequence[str] | None = None, launcher: str = "") -> None:
+def summarize(returns: Sequence[JobReturn], job_ids: Sequence[str] | None = None, launcher: str = "",
+              names: Sequence[str] | None = None) -> None:
     """Log how many cells finished, and every failed cell with its job and the one-line reason."""
     failed = [(i, r) for i, r in enumerate(returns) if r.status != JobStatus.COMPLETED]
     prefix = f"{launcher}: " if launcher else ""
@@ -98,8 +103,14 @@ def summarize(returns: Sequence[JobReturn], job_ids: Sequence[str] | None = None
         return
     lines = [f"{prefix}{len(failed)} of {len(returns)} cell(s) failed:"]
     for i, r in failed:
+        why = reason(r)
+        named = re.match(r"^CellFailed: cell (\S+) failed: (.*)$", why)  # leakexp-run names the cell itself
+        if named:
+            name, why = named.groups()
+        else:
+            name = names[i] if names else " ".join(filter_overrides(r.overrides or []))
         job = f" (job {job_ids[i]})" if job_ids else ""
-        lines.append(f"  FAILED {' '.join(filter_overrides(r.overrides or []))}{job}: {reason(r)}")
+        lines.append(f"  FAILED {name}{job}: {why}")
     log.error("\n".join(lines))
 
 

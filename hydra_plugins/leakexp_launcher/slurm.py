@@ -101,5 +101,5 @@ class CellSlurmLauncher(SlurmLauncher):
             for r in job_returns(job, args):
                 returns.append(r)
                 ids.append(job.job_id)
-        summarize(returns, ids, launcher="slurm")
+        summarize(returns, ids, launcher="slurm", names=[cell for _, (cell, _) in jobs])
         return returns
