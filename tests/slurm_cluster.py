@@ -160,7 +160,7 @@ class Cluster:
             "JobCompType=jobcomp/none",
             "AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=127.0.0.1",
             f"AccountingStoragePort={ports['dbd']}", f"AccountingStoragePass={sock}",  # munge's socket, for slurmdbd
-            "KillWait=5", "MinJobAge=600", "InactiveLimit=0", "SlurmdTimeout=60",
+            "KillWait=2", "MinJobAge=600", "InactiveLimit=0", "SlurmdTimeout=60",
             f"NodeName={NODE} NodeAddr=127.0.0.1 NodeHostname={host} CPUs={self.cpus} RealMemory={mem} State=UNKNOWN",
             f"PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP", ""]))
         (r / "plugstack.conf").write_text("")
@@ -227,6 +227,11 @@ class Cluster:
             if ended or time.time() > deadline:
                 return states
             time.sleep(0.5)
+
+    def names(self) -> dict[str, str]:
+        """job id -> name of every job in the queue."""
+        out = self.run("squeue", "-h", "-o", "%i|%j").stdout
+        return {line.split("|")[0]: line.split("|")[1] for line in out.splitlines() if "|" in line}
 
     def squeue(self) -> dict[str, str]:
         out = self.run("squeue", "-h", "-o", "%i|%T|%j").stdout

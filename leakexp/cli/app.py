@@ -3,7 +3,7 @@
     leakexp-run -m experiment=paper                                # the paper's grid (make grid)
     leakexp-run -m experiment=paper model=knrm,duet seed=1,2       # a partial grid
     leakexp-run -m experiment=paper hydra/launcher=gpu_slurm       # on a SLURM cluster's GPU partition
-    leakexp-run -m experiment=demo hydra/launcher=cpu_slurm        # on a CPU partition
+    leakexp-run -m experiment=demo corpus=toy_core17 leakage=none,msm size=64,128 hydra/launcher=cpu_slurm  # CPUs
 
 A failed cell is recorded beside its artifact (``leakexp status`` shows it) and raised, so Hydra, the launcher and
 the scheduler see it: the job exits non-zero (``sacct``: FAILED), the multirun goes on with the other cells and
