@@ -309,3 +309,43 @@ def test_the_other_cells_of_a_failing_multirun_finish(tmp_path):
                                   "grid.corpora=[toy_core17]", "grid.leakages=[msm]", "grid.sizes=[64]",
                                   "grid.seeds=[1]", "grid.models=[knrm]"]))
     assert status["eval"].done == 1
+
+
+def _slurm_launcher(tmp_path, name, *overrides):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.utils import instantiate
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=[f"store={tmp_path}", f"hydra/launcher={name}", *overrides],
+                      return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    return cfg, instantiate(cfg.hydra.launcher)
+
+
+@pytest.mark.parametrize("name", ["gpu_slurm", "cpu_slurm"])
+def test_the_slurm_configs_write_the_sbatch_options_they_promise(tmp_path, name):
+    """gpu_slurm asks for a GPU on its partition; cpu_slurm for neither GPU nor gres (a CPU partition rejects them)
+    and for little; each job is named after its cell; the plan counts as many cells per job as the launcher runs."""
+    from leakexp.runner.config import compose
+
+    cfg, launcher = _slurm_launcher(tmp_path, name)
+    assert type(launcher).__name__ == "CellSlurmLauncher"
+    assert launcher.cells_per_job == compose([]).plan.cells_per_job == 5
+    script = launcher.executor("toy_core17.msm.64.knrm.s1+4")._executor._make_submission_file_text("cmd", "uid")
+    flags = {line.split()[1] for line in script.splitlines() if line.startswith("#SBATCH")}
+    assert "--job-name=toy_core17.msm.64.knrm.s1+4" in flags
+    assert not any(f.startswith("--array") for f in flags)  # one sbatch per job
+    if name == "gpu_slurm":
+        assert {"--gpus-per-node=1", "--partition=gpu", "--cpus-per-task=8", "--signal=USR2@120"} <= flags
+    else:
+        assert not any("gpu" in f or "gres" in f or "partition" in f for f in flags), flags
+        assert {"--cpus-per-task=2", "--mem=4GB", "--signal=USR2@60", "--time=120"} <= flags
+
+
+def test_jobs_are_named_after_their_first_cell():
+    from hydra_plugins.leakexp_launcher.slurm import job_name
+
+    assert job_name(["robust04/msm/16000/monot5/seed-1"]) == "robust04.msm.16000.monot5.s1"
+    assert job_name([f"core17/none/64/knrm/seed-{s}" for s in (1, 2, 3)]) == "core17.none.64.knrm.s1+2"
