@@ -349,3 +349,25 @@ def test_jobs_are_named_after_their_first_cell():
 
     assert job_name(["robust04/msm/16000/monot5/seed-1"]) == "robust04.msm.16000.monot5.s1"
     assert job_name([f"core17/none/64/knrm/seed-{s}" for s in (1, 2, 3)]) == "core17.none.64.knrm.s1+2"
+
+
+def test_a_preempted_jobs_exit_is_no_failure_of_the_artifact(tmp_path):
+    """submitit's handler requeues a preempted (or timed-out) job, then sys.exit(-1)s inside whatever computes: the
+    store must not record that as the artifact's failure (status would show the requeued cell as FAILED)."""
+    from leakexp.runner.store import Store
+
+    store = Store(tmp_path)
+    path = store.path("train", "cell", "k")
+
+    def preempted(tmp):
+        raise SystemExit(-1)
+
+    def broken(tmp):
+        raise ValueError("bad input")
+
+    with pytest.raises(SystemExit):
+        store.ensure(path, {"a": 1}, preempted)
+    assert not store.failure_path(path).exists() and not store.is_locked(path)
+    with pytest.raises(ValueError):
+        store.ensure(path, {"a": 1}, broken)
+    assert "ValueError: bad input" in store.failure_path(path).read_text()
