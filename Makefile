@@ -16,7 +16,7 @@ CELL_EXPERIMENT = $(if $(filter toy_%,$(CORPUS)),demo,paper)
 EXPERIMENT ?= demo
 ARGS ?=
 
-.PHONY: help setup test test-kernels test-all test-gpu demo grid cell tables status plan bench clean
+.PHONY: help setup test test-kernels test-slurm test-all test-gpu demo grid cell tables status plan bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -48,6 +48,12 @@ KERNEL_TESTS := tests/test_tokens_words.py tests/test_tokens_hf.py tests/test_kn
 test-kernels: setup ## the numerically sensitive tests under ATEN_CPU_CAPABILITY=default (CI runs them too)
 	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(PARALLEL) -m "not slow and not gpu" -q $(KERNEL_TESTS) $(ARGS)
 
+# the grid through the SLURM launcher on a one-node SLURM 22.05 with accounting that the tests start in a temporary
+# directory (tests/slurm_cluster.py; as root it apt-get installs Debian's slurmctld slurmd slurm-client munge slurmdbd
+# mariadb-server where missing, and skips with the reason where it cannot)
+test-slurm: setup ## the SLURM tests: failures, cancel and resume, preemption, status (CI runs them too)
+	$(BIN)/python -m pytest -m slurm -q tests/test_slurm.py $(ARGS)
+
 test-all: setup ## every CPU test, slow ones included
 	$(BIN)/python -m pytest $(PARALLEL) -m "not gpu" -q $(ARGS)
 
@@ -59,7 +65,7 @@ test-gpu: setup ## the GPU suite: every model trains and re-ranks on CUDA (bf16)
 demo: setup ## the whole pipeline on the embedded toy world (CPU, minutes); prints where the tables are
 	$(BIN)/leakexp demo $(ARGS)
 
-grid: setup ## the paper's grid (experiment=paper) as a Hydra multirun; add hydra/launcher=submitit_slurm on a cluster
+grid: setup ## the paper's grid (experiment=paper) as a Hydra multirun; add hydra/launcher=gpu_slurm on a cluster
 	$(BIN)/leakexp-run -m experiment=paper $(ARGS)
 
 cell: setup ## one grid cell: make cell CORPUS=… LEAKAGE=… SIZE=… MODEL=… SEED=…

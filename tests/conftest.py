@@ -19,11 +19,16 @@ SMALL = ["data.queries_per_source=600", "grid.sizes=[128,256]", "grid.seeds=[1]"
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test`: a worker per core, --dist loadgroup), tests that share an expensive fixture
     run in one worker, so the fixture is built once: the small grid's tests together, each module's tests with
-    module-scoped fixtures together, the raw corpora's tests together."""
+    module-scoped fixtures together, the raw corpora's tests together. Tests marked slurm install and start a SLURM
+    cluster: they run only where ``-m`` names them (make test-slurm)."""
+    run_slurm = "slurm" in (config.getoption("-m") or "")
+    skip = pytest.mark.skip(reason="starts a SLURM cluster; run with -m slurm (make test-slurm)")
     for item in items:
         group = _group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+        if "slurm" in item.keywords and not run_slurm:
+            item.add_marker(skip)
 
 
 def _group(item) -> str | None:

@@ -802,6 +802,30 @@ def case_make_pytest(ctx: Ctx, command: str) -> None:
     assert parallel == ("PARALLEL=" not in command and command != "make test-gpu"), pytest_line
 
 
+def case_cpu_slurm_run(ctx: Ctx, command: str) -> None:
+    """``leakexp-run -m experiment=demo corpus=toy_core17 leakage=none,msm size=64,128 hydra/launcher=cpu_slurm``: leakexp's SLURM launcher, asking for no GPU (a CPU
+    partition rejects gres), modest CPUs and memory, several cells per job as the plan counts; the demo's sweep
+    (tests/test_slurm.py submits it to a real SLURM)."""
+    from hydra.utils import get_class
+
+    from leakexp.runner.config import compose
+
+    argv = shlex.split(command)
+    cfg, _, plain = _hydra_multirun(argv[2:])
+    launcher = cfg.hydra.launcher
+    assert get_class(launcher._target_).__name__ == "CellSlurmLauncher"
+    assert launcher.gpus_per_node is None and launcher.gres is None
+    assert launcher.cpus_per_task <= 2 and launcher.mem_gb <= 4
+    assert launcher.cells_per_job == compose(["experiment=demo"]).plan.cells_per_job
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(argv[2:])
+    axes = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] for o in parsed if o.is_sweep_override()]
+    assert sorted(" ".join(c) for c in itertools.product(*axes)) == sorted(
+        f"leakage={leak} size={size}" for leak in ("none", "msm") for size in (64, 128))  # 4 cells: one job of 4
+    assert "corpus=toy_core17" in plain
+
+
 def case_make_test_gpu(ctx: Ctx, command: str) -> None:
     """On a machine without CUDA it says so and exits non-zero (run for real there); with CUDA: the recipe."""
     import torch
@@ -903,6 +927,9 @@ CASES = {
     "leakexp graph-audit": ("name", case_name),
     "make test-kernels": ("make", case_make_pytest),
     "make test-all": ("make", case_make_pytest),
+    "make test-slurm": ("make", case_make_pytest),
+    "leakexp-run -m experiment=demo corpus=toy_core17 leakage=none,msm size=64,128 hydra/launcher=cpu_slurm":
+        ("toy", case_cpu_slurm_run),
     "make test-gpu": ("make", case_make_test_gpu),
     "python benchmarks/run.py pipeline": ("system", case_benchmark_section),
     "python benchmarks/run.py demo": ("system", case_benchmark_section),

@@ -137,10 +137,10 @@ def test_cells_in_two_processes_compute_shared_work_once_and_equal_one_process(t
 def test_workers_auto_is_one_per_core_on_a_cpu_and_one_on_a_gpu(monkeypatch, tmp_path, capsys):
     from leakexp.stages import grid
 
-    monkeypatch.setattr(grid, "available_cores", lambda: 2)
+    monkeypatch.setattr(grid, "allocated_cpus", lambda: 2)
     cfg = compose(["device=cpu"])
     assert grid.cell_workers(cfg, 90) == 2 and grid.cell_workers(cfg, 1) == 1
-    monkeypatch.setattr(grid, "available_cores", lambda: 64)
+    monkeypatch.setattr(grid, "allocated_cpus", lambda: 64)
     assert grid.cell_workers(cfg, 90) == 4  # at most 4: each worker holds its models and data
     monkeypatch.setattr(grid, "_cuda", lambda: True)
     assert grid.cell_workers(compose([]), 90) == 1  # device=auto with a GPU: one cell per GPU (gpu_local launcher)

@@ -22,6 +22,8 @@ from hydra.core.utils import JobReturn, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import LocalLauncher
 from omegaconf import OmegaConf
 
+from hydra_plugins.leakexp_launcher.cells import CellGroup, group_jobs, job_returns, summarize
+
 log = logging.getLogger(__name__)
 
 # executor parameters of hydra-submitit-launcher's BaseQueueConf that the local executor understands
@@ -90,11 +92,6 @@ class GpuLocalLauncher(LocalLauncher):
         self.poll_s = float(poll_s)
         self.cells_per_job = int(cells_per_job)
 
-    def run_group(self, group: Sequence[tuple]) -> list:
-        """Several Hydra jobs one after another in one process (imports, word vectors and CUDA start-up paid
-        once)."""
-        return [self(*args) for args in group]
-
     def executor(self, gpu: int):
         """A submitit LocalExecutor whose jobs see only ``gpu`` (CUDA_VISIBLE_DEVICES=<gpu>)."""
         import submitit
@@ -116,19 +113,17 @@ class GpuLocalLauncher(LocalLauncher):
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
             jobs.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
 
+        # several cells one after another in one process (imports, word vectors and CUDA start-up paid once);
+        # a process whose cell failed exits non-zero, and the others go on
         groups = group_jobs(jobs, self.cells_per_job)
 
         def submit(group, gpu):
             log.info(f"gpu_local: job{'s' if len(group) > 1 else ''} #{', #'.join(str(a[2]) for a in group)} "
                      f"on GPU {gpu}")
-            return executors[gpu].submit(self.run_group, group)
+            return group, executors[gpu].submit(CellGroup(self), group)
 
-        results = schedule(groups, gpus, submit, done=lambda j: j.done(), result=lambda j: j.results()[0],
-                           poll_s=self.poll_s)
-        return [r for group in results for r in group]
-
-
-def group_jobs(jobs: Sequence[Any], per_group: int) -> list[list[Any]]:
-    """Consecutive jobs in groups of ``per_group`` (the sweep's last override varies fastest: the seeds of one
-    training set and model come together)."""
-    return [list(jobs[s : s + per_group]) for s in range(0, len(jobs), per_group)]
+        results = schedule(groups, gpus, submit, done=lambda h: h[1].done(),
+                           result=lambda h: [(h[1].job_id, r) for r in job_returns(h[1], h[0])], poll_s=self.poll_s)
+        returns = [r for group in results for _, r in group]
+        summarize(returns, [j for group in results for j, _ in group], launcher="gpu_local")
+        return returns

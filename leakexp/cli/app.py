@@ -2,17 +2,26 @@
 
     leakexp-run -m experiment=paper                                # the paper's grid (make grid)
     leakexp-run -m experiment=paper model=knrm,duet seed=1,2       # a partial grid
-    leakexp-run -m experiment=paper hydra/launcher=submitit_slurm  # on a SLURM cluster
+    leakexp-run -m experiment=paper hydra/launcher=gpu_slurm       # on a SLURM cluster's GPU partition
+    leakexp-run -m experiment=demo corpus=toy_core17 leakage=none,msm size=64,128 hydra/launcher=cpu_slurm  # CPUs
+
+A failed cell is recorded beside its artifact (``leakexp status`` shows it) and raised, so Hydra, the launcher and
+the scheduler see it: the job exits non-zero (``sacct``: FAILED), the multirun goes on with the other cells and
+ends non-zero, and the cells that failed are named at the end.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from leakexp.runner.config import conf_dir, validate
+from leakexp.runner.jobs import record_failure, size_torch_threads
 from leakexp.runner.loop import each
 from leakexp.stages import robustness
 from leakexp.stages.cell import Cell, cell_from_config
@@ -20,24 +29,45 @@ from leakexp.stages.grid import run_cell
 from leakexp.stages.registry import runner
 
 log = logging.getLogger("leakexp")
+FAILED: list[str] = []  # "cell: reason" of every cell this process ran that failed
+
+
+class CellFailed(RuntimeError):
+    """A grid cell failed; the message names it and the one-line reason."""
+
+
+def _summary() -> None:
+    if FAILED:
+        print(f"leakexp-run: {len(FAILED)} cell(s) failed:\n" + "\n".join(f"  FAILED {f}" for f in FAILED),
+              file=sys.stderr, flush=True)
 
 
 @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> dict | None:
-    validate(cfg)
+def main(cfg: DictConfig) -> dict:
+    size_torch_threads()  # the job's CPUs, not every core of the node
 
     def work(cell: Cell) -> dict:
+        validate(cfg)
         r = runner(cfg)
         means = run_cell(cfg, r, cell)
         if cfg.robustness.get("enabled", False) and cell in robustness.robustness_cells(cfg):
             robustness.robust(cfg, r, cell)
         return means
 
-    # one cell per job: the failure is recorded next to the artifact and the other jobs go on
+    # one cell per job: a failure in a stage is recorded next to its artifact; it is raised all the same (the
+    # launcher goes on with the other jobs, and names this one)
     results = []
-    each([cell_from_config(cfg)], work, desc="cell", progress=False,
-         done=lambda cell, means: (results.append(means), log.info("cell %s: %s", cell, means)))
-    return results[0] if results else None
+    failures = each([cell_from_config(cfg)], work, desc="cell", progress=False, failed=lambda cell, exc: None,
+                    done=lambda cell, means: (results.append(means), log.info("cell %s: %s", cell, means)))
+    for cell, exc in failures:
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        log.error("FAILED %s: %s", cell, reason)
+        if not FAILED:
+            atexit.register(_summary)
+        FAILED.append(f"{cell}: {reason}")
+        record_failure(Path(str(cfg.store)).expanduser().resolve(), str(cell), reason)  # status names it, with the job
+        raise CellFailed(f"cell {cell} failed: {reason}") from exc
+    return results[0]
 
 
 if __name__ == "__main__":

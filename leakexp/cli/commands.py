@@ -25,7 +25,7 @@ from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.docstats import corpus_stats
 from leakexp.stages.firststage import _run_path, first_stage_file
 from leakexp.stages.grid import (cell_workers, complete, grid_status, lineage, needed_indexes, render_status, run_cell,
-                                  run_cell_in_worker)
+                                  run_cell_in_worker, scheduler_notes)
 from leakexp.stages.registry import runner, unmet_requirements
 from leakexp.stages.sets import check_size, export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
@@ -205,6 +205,8 @@ def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None
         return 0
     status = grid_status(cfg, verify=verify)
     print(render_status(status))
+    for line in scheduler_notes(cfg):  # cells a launcher submitted: queued, running, failed (with job ids)
+        print(line)
     _print_unmet(cfg)
     return 0 if complete(status) else 1
 

@@ -176,8 +176,8 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
         docs = sum(topics.get(a.params["target"], 50) for a in jobs["rerank"][1] if a.params["model"] == m) * \
             int(cfg.rerank.depth)
         rerank_hours[m] = docs / rerank_rate / 3600
-        # every job is a process that imports and loads its word vectors before its first step; the gpu_local
-        # launcher runs plan.cells_per_job cells per process (hydra.launcher.cells_per_job)
+        # every job is a process that imports and loads its word vectors before its first step; the gpu_local,
+        # gpu_slurm and cpu_slurm launchers run plan.cells_per_job cells per process (hydra.launcher.cells_per_job)
         startup = (measured or {}).get("startup_s", {}).get(m, float((p.get("job_startup_s") or {}).get(m, 0.0)))
         processes = math.ceil(sum(1 for a in jobs["train"][1] if a.params["model"] == m) / int(p.get("cells_per_job", 1)))
         overhead_hours[m] = processes * startup / 3600

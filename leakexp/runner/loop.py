@@ -17,16 +17,10 @@ from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
 
+from leakexp.runner.jobs import allocated_cpus
+
 log = logging.getLogger("leakexp")
 Item = TypeVar("Item")
-
-
-def available_cores() -> int:
-    """The cores this process may use: its CPU affinity (a batch scheduler's allocation), else the machine's."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def each(items: Iterable[Item], work: Callable[[Item], Any], *, desc: str, unit: str = "cell",
@@ -69,7 +63,7 @@ def _in_processes(items: list, work: Callable, workers: int, desc: str, unit: st
     """Yields (item, result, exception) as items finish, submitted in order, at most ``workers`` at a time (so the
     first cells, which share most upstream work, start first). Ctrl-C reaches every worker once: a worker stops
     its item as the runner stops any interrupted work, and the interrupt is raised here after they have."""
-    threads = max(1, available_cores() // workers)
+    threads = max(1, allocated_cpus() // workers)
     # spawn: a forked child of a process whose thread pools have started can hang in them
     pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_worker_start,
                                initargs=(threads,))

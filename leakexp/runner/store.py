@@ -350,7 +350,9 @@ class Store:
                 })
             except BaseException as exc:
                 shutil.rmtree(tmp, ignore_errors=True)
-                if not isinstance(exc, KeyboardInterrupt):
+                # an interrupt, or the process ending (SystemExit: submitit's exit after requeueing a preempted
+                # or timed-out job), is no failure of the artifact: the job comes back and computes it
+                if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     self._record_failure(path, h, exc)
                 raise
             _fsync_dir(tmp)

@@ -9,13 +9,13 @@ models, the first-stage runs, the indexes) are counted once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from leakexp.data.types import SOURCES
+from leakexp.runner.jobs import scheduled
 from leakexp.runner.lineage import why
-from leakexp.runner.loop import available_cores
+from leakexp.runner.jobs import allocated_cpus
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.stage import Ask, ConfigError
 from leakexp.stages import memorization, robustness
@@ -131,6 +131,23 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
     return out
 
 
+def scheduler_notes(cfg: DictConfig, runner: Runner | None = None) -> list[str]:
+    """``status``'s lines for the grid's unfinished cells that a launcher submitted or that failed: QUEUED (also
+    requeued after a preemption) and RUNNING with their SLURM job ids (``squeue``, then ``sacct``), FAILED with the
+    one-line reason (leakexp-run records it, also where no artifact was made: a bad setting) or how the
+    scheduler ended the job."""
+    r = runner or make_runner(cfg, readonly=True)
+    pending = []
+    for cell in grid_cells(cfg):
+        try:
+            state = r.state(cell.ask("eval"))[0]
+        except Exception:  # status reports why it cannot be keyed
+            state = "missing"
+        if state != "done":
+            pending.append(str(cell))
+    return [f"{word.upper()} {cell}: {detail}" for word, cell, detail in scheduled(r.store.root, pending)]
+
+
 def run_cell(cfg: DictConfig, runner: Runner, cell: Cell) -> dict:
     """Everything one cell needs, computing only what the store lacks; returns its mean measures. A leaked
     cell's memorization is computed once it and its No-Leakage cell are both re-ranked."""
@@ -149,7 +166,7 @@ def cell_workers(cfg: DictConfig, cells: int) -> int:
     device = str(cfg.get("device", "auto"))
     if device.startswith("cuda") or (device == "auto" and _cuda()):
         return 1
-    return max(1, min(available_cores(), 4, cells))
+    return max(1, min(allocated_cpus(), 4, cells))
 
 
 def _cuda() -> bool:

@@ -39,6 +39,7 @@ from leakexp.models import get
 from leakexp.models.base import Reranker, to_device
 from leakexp.models.tokens import Tokens, check_source
 from leakexp.runner.config import model_config, model_recipe, resolved_model_config
+from leakexp.runner.jobs import allocated_cpus
 from leakexp.runner.schema import Name, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Section
 from leakexp.runner.stage import Ask, ConfigError, ConfigErrors, Context, Stage
 from leakexp.runner.store import Store, atomic_write_json, atomic_write_text
@@ -426,10 +427,11 @@ class PairBatches(torch.utils.data.Dataset):
 
 def loader_workers(setting, device: str) -> int:
     """``loader_workers``: ``auto`` = none on a CPU (the cores train), on CUDA up to 4 (one core stays with the
-    training thread)."""
+    training thread), counted among the job's CPUs (:func:`leakexp.runner.jobs.allocated_cpus`: SLURM's
+    allocation or the affinity mask, not the node's every core)."""
     if setting != "auto":
         return int(setting)
-    return min(4, max(0, (os.cpu_count() or 1) - 1)) if str(device).startswith("cuda") else 0
+    return min(4, max(0, allocated_cpus() - 1)) if str(device).startswith("cuda") else 0
 
 
 # -- resumable state ----------------------------------------------------------------------------------------

@@ -1,0 +1,162 @@
+"""Cells under a scheduler: the CPUs a job was given, and which SLURM job holds which cell.
+
+A SLURM launcher records, at submission, one small JSON file per cell under ``<store>/logs/jobs/`` (the cell, the
+job id, when); ``leakexp status`` reads them back and asks ``squeue`` (then ``sacct``, for jobs that left the queue)
+what each job is doing, so a cell waiting in the queue, running, requeued after a preemption, or killed by the
+scheduler (time limit, memory) shows with its job id even though the store has no artifact of it yet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+JOBS_DIR = ("logs", "jobs")
+# squeue's and sacct's states, as status words (https://slurm.schedmd.com/squeue.html#SECTION_JOB-STATE-CODES)
+QUEUED = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SUSPENDED",
+          "PREEMPTED", "RESIZING", "SPECIAL_EXIT", "STOPPED"}
+RUNNING = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT"}
+ENDED_BADLY = {"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "CANCELLED", "BOOT_FAIL", "DEADLINE"}
+
+
+def allocated_cpus() -> int:
+    """CPUs this process may use: SLURM's ``SLURM_CPUS_PER_TASK`` where set (without task affinity, e.g.
+    TaskPlugin=task/none, the process sees the whole node), else the CPUs its affinity mask allows
+    (``os.sched_getaffinity``: taskset, cgroups' cpusets, containers), not the machine's ``os.cpu_count()``."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if slurm.isdigit() and int(slurm) > 0:
+        cpus = min(cpus, int(slurm))
+    return max(1, cpus)
+
+
+def size_torch_threads() -> int:
+    """Give PyTorch's intra-op pool the job's CPUs (:func:`allocated_cpus`) instead of every core of the node."""
+    import torch
+
+    n = allocated_cpus()
+    if torch.get_num_threads() > n:
+        torch.set_num_threads(n)
+    return n
+
+
+def _record_path(store_root: Path, cell: str) -> Path:
+    return Path(store_root).joinpath(*JOBS_DIR, cell.replace("/", "__") + ".json")
+
+
+def record_submission(store_root: Path, cell: str, job_id: str, cluster: str = "slurm", log: str = "") -> Path:
+    """Note that ``cell`` was submitted as ``job_id`` (the latest submission of a cell wins)."""
+    path = _record_path(store_root, cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps({"cell": cell, "job_id": str(job_id), "cluster": cluster, "submitted": time.time(),
+                               "log": log}) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def record_failure(store_root: Path, cell: str, reason: str) -> Path | None:
+    """Note beside the cell's latest submission (or alone, without a scheduler) that it failed and why: status
+    names the reason also where the failure came before any artifact (a bad setting). ``SLURM_JOB_ID``: the job."""
+    path = _record_path(store_root, cell)
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        rec = {"cell": cell, "job_id": "", "cluster": "", "submitted": None, "log": ""}
+    job = os.environ.get("SLURM_JOB_ID", "")
+    if job and not rec.get("job_id"):
+        rec["job_id"] = job
+    rec.update(error=reason.splitlines()[0][:500] if reason else "failed", failed_at=time.time())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_text(json.dumps(rec) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        return None
+    return path
+
+
+def submissions(store_root: Path) -> dict[str, dict]:
+    """cell -> its latest submission record."""
+    out = {}
+    folder = Path(store_root).joinpath(*JOBS_DIR)
+    for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            rec = json.loads(p.read_text())
+            out[str(rec["cell"])] = rec
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    state: str  # SLURM's word: PENDING, RUNNING, REQUEUED, COMPLETED, FAILED, TIMEOUT, ...
+    reason: str = ""  # squeue's reason (Priority, Resources, BeginTime, ...) or sacct's exit code
+    node: str = ""
+
+
+def _run(cmd: list[str]) -> str | None:
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def slurm_states(job_ids: list[str]) -> dict[str, JobState]:
+    """What SLURM says of ``job_ids``: ``squeue`` for jobs in the queue, ``sacct`` (accounting) for those that left
+    it. Jobs neither knows (no SLURM here, accounting off, purged) are absent."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return {}
+    out: dict[str, JobState] = {}
+    text = _run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%r|%N"])
+    for line in (text or "").splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 4 and parts[0] in ids:
+            out[parts[0]] = JobState(parts[0], parts[1], parts[2] if parts[2] != "None" else "", parts[3])
+    rest = [i for i in ids if i not in out]
+    if rest:
+        text = _run(["sacct", "-n", "-P", "-X", "-j", ",".join(rest), "-o", "JobID,State,ExitCode,NodeList"])
+        for line in (text or "").splitlines():
+            parts = line.strip().split("|")
+            if len(parts) == 4 and parts[0] in rest:
+                state = parts[1].split()[0]  # "CANCELLED by 0" -> CANCELLED
+                out[parts[0]] = JobState(parts[0], state, f"exit code {parts[2]}", parts[3])
+    return out
+
+
+def scheduled(store_root: Path, cells: list[str]) -> list[tuple[str, str, str]]:
+    """(word, cell, detail) of every cell of ``cells`` (those not done) that its latest record shows under a
+    scheduler or failed: ``queued`` (waiting, also requeued after a preemption), ``running``, or ``failed`` (the
+    cell's one-line reason, or how the scheduler ended its job: time limit, memory, node failure, cancelled)."""
+    records = submissions(store_root)
+    wanted = {c: records[c] for c in cells if c in records}
+    states = slurm_states([r["job_id"] for r in wanted.values() if r.get("job_id")])
+    out = []
+    for cell, rec in wanted.items():
+        job = rec.get("job_id") or ""
+        st = states.get(job)
+        if st is not None and st.state in QUEUED:
+            out.append(("queued", cell, f"SLURM job {job} {st.state}" + (f" ({st.reason})" if st.reason else "")))
+        elif st is not None and st.state in RUNNING:
+            out.append(("running", cell, f"SLURM job {job} {st.state}" + (f" on {st.node}" if st.node else "")))
+        elif rec.get("error"):
+            out.append(("failed", cell, (f"SLURM job {job}: " if job else "") + rec["error"]))
+        elif st is not None and st.state in ENDED_BADLY:
+            out.append(("failed", cell, f"SLURM job {job} ended {st.state} ({st.reason})"
+                        + (f"; log: {rec['log']}" if rec.get("log") else "")))
+    return out
