@@ -16,6 +16,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one core per worker: `make test` ru
 SMALL = ["data.queries_per_source=600", "grid.sizes=[128,256]", "grid.seeds=[1]", "grid.models=[knrm]"]
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into node ids
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test`: a worker per core, --dist loadgroup), tests that share an expensive fixture
     run in one worker, so the fixture is built once: the small grid's tests together, each module's tests with

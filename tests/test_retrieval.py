@@ -32,7 +32,7 @@ def _runner(tmp_path, corpora: dict, *, depth: int = 100, stemmer: str = "porter
 
     settings = {"data": {"kind": "local", "name": "tiny", "corpora": list(corpora)}, "corpora": corpora,
                 "bm25": {"k1": 0.9, "b": 0.4, "stemmer": stemmer, "stopwords": stopwords, "depth": 100, "threads": 1,
-                         "backend": "pisa"},
+                         "backend": "pisa", "collection": "json"},
                 "rerank": {"query_field": "title", "depth": depth, "first_stage": None}}
     return Runner(settings, STAGES, Store(tmp_path / "store"), schemas=schema_of)
 
