@@ -130,7 +130,7 @@ def test_plan_counts_the_cpu_hours_of_negatives_and_df_tables(cfg):
 
 
 def test_plan_df_hours_at_the_papers_scale(tmp_path):
-    cfg = compose([f"store={tmp_path}", "grid.models=[duet]", "grid.sizes=[128000]", "plan.df_words_per_s=440000",
+    cfg = compose([f"store={tmp_path}", "grid.models=[duet]", "grid.sizes=[128000]", "data.queries_per_source=70000", "plan.df_words_per_s=440000",
                    "plan.negatives_queries_per_s=20000", "+plan.collections.toy_robust={docs: 1000, words_per_doc: 100}"])
     info = plan(cfg, fake_runner(cfg))
     cpu = info["cpu"]
