@@ -60,6 +60,7 @@ def test_kill_9_mid_grid_then_resume_equals_an_uninterrupted_run(tmp_path):
     assert complete(grid_status(compose([f"store={killed}", *GRID])))
 
 
+@pytest.mark.slow  # about 30 s; the grid's own workers (below) and the SLURM tests also share work across processes
 def test_two_processes_on_one_cell_compute_it_once(tmp_path):
     cell = [f"store={tmp_path}", *GRID, "leakage=msm", "size=64", "seed=1"]
     subprocess.run(LEAKEXP + ["toy", *cell], check=True, capture_output=True)  # shared upstream, once

@@ -68,12 +68,14 @@ def _settings_leaves(s: dict) -> dict:
 
 # the paper's grid with two sizes and two seeds: every stage, corpus, leakage type and model, 20x fewer cells
 PAPER_SMALL = ["grid.sizes=[1000,128000]", "grid.seeds=[1,2]"]
+# the demo's grid at one size: every stage, corpus, leakage type and model, half the cells
+DEMO_SMALL = ["grid.sizes=[128]"]
 
 
 # every leaf of the paper's grid (about 90 s) runs in make test-all; the demo's every time
 @pytest.mark.parametrize("experiment", ["demo", pytest.param("paper", marks=pytest.mark.slow)])
 def test_every_leaf_rekeys_exactly_its_readers(experiment, tmp_path, monkeypatch):
-    extra = paper_env(tmp_path, monkeypatch)[1:] + PAPER_SMALL if experiment == "paper" else []
+    extra = paper_env(tmp_path, monkeypatch)[1:] + PAPER_SMALL if experiment == "paper" else DEMO_SMALL
     cfg = compose([f"experiment={experiment}", f"store={tmp_path / 'store'}", *extra])
     store = Store(tmp_path / "store")
     base_settings = settings(cfg)
