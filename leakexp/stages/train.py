@@ -33,7 +33,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from leakexp.lib import hub
-from leakexp.lib.adafactor import MeshAdafactor
+from leakexp.lib.adafactor import Adafactor, MeshAdafactor
 from leakexp.lib.report import save_figure
 from leakexp.models import get
 from leakexp.models.base import Reranker, to_device
@@ -184,99 +184,6 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
 
     # HF Trainer with adafactor=True (PyGaggle's finetune_monot5.py): scale_parameter=False, relative_step=False
     return HFAdafactor(groups, lr=cfg.lr, scale_parameter=False, relative_step=False, warmup_init=False)
-
-
-class Adafactor(torch.optim.Optimizer):
-    """HF transformers' Adafactor as the monoT5 recipe runs it (HF Trainer ``adafactor=True``: lr given,
-    ``scale_parameter=False, relative_step=False, warmup_init=False``, beta1=None, clip_threshold=1.0,
-    decay_rate=-0.8, eps=(1e-30, 1e-3)), computed for all parameters of one shape in one batch of tensor ops.
-
-    Per parameter, with t its step, beta2_t = 1 - t^-0.8 and G its gradient (the same as
-    ``transformers.optimization.Adafactor.step``):
-      matrices: R <- beta2_t R + (1 - beta2_t) mean_cols(G^2 + 1e-30), C likewise over rows,
-                U = G / sqrt((R / mean(R)) C^T);  vectors: V <- beta2_t V + (1 - beta2_t)(G^2 + 1e-30), U = G / sqrt(V)
-      U <- U / max(1, RMS(U)),   p <- p - lr * weight_decay * p,   p <- p - lr * U.
-    HF's optimizer loops over the parameters in Python (t5-base: ~280 parameters, ~15 kernels each, every update);
-    here the parameters of one (shape, dtype, device, step) are stacked, so an update is ~15 kernels per distinct
-    shape (t5-base: 7), with no host sync. Equal to HF's update up to float rounding (tests/test_train.py).
-
-    ``torch.optim.Adafactor`` is not this optimiser: its step size is max(1e-3, RMS(p)) * min(lr, 1/sqrt(t))
-    (HF's scale_parameter=True, relative_step=True with lr in place of 1e-2), not lr; it floors the variance
-    estimate at eps1^2 instead of adding 1e-30 to G^2; it decays weights by lr * weight_decay with the un-scaled lr;
-    and it reads each parameter's norm with ``.item()`` (a host sync per parameter).
-    """
-
-    def __init__(self, params, lr: float, weight_decay: float = 0.0, eps1: float = 1e-30, clip_threshold: float = 1.0,
-                 decay_rate: float = -0.8):
-        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, eps1=eps1, clip_threshold=clip_threshold,
-                                      decay_rate=decay_rate))
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        loss = closure() if closure is not None else None
-        for group in self.param_groups:
-            buckets: dict[tuple, list[torch.Tensor]] = {}
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if p.grad.is_sparse:
-                    raise RuntimeError("Adafactor does not support sparse gradients")
-                state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    if p.dim() >= 2:
-                        state["exp_avg_sq_row"] = torch.zeros(p.shape[:-1], dtype=torch.float32, device=p.device)
-                        state["exp_avg_sq_col"] = torch.zeros(p.shape[:-2] + p.shape[-1:], dtype=torch.float32,
-                                                              device=p.device)
-                    else:
-                        state["exp_avg_sq"] = torch.zeros(p.shape, dtype=torch.float32, device=p.device)
-                buckets.setdefault((tuple(p.shape), p.dtype, p.device, state["step"]), []).append(p)
-            for (shape, dtype, _, step), params in buckets.items():
-                self._update(group, params, shape, dtype, step + 1)
-        return loss
-
-    @staticmethod
-    def _stack(tensors: list[torch.Tensor]) -> torch.Tensor:
-        return tensors[0].unsqueeze(0) if len(tensors) == 1 else torch.stack(tensors)
-
-    def _update(self, group: dict, params: list[torch.Tensor], shape: tuple, dtype, step: int) -> None:
-        states = [self.state[p] for p in params]
-        for s in states:
-            s["step"] = step
-        beta2t = 1.0 - math.pow(step, group["decay_rate"])
-        grad = self._stack([p.grad for p in params]).float()  # (N, *shape)
-        sq = grad * grad + group["eps1"]
-        if len(shape) >= 2:
-            row = self._stack([s["exp_avg_sq_row"] for s in states])
-            col = self._stack([s["exp_avg_sq_col"] for s in states])
-            row.mul_(beta2t).add_(sq.mean(dim=-1), alpha=1.0 - beta2t)
-            col.mul_(beta2t).add_(sq.mean(dim=-2), alpha=1.0 - beta2t)
-            r = (row / row.mean(dim=-1, keepdim=True)).rsqrt_().unsqueeze(-1)
-            update = (r * col.unsqueeze(-2).rsqrt()).mul_(grad)
-            if len(params) > 1:
-                torch._foreach_copy_([s["exp_avg_sq_row"] for s in states], list(row.unbind(0)))
-                torch._foreach_copy_([s["exp_avg_sq_col"] for s in states], list(col.unbind(0)))
-        else:
-            var = self._stack([s["exp_avg_sq"] for s in states])
-            var.mul_(beta2t).add_(sq, alpha=1.0 - beta2t)
-            update = var.rsqrt().mul_(grad)
-            if len(params) > 1:
-                torch._foreach_copy_([s["exp_avg_sq"] for s in states], list(var.unbind(0)))
-        numel = max(1, math.prod(shape))
-        rms = update.reshape(len(params), -1).norm(dim=1) / math.sqrt(numel)
-        update.div_((rms / group["clip_threshold"]).clamp_(min=1.0).reshape(-1, *([1] * len(shape))))
-        update.mul_(group["lr"])
-        wd = group["weight_decay"] * group["lr"]
-        if dtype == torch.float32:
-            if wd:
-                torch._foreach_add_(params, params, alpha=-wd)
-            torch._foreach_sub_(params, list(update.unbind(0)))
-        else:  # low-precision parameters: computed in fp32, written back (as HF)
-            p32 = self._stack(params).float()
-            if wd:
-                p32.add_(p32, alpha=-wd)
-            p32.sub_(update)
-            torch._foreach_copy_(params, list(p32.unbind(0)))
 
 
 def warmup_updates(cfg: TrainConfig, total: int) -> int:
