@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -854,9 +855,22 @@ def bench_demo(root: Path) -> None:
         emit(f"demo_stage_s_{stage}", round(seconds, 1))
 
 
+def bench_plan(root: Path) -> None:
+    """`leakexp plan` and `leakexp status` of the paper's grid (1,800 cells) before any data is in place, each in a
+    fresh process as a user runs them (imports included): seconds."""
+    env = {**os.environ, "LEAKEXP_STORE": str(root / "plan-store")}
+    for command in ("plan", "status"):
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "leakexp.cli.main", command, "experiment=paper"], cwd=root,
+                              env=env, capture_output=True, text=True)
+        emit(f"{command}_paper_s", round(time.perf_counter() - start, 1))
+        emit(f"{command}_paper_exit_code", proc.returncode)
+
+
 SECTIONS = {"detect": bench_detect, "build": bench_build, "rerank": bench_rerank, "train": bench_train,
             "monot5": bench_monot5, "pipeline": bench_pipeline, "graph": bench_graph, "audit": bench_audit,
-            "gpu": bench_gpu, "demo": bench_demo, "ties": bench_ties}
+            "gpu": bench_gpu, "demo": bench_demo, "ties": bench_ties,
+            "plan": bench_plan}
 
 
 def main(argv: list[str]) -> int:

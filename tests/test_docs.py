@@ -749,6 +749,16 @@ def case_benchmark_section(ctx: Ctx, command: str) -> None:
 _VENV = "/nonexistent-venv"
 
 
+_MAKE_STATE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "ARGS")
+
+
+def make_env(extra: dict | None = None) -> dict:
+    """The environment a documented ``make`` command runs in: the user's, without what an enclosing ``make`` passes
+    down (``make test ARGS=-x`` puts ``ARGS=-x`` in MAKEFLAGS, and every make these tests start would add it to its
+    recipes)."""
+    return {**{k: v for k, v in os.environ.items() if k not in _MAKE_STATE}, **(extra or {})}
+
+
 def recipe(command: str) -> list[str]:
     """The commands ``make`` would run for a documented make command (dry run; the set-up step counted as done)."""
     env_words = shlex.split(command)
@@ -757,7 +767,7 @@ def recipe(command: str) -> list[str]:
     if shutil.which("make") is None:
         pytest.skip("no make on this machine")
     result = subprocess.run(["make", "-n", "-s", "-o", f"{_VENV}/.installed", f"VENV={_VENV}", *args], cwd=ROOT,
-                            capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+                            capture_output=True, text=True, env=make_env(env), timeout=60)
     assert result.returncode == 0, result.stderr
     return [line.replace(f"{_VENV}/bin/", "").strip() for line in result.stdout.splitlines() if line.strip()]
 
@@ -835,12 +845,13 @@ def case_make_test_gpu(ctx: Ctx, command: str) -> None:
         return
     venv = Path(sys.executable).parents[1]
     result = subprocess.run(["make", "-s", "-o", f"{venv}/.installed", f"VENV={venv}", "test-gpu"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, env=make_env(), timeout=120)
     assert result.returncode != 0 and "test-gpu: no CUDA device here" in result.stdout, result.stdout
 
 
 def case_make_help(ctx: Ctx, command: str) -> None:
-    result = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, env=make_env(),
+                            timeout=60)
     assert result.returncode == 0
     listed = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
     documented = {shlex.split(c)[shlex.split(c).index("make") + 1] for c in documented_commands()
@@ -984,3 +995,13 @@ def test_documented_command(command, request, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("LEAKEXP_STORE", raising=False)
     kind, check = CASES[command]
     check(Ctx(request, tmp_path, monkeypatch, capsys), command)
+
+
+def test_make_recipes_are_read_alike_under_an_enclosing_make(monkeypatch):
+    """``make test ARGS=-x`` runs these tests inside make: its MAKEFLAGS (and an exported ARGS) must not leak into
+    the recipes they read."""
+    plain = recipe("make plan")
+    monkeypatch.setenv("MAKEFLAGS", " -- ARGS=--durations=5")
+    monkeypatch.setenv("MAKELEVEL", "1")
+    monkeypatch.setenv("ARGS", "-x")
+    assert recipe("make plan") == plain == ["leakexp plan experiment=demo"]

@@ -62,14 +62,14 @@ def _command(results: dict, name: str, argv: list[str]) -> dict:
     from leakexp.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
-    start = time.process_time()
+    start, wall = time.process_time(), time.time()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             rc = main(argv)
         except SystemExit as exc:
             rc = exc.code
     results[name] = {"rc": rc, "out": out.getvalue(), "err": err.getvalue()[-4000:],
-                     "cpu_s": round(time.process_time() - start, 2)}
+                     "cpu_s": round(time.process_time() - start, 2), "wall_s": round(time.time() - wall, 2)}
     return results[name]
 
 

@@ -13,10 +13,10 @@ from leakexp.cli.plan import load_measured, plan, render
 from leakexp.stages.registry import runner
 
 
-def fake_runner(cfg):
+def fake_runner(cfg, **kwargs):
     """The real runner of ``cfg`` (its keys and sharing need no data) with a small stand-in training pool, so
     that planning loads nothing."""
-    r = runner(cfg)
+    r = runner(cfg, **kwargs)
     pool = SimpleNamespace(queries=pd.DataFrame({"source": ["msmarco"] * 30 + ["orcas"] * 10}))
     get = r.get
     r.get = lambda ask: pool if ask.stage == "pool" else get(ask)
@@ -145,3 +145,49 @@ def test_plan_df_hours_at_the_papers_scale(tmp_path):
     assert cpu["negatives_cpu_hours"] == pytest.approx(7 * 9 * 8192 / 20_000 / 3600)
     text = render(info)
     assert "train ~2.23 h" in text and "toy_core17 size unknown" in text
+
+
+def test_plan_and_status_of_the_paper_grid_read_each_config_file_and_key_each_artifact_once(tmp_path, monkeypatch):
+    """plan and status key every artifact of the paper's 1,800 cells: each model file is parsed once (not once per
+    training job) and each artifact's config is selected once (not once per dependant that asks for its key)."""
+    import leakexp.runner.config as config_module
+    import leakexp.runner.pipeline as pipeline_module
+    from leakexp.stages.grid import grid_status
+    from omegaconf import OmegaConf
+
+    from conftest import paper_env
+
+    cfg = compose([f"store={tmp_path / 'store'}", *paper_env(tmp_path, monkeypatch)])
+    config_module._parsed_yaml.cache_clear()
+    loads, selects = [], []
+    load, select = OmegaConf.load, pipeline_module.select
+    monkeypatch.setattr(config_module.OmegaConf, "load", lambda path, *a, **k: loads.append(str(path)) or load(path, *a, **k))
+    monkeypatch.setattr(pipeline_module, "select", lambda *a: selects.append(a) or select(*a))
+    r = fake_runner(cfg, files=False)  # as `leakexp plan`: no input file read, no hub model needed
+    info = plan(cfg, r)
+    assert info["jobs_before_sharing"]["train"] == 1800
+    assert len(loads) == len(set(loads)), sorted(p for p in set(loads) if loads.count(p) > 1)
+    status = grid_status(cfg, runner=r)
+    assert sum(st.total for st in status.values()) > 1800
+    assert len(selects) == len(r._configs)  # one selection per distinct artifact, whichever asked first
+
+
+def test_a_changed_config_file_is_read_again_and_a_returned_config_is_the_callers(tmp_path, monkeypatch):
+    """The parsed group files are kept per file version: an edited model file is read anew, and a caller changing
+    the config it got changes nobody else's."""
+    import os
+    import shutil
+
+    from leakexp.runner.config import conf_dir, model_config
+
+    shutil.copytree(conf_dir(), tmp_path / "conf")
+    monkeypatch.setenv("LEAKEXP_CONF", str(tmp_path / "conf"))
+    first = model_config("knrm")
+    first.train.lr = 123.0
+    assert model_config("knrm").train.lr != 123.0
+    path = tmp_path / "conf" / "model" / "knrm.yaml"
+    text = path.read_text()
+    path.write_text(text.replace("name: knrm", "name: knrm\ncomment: edited", 1))
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert model_config("knrm").comment == "edited"

@@ -264,8 +264,6 @@ def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str
 def cmd_plan(overrides: list[str]) -> int:
     import pandas as pd
 
-
-
     cfg = compose(overrides)
     r = runner(cfg, files=False)  # a plan reads no input file: it may be made before the data is in place
     print(render(plan(cfg, r)))

@@ -170,8 +170,14 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
         train_rate = measured["train_instances_per_s"][m] if have else float(p.train_instances_per_s[m])
         rerank_rate = measured["rerank_docs_per_s"][m] if have else float(p.rerank_docs_per_s[m])
         source[m] = f"measured ({measured['device']})" if have else "assumed"
-        instances[m] = sum(trained_instances(cfg, m, int(a.params["size"])) for a in jobs["train"][1]
-                           if a.params["model"] == m)
+        per_size: dict[int, int] = {}  # one model config resolved per size, not per training job
+        for a in jobs["train"][1]:
+            if a.params["model"] == m:
+                size = int(a.params["size"])
+                if size not in per_size:
+                    per_size[size] = trained_instances(cfg, m, size)
+                instances[m] = instances.get(m, 0) + per_size[size]
+        instances.setdefault(m, 0)
         train_hours[m] = instances[m] / train_rate / 3600
         docs = sum(topics.get(a.params["target"], 50) for a in jobs["rerank"][1] if a.params["model"] == m) * \
             int(cfg.rerank.depth)

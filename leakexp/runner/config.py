@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -32,7 +33,14 @@ def _group_file(group: str, name: str) -> DictConfig:
     path = conf_dir() / group / f"{name}.yaml"
     if not path.exists():
         raise ConfigError(f"{group}={name} is unknown; available: {', '.join(options(group))}")
-    return OmegaConf.load(path)
+    return OmegaConf.create(_parsed_yaml(str(path), path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed_yaml(path: str, mtime_ns: int) -> dict:
+    """A group file's content, parsed once per version of the file: ``plan`` and ``status`` resolve a model's
+    config for every cell of the grid. Callers get a fresh DictConfig built from it (``OmegaConf.create`` copies)."""
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
 
 
 def top_level_keys() -> list[str]:

@@ -8,6 +8,7 @@ records are one artifact. Keys are computed once per process and need no data: s
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -33,6 +34,11 @@ class Runner:
         self._ensured: set[tuple[Ask, bool]] = set()
         self._upstream: dict[Ask, list[Ask]] = {}
         self._missing: dict[Ask, list[str]] = {}  # absent outside data of each artifact (see ``unavailable``)
+        # per normalised ask, computed once: status and plan key every artifact of the grid, tens of thousands
+        self._normals: dict[Ask, Ask] = {}
+        self._configs: dict[Ask, Config] = {}
+        self._inputs: dict[Ask, dict[str, Ask | list[Ask]]] = {}
+        self._keys: dict[Ask, str] = {}
 
     def stage(self, ask: Ask) -> Stage:
         try:
@@ -41,15 +47,24 @@ class Runner:
             raise ValueError(f"no stage named {ask.stage!r}; stages: {', '.join(self.stages)}") from None
 
     def normal(self, ask: Ask) -> Ask:
-        return Ask.of(ask.stage, **self.stage(ask).normalise(ask.params))
+        if ask not in self._normals:
+            self._normals[ask] = Ask.of(ask.stage, **self.stage(ask).normalise(ask.params))
+        return self._normals[ask]
 
     def config(self, ask: Ask) -> Config:
+        """The config values the stage of ``ask`` reads (shared: read it, do not change it; a stage's computation
+        gets its own copy in its context)."""
         ask = self.normal(ask)
-        return select(self.settings, self.stage(ask).read_paths(ask.params, self.cuda))
+        if ask not in self._configs:
+            self._configs[ask] = select(self.settings, self.stage(ask).read_paths(ask.params, self.cuda))
+        return self._configs[ask]
 
     def inputs(self, ask: Ask) -> dict[str, Ask | list[Ask]]:
         ask = self.normal(ask)
-        return dict(self.stage(ask).inputs(ask.params, self.config(ask)))
+        if ask not in self._inputs:
+            self._inputs[ask] = {n: list(v) if isinstance(v, list) else v
+                                 for n, v in self.stage(ask).inputs(ask.params, self.config(ask)).items()}
+        return {n: list(v) if isinstance(v, list) else v for n, v in self._inputs[ask].items()}
 
     def record(self, ask: Ask) -> dict:
         """Everything the key of ``ask`` is made of (its marker's ``config``)."""
@@ -68,7 +83,10 @@ class Runner:
         return self._records[ask]
 
     def key(self, ask: Ask) -> str:
-        return config_hash(self.record(ask))
+        ask = self.normal(ask)
+        if ask not in self._keys:
+            self._keys[ask] = config_hash(self.record(ask))
+        return self._keys[ask]
 
     def path(self, ask: Ask) -> Path | None:
         """The artifact's directory (None for in-process values); computes nothing."""
@@ -119,7 +137,7 @@ class Runner:
             v = inputs[name]
             return [self.get(a) for a in v] if isinstance(v, list) else self.get(v)
 
-        return Context(self.stage(ask), ask.params, self.config(ask), self.key(ask), self.path(ask), self.runtime,
+        return Context(self.stage(ask), ask.params, copy.deepcopy(self.config(ask)), self.key(ask), self.path(ask), self.runtime,
                        tuple(inputs), resolve, _section=self.section if self.schemas is not None else None)
 
     def section(self, dotted: str) -> Any:
