@@ -9,6 +9,7 @@ records are one artifact. Keys are computed once per process and need no data: s
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -26,19 +27,12 @@ class Runner:
     def __init__(self, settings: Mapping, stages: Iterable[Stage], store: Store, *, runtime: Mapping | None = None,
                  cuda: bool = False, schemas: Callable[[str], type] | None = None):
         self.settings, self.store, self.cuda, self.schemas = settings, store, cuda, schemas
-        self._sections: dict[str, Any] = {}
-        self.runtime = dict(runtime or {})
-        self.stages = {s.name: s for s in stages}
-        self._records: dict[Ask, dict] = {}
-        self._values: dict[str, Any] = {}
+        self.runtime, self.stages = dict(runtime or {}), {s.name: s for s in stages}
+        self._values: dict[str, Any] = {}  # what ``get`` returned; _sections: what ``section`` validated
         self._ensured: set[tuple[Ask, bool]] = set()
-        self._upstream: dict[Ask, list[Ask]] = {}
-        self._missing: dict[Ask, list[str]] = {}  # absent outside data of each artifact (see ``unavailable``)
-        # per normalised ask, computed once: status and plan key every artifact of the grid, tens of thousands
-        self._normals: dict[Ask, Ask] = {}
-        self._configs: dict[Ask, Config] = {}
-        self._inputs: dict[Ask, dict[str, Ask | list[Ask]]] = {}
-        self._keys: dict[Ask, str] = {}
+        # per ask, made once (status and plan key every artifact of the grid); _missing: see ``unavailable``
+        self._normals, self._configs, self._inputs, self._records, self._keys, self._upstream, self._missing, \
+            self._sections = {}, {}, {}, {}, {}, {}, {}, {}
 
     def stage(self, ask: Ask) -> Stage:
         try:
@@ -46,25 +40,24 @@ class Runner:
         except KeyError:
             raise ValueError(f"no stage named {ask.stage!r}; stages: {', '.join(self.stages)}") from None
 
+    def _once(self, memo: dict, ask: Ask, make: Callable[[], Any]) -> Any:
+        if ask not in memo:
+            memo[ask] = make()
+        return memo[ask]
+
     def normal(self, ask: Ask) -> Ask:
-        if ask not in self._normals:
-            self._normals[ask] = Ask.of(ask.stage, **self.stage(ask).normalise(ask.params))
-        return self._normals[ask]
+        return self._once(self._normals, ask, lambda: Ask.of(ask.stage, **self.stage(ask).normalise(ask.params)))
 
     def config(self, ask: Ask) -> Config:
-        """The config values the stage of ``ask`` reads (shared: read it, do not change it; a stage's computation
-        gets its own copy in its context)."""
+        """The config values the stage of ``ask`` reads (shared: its computation gets a copy in its context)."""
         ask = self.normal(ask)
-        if ask not in self._configs:
-            self._configs[ask] = select(self.settings, self.stage(ask).read_paths(ask.params, self.cuda))
-        return self._configs[ask]
+        return self._once(self._configs, ask,
+                          lambda: select(self.settings, self.stage(ask).read_paths(ask.params, self.cuda)))
 
     def inputs(self, ask: Ask) -> dict[str, Ask | list[Ask]]:
         ask = self.normal(ask)
-        if ask not in self._inputs:
-            self._inputs[ask] = {n: list(v) if isinstance(v, list) else v
-                                 for n, v in self.stage(ask).inputs(ask.params, self.config(ask)).items()}
-        return {n: list(v) if isinstance(v, list) else v for n, v in self._inputs[ask].items()}
+        made = self._once(self._inputs, ask, lambda: dict(self.stage(ask).inputs(ask.params, self.config(ask))))
+        return {n: list(v) if isinstance(v, list) else v for n, v in made.items()}
 
     def record(self, ask: Ask) -> dict:
         """Everything the key of ``ask`` is made of (its marker's ``config``)."""
@@ -84,9 +77,7 @@ class Runner:
 
     def key(self, ask: Ask) -> str:
         ask = self.normal(ask)
-        if ask not in self._keys:
-            self._keys[ask] = config_hash(self.record(ask))
-        return self._keys[ask]
+        return self._once(self._keys, ask, lambda: config_hash(self.record(ask)))
 
     def path(self, ask: Ask) -> Path | None:
         """The artifact's directory (None for in-process values); computes nothing."""
@@ -101,9 +92,6 @@ class Runner:
 
     def upstream(self, ask: Ask) -> list[Ask]:
         """``ask`` and every artifact it needs, each once, inputs first."""
-        ask = self.normal(ask)
-        if ask in self._upstream:
-            return self._upstream[ask]
         seen: dict[Ask, None] = {}
 
         def visit(a: Ask) -> None:
@@ -114,9 +102,8 @@ class Runner:
                 visit(b)
             seen[a] = None
 
-        visit(ask)
-        self._upstream[ask] = list(seen)
-        return self._upstream[ask]
+        ask = self.normal(ask)
+        return self._once(self._upstream, ask, lambda: visit(ask) or list(seen))
 
     def unavailable(self, ask: Ask) -> list[str]:
         """Outside files ``ask`` or anything upstream reads that are absent (``Stage.missing``), one line each;
@@ -137,15 +124,14 @@ class Runner:
             v = inputs[name]
             return [self.get(a) for a in v] if isinstance(v, list) else self.get(v)
 
-        return Context(self.stage(ask), ask.params, copy.deepcopy(self.config(ask)), self.key(ask), self.path(ask), self.runtime,
-                       tuple(inputs), resolve, _section=self.section if self.schemas is not None else None)
+        section = self.section if self.schemas is not None else None
+        return Context(self.stage(ask), ask.params, copy.deepcopy(self.config(ask)), self.key(ask), self.path(ask),
+                       self.runtime, tuple(inputs), resolve, _section=section)
 
     def section(self, dotted: str) -> Any:
         """The settings of a config section (``evaluate``, ``models.knrm``) as its schema's validated object."""
         if dotted not in self._sections:
-            node: Any = self.settings
-            for part in dotted.split("."):
-                node = node[part]
+            node = functools.reduce(lambda n, part: n[part], dotted.split("."), self.settings)
             self._sections[dotted] = self.schemas(dotted).model_validate(node)
         return self._sections[dotted]
 
