@@ -12,6 +12,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one core per worker: `make test` runs a worker per core
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
+    os.environ.setdefault("LEAKEXP_WORKERS", "1")  # a grid's cells in the test's process (tests that test workers set them)
 
 SMALL = ["data.queries_per_source=600", "grid.sizes=[128,256]", "grid.seeds=[1]", "grid.models=[knrm]"]
 
@@ -54,8 +55,26 @@ from irds_corpora import irds_corpora  # noqa: E402,F401  the raw corpora fixtur
 
 
 @pytest.fixture(scope="session")
-def small_store(tmp_path_factory):
-    return tmp_path_factory.mktemp("store")
+def toy_prepared(tmp_path_factory):
+    """The toy world's data preparation at 600 queries per source, built once per test run (tests/toy_upstream.py)."""
+    import toy_upstream
+
+    return toy_upstream.prepared(tmp_path_factory)
+
+
+@pytest.fixture
+def seeded_store(toy_prepared):
+    """``seeded_store(path)``: ``path`` as a store holding the prepared toy artifacts (600 queries per source)."""
+    import toy_upstream
+
+    return lambda path: toy_upstream.seed(path, toy_prepared)
+
+
+@pytest.fixture(scope="session")
+def small_store(tmp_path_factory, toy_prepared):
+    import toy_upstream
+
+    return toy_upstream.seed(tmp_path_factory.mktemp("store"), toy_prepared)
 
 
 @pytest.fixture(scope="session")

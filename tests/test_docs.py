@@ -988,8 +988,16 @@ def test_every_documented_command_has_a_case():
 SLOW_COMMANDS = {"make demo"}
 
 
-@pytest.mark.parametrize("command", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_COMMANDS else c
-                                     for c in CASES], ids=lambda c: c[:60])
+def _marks(command: str) -> list:
+    """Slow cases apart; under pytest-xdist the cases on the toy store (and the make targets, whose recipes run
+    them) in one worker, which builds that store once."""
+    marks = [pytest.mark.slow] if command in SLOW_COMMANDS else []
+    if CASES[command][0] in ("toy", "make"):
+        marks.append(pytest.mark.xdist_group("docs-toy-store"))
+    return marks
+
+
+@pytest.mark.parametrize("command", [pytest.param(c, marks=_marks(c)) for c in CASES], ids=lambda c: c[:60])
 def test_documented_command(command, request, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("LEAKEXP_STORE", raising=False)

@@ -74,8 +74,8 @@ def test_two_processes_on_one_cell_compute_it_once(tmp_path):
     assert sum(c.startswith("detect/") for c in computed) == 1
 
 
-def test_a_failing_cell_does_not_stop_the_grid_and_shows_in_status(tmp_path, capsys):
-    args = [f"store={tmp_path}", *GRID[:4], "grid.sizes=[40,64]", "grid.seeds=[1]", "grid.models=[knrm]"]
+def test_a_failing_cell_does_not_stop_the_grid_and_shows_in_status(tmp_path, capsys, seeded_store):
+    args = [f"store={seeded_store(tmp_path)}", *GRID[:4], "grid.sizes=[40,64]", "grid.seeds=[1]", "grid.models=[knrm]"]
     assert main(["grid", *args]) == 1  # core17 fixes 24 leaked queries = 48 instances > 40
     assert "FAILED toy_core17/msm/40/knrm/seed-1: BuildError" in capsys.readouterr().err
     status = grid_status(compose(args))
@@ -85,8 +85,8 @@ def test_a_failing_cell_does_not_stop_the_grid_and_shows_in_status(tmp_path, cap
     assert re.search(r"FAILED sets/toy_core17/msm/40/[0-9a-f]{12}: BuildError", capsys.readouterr().out)
 
 
-def test_a_model_change_redoes_training_and_below_only(tmp_path):
-    base = [f"store={tmp_path}", *GRID, "leakage=msm", "size=64", "seed=1"]
+def test_a_model_change_redoes_training_and_below_only(tmp_path, seeded_store):
+    base = [f"store={seeded_store(tmp_path)}", *GRID, "leakage=msm", "size=64", "seed=1"]
     assert main(["cell", *base]) == 0
     store = Store(tmp_path)
     n = len(store.computed())
@@ -119,11 +119,11 @@ def _stored_bytes(store: Path, stages=("sets", "train", "rerank", "eval", "memor
             for stage in stages for p in sorted((store / stage).rglob("*")) if p.is_file() and p.name != "DONE.json"}
 
 
-def test_cells_in_two_processes_compute_shared_work_once_and_equal_one_process(tmp_path, capsys):
+def test_cells_in_two_processes_compute_shared_work_once_and_equal_one_process(tmp_path, capsys, seeded_store):
     """workers=2 runs the grid's cells in two processes at once (each with one core's threads): every artifact is
     computed once, whichever process asks first, and the stored results are the bytes of a one-process run."""
     grid = [*GRID[:4], "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]", "robustness.enabled=false"]
-    one, two = tmp_path / "one", tmp_path / "two"
+    one, two = seeded_store(tmp_path / "one"), seeded_store(tmp_path / "two")
     assert main(["grid", f"store={two}", *grid, "workers=2"]) == 0
     assert "2/2 cells done" in capsys.readouterr().out
     computed = Store(two).computed()
@@ -138,6 +138,7 @@ def test_cells_in_two_processes_compute_shared_work_once_and_equal_one_process(t
 def test_workers_auto_is_one_per_core_on_a_cpu_and_one_on_a_gpu(monkeypatch, tmp_path, capsys):
     from leakexp.stages import grid
 
+    monkeypatch.delenv("LEAKEXP_WORKERS", raising=False)  # the suite's own default (tests/conftest.py)
     monkeypatch.setattr(grid, "allocated_cpus", lambda: 2)
     cfg = compose(["device=cpu"])
     assert grid.cell_workers(cfg, 90) == 2 and grid.cell_workers(cfg, 1) == 1
@@ -148,3 +149,10 @@ def test_workers_auto_is_one_per_core_on_a_cpu_and_one_on_a_gpu(monkeypatch, tmp
     assert grid.cell_workers(compose(["device=cpu", "workers=3"]), 90) == 3
     assert main(["status", f"store={tmp_path}", "workers=0"]) == 2
     assert "config error: workers:" in capsys.readouterr().err
+    # the default comes from LEAKEXP_WORKERS where set (the test suite runs one cell at a time per pytest worker)
+    monkeypatch.setenv("LEAKEXP_WORKERS", "3")
+    assert grid.cell_workers(compose(["device=cpu"]), 90) == 3
+    assert grid.cell_workers(compose(["device=cpu", "workers=auto"]), 90) == 4
+    monkeypatch.setenv("LEAKEXP_WORKERS", "none")
+    assert main(["status", f"store={tmp_path}"]) == 2
+    assert "the value comes from the environment variable LEAKEXP_WORKERS" in capsys.readouterr().err

@@ -24,9 +24,11 @@ LEAKEXP = [sys.executable, "-m", "leakexp.cli.main"]
 
 
 @pytest.fixture(scope="module")
-def grid_store(tmp_path_factory):
+def grid_store(tmp_path_factory, toy_prepared):
     """A finished two-cell grid (KNRM on toy_core17, no / MSM leakage) and its tables."""
-    root = tmp_path_factory.mktemp("integrity")
+    import toy_upstream
+
+    root = toy_upstream.seed(tmp_path_factory.mktemp("integrity"), toy_prepared)
     assert main(["grid", f"store={root}", *GRID]) == 0
     return root
 

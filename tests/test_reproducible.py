@@ -23,8 +23,10 @@ def _files(path):
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("repro")
+def store(tmp_path_factory, toy_prepared):
+    import toy_upstream
+
+    root = toy_upstream.seed(tmp_path_factory.mktemp("repro"), toy_prepared)
     cfg = compose([f"store={root}", *SETTINGS])
     r = runner(cfg)
     for cell in CELLS:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import copy
 import functools
+import json
 import os
 from pathlib import Path
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
@@ -30,17 +32,23 @@ def options(group: str) -> list[str]:
 
 
 def _group_file(group: str, name: str) -> DictConfig:
+    return OmegaConf.create(_group_raw(group, name)[0])
+
+
+def _group_raw(group: str, name: str) -> tuple[dict, bool]:
+    """(the file's content, unresolved; whether it holds an interpolation)."""
     path = conf_dir() / group / f"{name}.yaml"
     if not path.exists():
         raise ConfigError(f"{group}={name} is unknown; available: {', '.join(options(group))}")
-    return OmegaConf.create(_parsed_yaml(str(path), path.stat().st_mtime_ns))
+    return _parsed_yaml(str(path), path.stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=512)
-def _parsed_yaml(path: str, mtime_ns: int) -> dict:
-    """A group file's content, parsed once per version of the file: ``plan`` and ``status`` resolve a model's
-    config for every cell of the grid. Callers get a fresh DictConfig built from it (``OmegaConf.create`` copies)."""
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+def _parsed_yaml(path: str, mtime_ns: int) -> tuple[dict, bool]:
+    """A group file's content, parsed once per version of the file (``plan`` and ``status`` resolve a model's
+    config for every cell of the grid); callers copy it. Whether it holds an interpolation (``${...}``)."""
+    content = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    return content, "${" in json.dumps(content)
 
 
 def top_level_keys() -> list[str]:
@@ -183,41 +191,69 @@ def _diff(a, b):
     return out
 
 
-def _resolved(cfg: DictConfig, group: str, name: str, base: DictConfig) -> DictConfig:
-    """``base`` (the group's file), then ``<group>_overrides.<name>`` of the experiment, then — for the selected
-    option — what the command line changed in ``<group>.*``."""
+def _merge(*layers: dict) -> dict:
+    """OmegaConf.merge of plain (resolved) containers: mappings merged key by key, any other value replaced; a
+    missing value (``???``) keeps what is there."""
+    out: dict = {}
+    for layer in layers:
+        for k, v in layer.items():
+            if isinstance(v, dict) and isinstance(out.get(k), dict):
+                out[k] = _merge(out[k], v)
+            elif not (v == "???" and k in out):
+                out[k] = copy.deepcopy(v)
+    return out
+
+
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else copy.deepcopy(node)
+
+
+def _group_plain(group: str, name: str) -> dict:
+    """A group file's content as plain containers, its interpolations (environment variables) resolved now."""
+    raw, interpolated = _group_raw(group, name)
+    return OmegaConf.to_container(OmegaConf.create(raw), resolve=True) if interpolated else copy.deepcopy(raw)
+
+
+def _resolved(cfg: DictConfig, group: str, name: str) -> dict:
+    """``<group>/<name>.yaml``, then ``<group>_overrides.<name>`` of the experiment, then — for the selected
+    option — what the command line changed in ``<group>.*``; plain containers, resolved (merging them as plain
+    containers: ``settings`` resolves every model and corpus of the grid, and tests do for every setting)."""
+    base = _group_plain(group, name)
     layers = [base]
     extra = cfg.get(f"{group}_overrides", {}) or {}
     if name in extra:
-        layers.append(extra[name])
+        layers.append(_plain(extra[name]))
     if cfg[group].name == name:
-        selected = OmegaConf.to_container(cfg[group], resolve=True)
-        layers.append(OmegaConf.create(_diff(selected, OmegaConf.to_container(base, resolve=True))))
-    return OmegaConf.merge(*layers)
+        layers.append(_diff(OmegaConf.to_container(cfg[group], resolve=True), base))
+    return _merge(*layers)
 
 
 def resolved_corpus_config(cfg: DictConfig, name: str) -> DictConfig:
     """A corpus's config: its file, ``corpus_overrides.<name>`` (any corpus of the grid, e.g. the leak counts of a
     smaller collection), then what the command line changed in ``corpus.*`` for the selected corpus."""
-    return _resolved(cfg, "corpus", name, corpus_config(name))
+    return OmegaConf.create(_resolved(cfg, "corpus", name))
 
 
 def resolved_model_config(cfg: DictConfig, name: str) -> DictConfig:
     """A model's config: its file, ``model_overrides.<name>``, then what the command line changed in ``model.*``
     for the selected model; with its recipe applied (:func:`apply_recipe`)."""
-    return apply_recipe(_resolved(cfg, "model", name, model_config(name)), model_config(name), name)
+    return OmegaConf.create(_resolved_model(cfg, name))
+
+
+def _resolved_model(cfg: DictConfig, name: str) -> dict:
+    return apply_recipe(_resolved(cfg, "model", name), _group_plain("model", name), name)
 
 
 def model_recipe(cfg: DictConfig, name: str) -> str | None:
     """The recipe ``name`` trains by under ``cfg`` (None: the model file names none)."""
-    return _resolved(cfg, "model", name, model_config(name)).get("recipe")
+    return _resolved(cfg, "model", name).get("recipe")
 
 
-def apply_recipe(merged: DictConfig, base: DictConfig, name: str) -> DictConfig:
+def apply_recipe(merged: dict, base: dict, name: str) -> dict:
     """A model config whose file has ``recipes:`` trains by ``recipes[recipe]``: the file's ``train:`` values, then
     the recipe's, then whatever the experiment (``model_overrides``) or the command line set in ``train:``. The
     ``recipe`` and ``recipes`` keys are dropped from the result: the stages (and their keys) read the ``train:``
-    block that results, so two recipes that train alike share their artifacts."""
+    block that results, so two recipes that train alike share their artifacts. (Plain containers in and out.)"""
     recipes = merged.get("recipes")
     if recipes is None:
         return merged
@@ -225,17 +261,16 @@ def apply_recipe(merged: DictConfig, base: DictConfig, name: str) -> DictConfig:
     if recipe not in recipes:
         raise ConfigError(f"{name}'s recipe {recipe!r} (model_overrides.{name}.recipe, or model.recipe with "
                           f"model={name}) is unknown; available: {', '.join(recipes)} (conf/model/{name}.yaml recipes:)")
-    known = set(base.train.keys()) | {"updates"}
+    known = set(base["train"]) | {"updates"}
     for key in recipes[recipe] or {}:
         if key not in known:
             raise ConfigError(f"models.{name}.recipes.{recipe}.{key} is not a training setting; known: "
                               f"{', '.join(sorted(known))}")
-    changed = _diff(OmegaConf.to_container(merged.train, resolve=True), OmegaConf.to_container(base.train, resolve=True))
-    out = OmegaConf.merge(merged, {"train": recipes[recipe] or {}}, {"train": changed})
-    out = OmegaConf.to_container(out, resolve=True)
+    changed = _diff(merged["train"], base["train"])
+    out = _merge(merged, {"train": recipes[recipe] or {}}, {"train": changed})
     out.pop("recipe", None)
     out.pop("recipes", None)
-    return OmegaConf.create(out)
+    return out
 
 
 # -- what stages read -------------------------------------------------------------------------------------
@@ -250,9 +285,8 @@ def settings(cfg: DictConfig) -> dict:
     and model config the grid or the cell uses (models as ``resolved_model_config`` merges them)."""
     out = OmegaConf.to_container(cfg, resolve=True)
     out.pop("hydra", None)
-    out["corpora"] = {n: OmegaConf.to_container(resolved_corpus_config(cfg, n), resolve=True) for n in corpus_names(cfg)}
-    models = dict.fromkeys([*cfg.grid.models, cfg.model.name])
-    out["models"] = {m: OmegaConf.to_container(resolved_model_config(cfg, m), resolve=True) for m in models}
+    out["corpora"] = {n: _resolved(cfg, "corpus", n) for n in corpus_names(cfg)}
+    out["models"] = {m: _resolved_model(cfg, m) for m in dict.fromkeys([*cfg.grid.models, cfg.model.name])}
     return out
 
 

@@ -9,6 +9,7 @@ checked before a run that computes, each error naming the setting, the path and 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,7 +44,18 @@ def _message(prefix: str, error: Mapping[str, Any]) -> str:
     shown = "" if error["type"] == "missing" else f" (got {value!r})"[:120]
     if error["type"] == "extra_forbidden":
         return f"{loc} is not a setting of {prefix or 'the configuration'}; remove it or check its spelling"
-    return f"{loc}: {error['msg'].lower()}{shown}"
+    return f"{loc}: {error['msg'].lower()}{shown}{_from_environment(loc)}"
+
+
+# settings whose default conf/config.yaml takes from the environment
+ENVIRONMENT_DEFAULTS = {"store": "LEAKEXP_STORE", "workers": "LEAKEXP_WORKERS"}
+
+
+def _from_environment(loc: str) -> str:
+    name = ENVIRONMENT_DEFAULTS.get(loc)
+    if name is None or name not in os.environ:
+        return ""
+    return f"; the value comes from the environment variable {name}: change it, or give {loc}=… on the command line"
 
 
 def validate(prefix: str, schema: type[Section], value: Any) -> Section:
