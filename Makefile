@@ -16,7 +16,7 @@ CELL_EXPERIMENT = $(if $(filter toy_%,$(CORPUS)),demo,paper)
 EXPERIMENT ?= demo
 ARGS ?=
 
-.PHONY: help setup test test-kernels test-slurm test-all test-gpu demo grid cell tables status plan bench clean
+.PHONY: help setup test test-kernels test-slurm test-slow test-all test-gpu demo grid cell tables status plan bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ test-kernels: setup ## the numerically sensitive tests under ATEN_CPU_CAPABILITY
 # mariadb-server where missing, and skips with the reason where it cannot)
 test-slurm: setup ## the SLURM tests: failures, cancel and resume, preemption, status (CI runs them too)
 	$(BIN)/python -m pytest -m slurm -q tests/test_slurm.py $(ARGS)
+
+test-slow: setup ## the slow CPU tests only (end to end on raw corpora, kills and resumes, subprocess races; CI runs them)
+	$(BIN)/python -m pytest $(PARALLEL) -m "slow and not gpu" -q $(ARGS)
 
 test-all: setup ## every CPU test, slow ones included
 	$(BIN)/python -m pytest $(PARALLEL) -m "not gpu" -q $(ARGS)

@@ -101,12 +101,13 @@ PAPER_TINY = ["grid.sizes=[1000]", "grid.seeds=[1]", "grid.models=[knrm]"]  # pl
 
 
 @pytest.fixture(scope="session")
-def toy_store(tmp_path_factory):
-    """One toy-world store for every toy case; the README's cell command computes its first cells."""
-    store = tmp_path_factory.mktemp("docs-store")
-    overrides = [f"store={store}", "data.queries_per_source=200", "data.corpora=[toy_core17,toy_core18]",
-                 "corpus=toy_core17"]
-    return overrides
+def toy_store(tmp_path_factory, toy_prepared):
+    """One toy-world store for every toy case, holding the toy world's data preparation at the tests' scale
+    (tests/toy_upstream.py); the README's cell command computes its first cells."""
+    import toy_upstream
+
+    store = toy_upstream.seed(tmp_path_factory.mktemp("docs-store"), toy_prepared)
+    return [f"store={store}", toy_upstream.TOY_600, "corpus=toy_core17"]
 
 
 @pytest.fixture(scope="session")
@@ -809,7 +810,8 @@ def case_make_pytest(ctx: Ctx, command: str) -> None:
     if command == "make test-kernels":
         assert pytest_line.startswith("ATEN_CPU_CAPABILITY=default ")
     parallel = " -n auto --maxprocesses 4 --dist loadgroup " in pytest_line
-    assert parallel == (command in ("make test", "make test-kernels", "make test-all")), pytest_line  # the CPU suites
+    assert parallel == (command in ("make test", "make test-kernels", "make test-slow", "make test-all")), \
+        pytest_line  # the CPU suites
 
 
 def case_cpu_slurm_run(ctx: Ctx, command: str) -> None:
@@ -937,6 +939,7 @@ CASES = {
     "leakexp audit": ("name", case_name),
     "leakexp graph-audit": ("name", case_name),
     "make test-kernels": ("make", case_make_pytest),
+    "make test-slow": ("make", case_make_pytest),
     "make test-all": ("make", case_make_pytest),
     "make test-slurm": ("make", case_make_pytest),
     "leakexp-run -m experiment=demo corpus=toy_core17 leakage=none,msm size=64,128 hydra/launcher=cpu_slurm":

@@ -119,6 +119,7 @@ def _stored_bytes(store: Path, stages=("sets", "train", "rerank", "eval", "memor
             for stage in stages for p in sorted((store / stage).rglob("*")) if p.is_file() and p.name != "DONE.json"}
 
 
+@pytest.mark.slow  # two grids, one in two worker processes (about 25 s); make test-slow and CI run it
 def test_cells_in_two_processes_compute_shared_work_once_and_equal_one_process(tmp_path, capsys, seeded_store):
     """workers=2 runs the grid's cells in two processes at once (each with one core's threads): every artifact is
     computed once, whichever process asks first, and the stored results are the bytes of a one-process run."""

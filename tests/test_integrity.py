@@ -177,6 +177,7 @@ def test_store_pointing_at_a_file_is_a_one_line_error(tmp_path):
     assert r.returncode == 2 and "is a file, not a directory" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow  # a grid in a subprocess until it embeds (about 25 s); make test-slow and CI run it
 def test_ctrl_c_is_a_one_line_message_not_a_traceback(tmp_path):
     cfg = compose([f"store={tmp_path}", *GRID])
     # the embeddings' resumable chunks: written once SBERT is loaded and embedding runs, well inside the run (an

@@ -106,6 +106,7 @@ def race(tmp_path: Path, mode: str, workers: int = 2) -> tuple[Path, list[str]]:
     return home / "wapo" / "WashingtonPost.v2.tar.gz.pklz4", outs
 
 
+@pytest.mark.slow  # two processes importing leakexp (about 12 s); make test-slow and CI run it
 def test_two_workers_opening_a_fresh_docstore_build_it_once(tmp_path):
     # ir_datasets alone (what leakexp did): both workers find the store unbuilt and each adds every document
     folder, _ = race(tmp_path, "irds")

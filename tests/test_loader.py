@@ -33,7 +33,7 @@ def _train(name: str, data: pd.DataFrame, **kw):
     return model, result
 
 
-@pytest.mark.parametrize("name", ["knrm", "monobert"])
+@pytest.mark.parametrize("name", ["knrm", pytest.param("monobert", marks=pytest.mark.slow)])  # monobert: ~20 s
 def test_workers_and_stored_tokens_change_no_number(name, tmp_path):
     """Collated in this thread from texts, by 2 worker processes, or gathered from tokens stored and memory-mapped:
     the same losses and the same weights, exactly."""

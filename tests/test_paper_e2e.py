@@ -32,6 +32,9 @@ import pytest
 
 from irds_corpora import PLANTS, STOP, WORDS
 
+# about 60 s of CPU in one process: `make test-slow` (and CI) runs it; the default suite covers its parts apart
+pytestmark = pytest.mark.slow
+
 TESTS = Path(__file__).resolve().parent
 CORPORA = ("robust04", "core17", "core18")
 SIZES = (16, 24)
