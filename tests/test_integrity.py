@@ -1,6 +1,5 @@
 """Nothing lost, nothing mixed: what a hostile but fair user does to a store, and what they see."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -169,12 +168,13 @@ def test_bad_overrides_are_one_line_errors_before_any_work(tmp_path, capsys, ove
     assert list(tmp_path.iterdir()) == []
 
 
-def test_store_pointing_at_a_file_is_a_one_line_error(tmp_path):
+def test_store_pointing_at_a_file_is_a_one_line_error(tmp_path, monkeypatch, capsys):
     f = tmp_path / "not-a-dir"
     f.write_text("")
-    r = subprocess.run(LEAKEXP + ["status", *GRID], capture_output=True, text=True,
-                       env={**os.environ, "LEAKEXP_STORE": str(f)})
-    assert r.returncode == 2 and "is a file, not a directory" in r.stderr and "Traceback" not in r.stderr
+    monkeypatch.setenv("LEAKEXP_STORE", str(f))  # the store's default comes from the environment
+    assert main(["status", *GRID]) == 2
+    err = capsys.readouterr().err
+    assert "is a file, not a directory" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.slow  # a grid in a subprocess until it embeds (about 25 s); make test-slow and CI run it

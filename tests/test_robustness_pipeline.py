@@ -54,7 +54,7 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
         # the first stage is BM25 re-run with the attacked query, and the values are those of the stored runs
         one = att[att.applied == "True"].iloc[0]
         bm25 = bm25_search(p.get(Ask.of("index", name="toy_core17")),
-                           pd.DataFrame({"qid": [one.qid], "query": [one.attacked]}), depth=30)
+                           pd.DataFrame({"qid": [one.qid], "query": [one.attacked]}), depth=int(cfg.rerank.depth))
         assert set(new[new.qid == one.qid].docno) == set(bm25.docno)
         again = per_query(new, qrels, ["nDCG@10"]).set_index("qid").value
         assert pq.attacked[pq.applied].to_dict() == pytest.approx(again[pq.index[pq.applied]].to_dict())
