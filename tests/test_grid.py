@@ -121,19 +121,51 @@ def _stored_bytes(store: Path, stages=("sets", "train", "rerank", "eval", "memor
 
 @pytest.mark.slow  # two grids, one in two worker processes (about 25 s); make test-slow and CI run it
 def test_cells_in_two_processes_compute_shared_work_once_and_equal_one_process(tmp_path, capsys, seeded_store):
-    """workers=2 runs the grid's cells in two processes at once (each with one core's threads): every artifact is
-    computed once, whichever process asks first, and the stored results are the bytes of a one-process run."""
-    grid = [*GRID[:4], "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]", "robustness.enabled=false"]
+    """workers=2 runs the grid's jobs in two processes at once (each with one core's threads): every artifact is
+    computed once, whichever process asks first, the robustness cells in the workers too, and the stored results
+    are the bytes of a one-process run."""
+    grid = [*GRID[:4], "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]", "robustness.enabled=true",
+            "robustness.query_attacks=[char-any-1]", "robustness.doc_manipulations=[]", "robustness.ood=[]"]
     one, two = seeded_store(tmp_path / "one"), seeded_store(tmp_path / "two")
     assert main(["grid", f"store={two}", *grid, "workers=2"]) == 0
     assert "2/2 cells done" in capsys.readouterr().out
     computed = Store(two).computed()
     assert len(computed) == len(set(computed))  # nothing computed twice
     assert sum(c.startswith("memorization/") for c in computed) == 1  # the leaked cell's, once both are ranked
+    rows = [line.split("\t") for line in (two / "logs" / "computed.tsv").read_text().splitlines()]
+    robust = [int(pid) for _, pid, artifact, _ in rows if artifact.startswith("robustness/")]
+    assert robust and os.getpid() not in robust  # the robustness cells ran in the pool, not after it in this process
     assert main(["grid", f"store={one}", *grid, "workers=1"]) == 0
     assert sorted(Store(one).computed()) == sorted(computed)
-    assert _stored_bytes(two) == _stored_bytes(one) != {}
+    stages = ("sets", "train", "rerank", "eval", "memorization", "robustness")
+    assert _stored_bytes(two, stages) == _stored_bytes(one, stages) != {}
     assert complete(grid_status(compose([f"store={two}", *grid])))
+
+
+def test_the_grids_jobs_start_with_the_shared_work_and_end_with_the_robustness_cells(tmp_path):
+    """Workers take the jobs in order: the embeddings, indexes and first-stage runs first (side by side instead of
+    one worker computing them for the first cell while the others wait), the demo's audits next (long jobs beside
+    the cells, not last and alone), the cells in grid order, the robustness cells, whose models the cells train."""
+    from leakexp.runner.stage import Ask
+    from leakexp.stages import robustness
+    from leakexp.stages.grid import grid_jobs, shared_asks
+
+    cfg = compose(["experiment=demo", f"store={tmp_path}", "grid.sizes=[128]"])
+    cells = grid_cells(cfg)
+    jobs = grid_jobs(cfg, runner(cfg, readonly=True), cells, [Ask.of("audit"), Ask.of("graph")])
+    kinds = [j.kind for j in jobs]
+    assert kinds == sorted(kinds, key=["ask", "cell", "robustness"].index)
+    asks = [j.what for j in jobs if j.kind == "ask"]
+    assert [a.stage for a in asks[:2]] == ["embed", "embed"] and asks[-2:] == [Ask.of("audit"), Ask.of("graph")]
+    assert {a.stage for a in asks[2:-2]} == {"index", "firststage"}
+    assert [a for a in asks if a.stage == "firststage"] == [Ask.of("firststage", corpus=c) for c in cfg.grid.corpora]
+    assert [j.what for j in jobs if j.kind == "cell"] == cells
+    assert [j.what for j in jobs if j.kind == "robustness"] == robustness.robustness_cells(cfg) != []
+    assert str(jobs[-1]) == f"robustness {jobs[-1].what}"
+    plain = compose([f"store={tmp_path}", "robustness.enabled=false"])  # no extras: the shared work, the cells
+    rows = shared_asks(plain)
+    shared = [a for row in ("embed", "index", "firststage") for a in rows[row]]
+    assert [j.what for j in grid_jobs(plain, None, cells[:1])] == [*shared, cells[0]]
 
 
 def test_workers_auto_is_one_per_core_on_a_cpu_and_one_on_a_gpu(monkeypatch, tmp_path, capsys):
