@@ -25,9 +25,12 @@ def test_demo_extras_are_cached_and_print_the_audit_lines(tmp_path):
     assert accuracies and min(accuracies) > 0.9  # the edge split leaks
 
 
-def test_the_demos_pair_audit_embeds_each_text_list_once(tmp_path, monkeypatch):
-    """Audit, decontamination and the two resamplings read the same training and test texts: two embeddings, not
-    eight (the stage took 28 of the demo test's 41 s embedding them again)."""
+def test_the_demos_pair_audit_embeds_the_test_texts_once_and_reads_the_training_vectors_from_the_store(
+        tmp_path, monkeypatch, seeded_store):
+    """Audit, decontamination and the two resamplings read the same training and test texts: the test texts are
+    embedded once, not four times (the stage took 28 of the demo test's 41 s embedding them again), and the training
+    queries not at all: their vectors are the embed stage's, which detection reads too (the demo embedded its 4,000
+    training queries twice)."""
     import numpy as np
 
     from leakexp.toolkit import audit
@@ -42,11 +45,30 @@ def test_the_demos_pair_audit_embeds_each_text_list_once(tmp_path, monkeypatch):
         def __call__(self, texts, name):
             calls.append(name)
             rng = np.random.default_rng(len(texts))
-            x = rng.standard_normal((len(texts), 256)).astype(np.float32)  # nearly orthogonal
+            x = rng.standard_normal((len(texts), 384)).astype(np.float32)  # nearly orthogonal; MiniLM's dimension
             return x / np.linalg.norm(x, axis=1, keepdims=True)
 
     monkeypatch.setattr(audit, "SbertEmbedder", Fake)
-    r = runner(compose([f"store={tmp_path}", "data.queries_per_source=600"]))
+    r = runner(compose([f"store={seeded_store(tmp_path)}", "data.queries_per_source=600"]))
     path = r.ensure(Ask.of("audit"))
-    assert sorted(calls) == ["test", "train"]
+    assert calls == ["test"]
+    assert not any(c.startswith("embed/") for c in r.store.computed())  # the stored embeddings, read
     assert (path / "resample" / "resttest").is_dir() and (path / "decontaminate" / "removed.csv").is_file()
+
+
+def test_stored_vectors_serve_only_a_list_of_training_texts_they_cover_whole():
+    import numpy as np
+
+    from leakexp.stages.audit import _Once
+
+    calls = []
+
+    def embed(texts, name):
+        calls.append((name, len(texts)))
+        return np.zeros((len(texts), 2), np.float32)
+
+    once = _Once(embed, {"a": np.array([1, 0], np.float32), "b": np.array([0, 1], np.float32)})
+    assert once(["b", "a", "b"], "train").tolist() == [[0, 1], [1, 0], [0, 1]] and calls == []
+    once(["a", "c"], "train")  # a text without a stored vector: the list is embedded
+    once(["a"], "test")  # the test side is always embedded (a test text equal to a training query included)
+    assert calls == [("train", 2), ("test", 1)]

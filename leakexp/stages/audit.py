@@ -6,22 +6,39 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
+from leakexp.data.types import SOURCES
 from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.toolkit import audit, resample
 
 
 class _Once:
     """An embedder that embeds each list of texts once: audit, decontamination and both resamplings embed the same
-    training and test texts (a copy each time, so that no caller changes another's vectors)."""
+    training and test texts (a copy each time, so that no caller changes another's vectors). ``known``: vectors
+    already computed, by text (the training queries' SBERT embeddings of the ``embed`` stage, which detection reads
+    too): a list of training texts that all have one is not encoded again."""
 
-    def __init__(self, embed):
-        self.embed, self.done = embed, {}
+    def __init__(self, embed, known: dict[str, np.ndarray] | None = None):
+        self.embed, self.done, self.known = embed, {}, known or {}
 
     def __call__(self, texts: list[str], name: str):
         key = (name, tuple(texts))
         if key not in self.done:
-            self.done[key] = self.embed(texts, name)
+            if name == "train" and texts and all(t in self.known for t in texts):
+                self.done[key] = np.stack([self.known[t] for t in texts])
+            else:
+                self.done[key] = self.embed(texts, name)
         return self.done[key].copy()
+
+
+def _stored_vectors(ctx: Context) -> dict[str, np.ndarray]:
+    """Each training query's text -> its vector in the ``embed`` artifacts (same model, same texts)."""
+    known = {}
+    for source in SOURCES:
+        q = ctx.inputs["pool"].source_queries(source).reset_index(drop=True)
+        known.update(zip(q.text, np.asarray(ctx.inputs[f"embed-{source}"])))
+    return known
 
 
 def _pair_audit(ctx: Context, tmp: Path) -> dict:
@@ -29,7 +46,8 @@ def _pair_audit(ctx: Context, tmp: Path) -> dict:
     d = ctx.settings("detect")
     train = audit.side_from_pool(ctx.inputs["pool"])
     test = audit.side_from_collections(ctx.inputs["collections"], fields=list(d.fields))
-    embed = _Once(audit.SbertEmbedder(None, d.sbert, batch_size=int(ctx.runtime.get("embed_batch_size", 256))))
+    embed = _Once(audit.SbertEmbedder(None, d.sbert, batch_size=int(ctx.runtime.get("embed_batch_size", 256))),
+                  _stored_vectors(ctx))
     options = audit.AuditOptions(k=d.k, threshold=d.threshold)
     audit.audit(train, test, embed, tmp / "audit", options)
     resample.decontaminate(train, test, embed, tmp / "decontaminate", threshold=options.threshold, k=options.k)
@@ -43,8 +61,8 @@ def _pair_audit(ctx: Context, tmp: Path) -> dict:
 
 
 PAIR_AUDIT = Stage(
-    "audit", version=1, reads=("detect.sbert", "detect.k", "detect.threshold", "detect.fields", "data.corpora"),
-    inputs=lambda p, c: {"pool": Ask.of("pool"),
+    "audit", version=2, reads=("detect.sbert", "detect.k", "detect.threshold", "detect.fields", "data.corpora"),
+    inputs=lambda p, c: {"pool": Ask.of("pool"), **{f"embed-{s}": Ask.of("embed", source=s) for s in SOURCES},
                          "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora")]},
     compute=_pair_audit, describe="audit, decontamination and resampling of the toy world's train/test pair",
 )
