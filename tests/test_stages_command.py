@@ -61,7 +61,8 @@ def test_the_svg_draws_one_node_per_stage_and_one_arrow_per_input(demo, tmp_path
     expected = {(b.stage, a.stage) for a in demo_asks(cfg, r) for b in r.direct(a)}
     assert _svg_ids(path, "stage:") == {s.name for s in STAGES}
     assert {tuple(e.split(":")) for e in _svg_ids(path, "edge:")} == expected
-    assert ("sets", "train") in expected and ("tokens", "train") in expected and len(expected) == 80
+    assert ("sets", "train") in expected and ("tokens", "train") in expected and ("embed", "audit") in expected
+    assert len(expected) == 81
 
 
 def test_layers_follow_the_inputs(demo):
