@@ -129,3 +129,50 @@ def test_the_documents_check_and_leak_counts_re_key_neither_collection_nor_pool(
                            (["corpus.fixed_leak_queries=50", "corpus_overrides.toy_core18.test_leak_queries=2"], set())):
         got = keys(*extra)
         assert {k for k in base if got[k] != base[k]} == changed, extra
+
+
+def test_a_composed_config_is_the_callers_and_an_edited_config_file_composes_anew(tmp_path, monkeypatch):
+    """Compositions are kept per content of conf/ (Hydra's takes about 0.2 s): a caller changing the config it got
+    changes nobody else's, and an edit of any YAML file, same size and modification time included, is composed anew."""
+    import os
+    import shutil
+
+    from leakexp.runner.config import conf_dir
+
+    shutil.copytree(conf_dir(), tmp_path / "conf")
+    monkeypatch.setenv("LEAKEXP_CONF", str(tmp_path / "conf"))
+    first = compose(["model=knrm"])
+    first.seed = 99
+    first.model.train.lr = 123.0
+    again = compose(["model=knrm"])
+    assert again.seed == 1 and again.model.train.lr != 123.0 and again is not first
+    path = tmp_path / "conf" / "config.yaml"
+    stat = path.stat()
+    text = path.read_text()
+    edited = text.replace("seed: 1", "seed: 7", 1)
+    assert edited != text and len(edited) == len(text)
+    path.write_text(edited)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # a same-size edit within the clock's resolution
+    assert compose(["model=knrm"]).seed == 7
+    monkeypatch.delenv("LEAKEXP_VARIANTS_ROBUST04", raising=False)
+    assert compose(["experiment=paper", "corpus=robust04"]).corpus.variants is None
+    monkeypatch.setenv("LEAKEXP_VARIANTS_ROBUST04", "/data/variants.tsv")  # read when accessed, not when composed
+    assert compose(["experiment=paper", "corpus=robust04"]).corpus.variants == "/data/variants.tsv"
+
+
+def test_hydra_composes_each_set_of_overrides_once(tmp_path, monkeypatch):
+    import shutil
+
+    import hydra
+
+    from leakexp.runner.config import conf_dir
+
+    shutil.copytree(conf_dir(), tmp_path / "conf")  # a conf/ of its own: no composition kept from other tests
+    monkeypatch.setenv("LEAKEXP_CONF", str(tmp_path / "conf"))
+    calls = []
+    real = hydra.compose
+    monkeypatch.setattr(hydra, "compose", lambda **kw: calls.append(kw["overrides"]) or real(**kw))
+    for _ in range(3):
+        compose(["model=duet"])
+        compose(["model=duet", "seed=2"])
+    assert calls == [["model=duet"], ["model=duet", "seed=2"]]
