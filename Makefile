@@ -5,6 +5,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Python keeps compiled modules (__pycache__, git-ignored) even where the environment says otherwise: each test
+# worker, grid worker and command would otherwise compile leakexp and the tests again (about 6 s a process)
+export PYTHONDONTWRITEBYTECODE :=
 
 # one grid cell: make cell CORPUS=robust04 LEAKAGE=msm SIZE=16000 MODEL=monot5 SEED=3
 CORPUS ?= toy_robust

@@ -1016,3 +1016,15 @@ def test_make_recipes_are_read_alike_under_an_enclosing_make(monkeypatch):
     monkeypatch.setenv("MAKELEVEL", "1")
     monkeypatch.setenv("ARGS", "-x")
     assert recipe("make plan") == plain == ["leakexp plan experiment=demo"]
+
+
+def test_make_runs_python_with_compiled_modules_kept_whatever_the_environment():
+    """Every test worker, grid worker and command started by make would otherwise compile leakexp and the tests again
+    where the environment sets PYTHONDONTWRITEBYTECODE (about 6 s a process)."""
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    probe = 'probe: ; @$(PYTHON) -c "import sys; print(sys.dont_write_bytecode)"'
+    result = subprocess.run(["make", "-s", "--eval", probe, "probe"], cwd=ROOT, capture_output=True, text=True,
+                            env=make_env({"PYTHONDONTWRITEBYTECODE": "1"}), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
