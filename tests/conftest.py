@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -97,6 +98,26 @@ def small_run(small_cfg):
     cells = grid_cells(small_cfg)
     means = {c: run_cell(small_cfg, r, c) for c in cells}
     return r, cells, means, write_tables(small_cfg, r)
+
+
+@contextlib.contextmanager
+def edited(cfg, leaf: str, value):
+    """``cfg`` with the dotted ``leaf`` set to ``value`` inside the block, and as it was after it (unresolved
+    interpolations included): the every-leaf tests change one leaf at a time, and a deep copy of the whole config
+    per leaf was most of their time."""
+    from omegaconf import OmegaConf
+
+    before = OmegaConf.to_container(cfg, resolve=False)
+    node = before
+    for part in leaf.split(".")[:-1]:
+        node = node[part]
+    original = node[leaf.split(".")[-1]]
+    OmegaConf.update(cfg, leaf, value, force_add=True)
+    try:
+        yield cfg
+    finally:
+        OmegaConf.update(cfg, leaf, original, merge=False, force_add=True)
+        assert OmegaConf.to_container(cfg, resolve=False) == before, f"{leaf} was not restored"
 
 
 def paper_env(tmp_path, monkeypatch) -> list[str]:

@@ -6,10 +6,8 @@ list, so a setting that a stage reads without declaring it, or a key that misses
 
 from __future__ import annotations
 
-import copy
-
 import pytest
-from conftest import paper_env
+from conftest import edited, paper_env
 from omegaconf import OmegaConf
 
 from leakexp.stages.cell import grid_cells
@@ -89,8 +87,7 @@ def test_every_leaf_rekeys_exactly_its_readers(experiment, tmp_path, monkeypatch
     assert len(leaves) > 60
     checked, selectors = 0, []
     for leaf in leaves:
-        changed_cfg = copy.deepcopy(cfg)
-        value = OmegaConf.select(changed_cfg, leaf)
+        value = OmegaConf.select(cfg, leaf)
         if leaf.endswith(".recipe"):  # a named recipe of the model's file: another of its names
             new = next(r for r in model_config(leaf.split(".")[-2]).recipes if r != value)
         elif isinstance(value, list) or OmegaConf.is_list(value):
@@ -98,9 +95,9 @@ def test_every_leaf_rekeys_exactly_its_readers(experiment, tmp_path, monkeypatch
             new = items[:-1] if len(items) > 1 else [_changed(items[0]) if items else "changed"]
         else:
             new = _changed(value)
-        OmegaConf.update(changed_cfg, leaf, new, force_add=True)
         try:
-            s = settings(changed_cfg)
+            with edited(cfg, leaf, new) as changed_cfg:
+                s = settings(changed_cfg)
         except ConfigError:  # the name of a config group's option: another name is another config file
             selectors.append(leaf)
             continue

@@ -6,10 +6,9 @@ setting added without a schema, or a constraint that is declared but not enforce
 
 from __future__ import annotations
 
-import copy
 
 import pytest
-from conftest import paper_env
+from conftest import edited, paper_env
 from omegaconf import OmegaConf
 
 from leakexp.runner import config as config_module
@@ -77,9 +76,7 @@ def _out_of_domain(prop: dict, value):
 
 
 def _rejected(cfg, leaf: str, value, store) -> str:
-    changed = copy.deepcopy(cfg)
-    OmegaConf.update(changed, leaf, value, force_add=True)
-    with pytest.raises(ConfigError) as err:
+    with edited(cfg, leaf, value) as changed, pytest.raises(ConfigError) as err:
         stages.runner(changed)
     message = str(err.value)
     assert "\n" not in message, (leaf, message)
