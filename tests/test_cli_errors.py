@@ -25,6 +25,7 @@ def _cases(tmp, existing, edges):
         (["status", store, "rerank.depth=abc"], 2, "rerank.depth: input should be a valid integer"),
         (["status", store, "bm25.k1=-1"], 2, "bm25.k1: input should be greater than or equal to 0"),
         (["status", store, "+colour=blue"], 2, "colour is not a setting of leakexp"),
+        (["status", store, "grid.sizes.x=3"], 2, "grid.sizes.x=3: grid.sizes is a list"),
         (["plan", store, "experiment=nope"], 2, "experiment=nope is unknown"),
         (["verify", store, f"verify.annotations=[{tmp / 'missing.jsonl'}]"], 2, "missing.jsonl, which does not exist"),
         (["decontaminate", "--train", str(existing), "--test", str(existing), "--threshold", "nan", "--out",

@@ -160,7 +160,7 @@ def test_a_composed_config_is_the_callers_and_an_edited_config_file_composes_ane
     assert compose(["experiment=paper", "corpus=robust04"]).corpus.variants == "/data/variants.tsv"
 
 
-def test_hydra_composes_each_set_of_overrides_once(tmp_path, monkeypatch):
+def test_hydra_composes_each_choice_of_config_groups_once(tmp_path, monkeypatch):
     import shutil
 
     import hydra
@@ -174,5 +174,41 @@ def test_hydra_composes_each_set_of_overrides_once(tmp_path, monkeypatch):
     monkeypatch.setattr(hydra, "compose", lambda **kw: calls.append(kw["overrides"]) or real(**kw))
     for _ in range(3):
         compose(["model=duet"])
-        compose(["model=duet", "seed=2"])
-    assert calls == [["model=duet"], ["model=duet", "seed=2"]]
+        compose(["model=duet", "seed=2", f"store={tmp_path / 'a'}"])
+        compose([f"store={tmp_path / 'b'}", "model=knrm", "seed=2"])
+    assert calls == [["model=duet"], ["model=knrm"]]  # each choice of config groups; values are set on a copy
+
+
+COMPOSED_ALIKE = [
+    [], ["experiment=paper"], ["seed=3", "model=duet"], ["model=duet", "seed=3"], ["model=monot5", "model.max_length=96"],
+    ["store=/tmp/x", "grid.sizes=[128,256]"], ["++model_overrides.knrm.train.lr=0.5"], ["+colour=blue"],
+    ["~robustness.query_attacks"], ["robustness.doc_manipulations=null"], ['report.figure_model="a b, c"'],
+    ["experiment=paper", "corpus=core17", "verify.annotations=[a.jsonl,b.jsonl]"], ["store=${oc.env:HOME}/s"],
+    ["grid.models=[knrm,duet]", "experiment=demo", "++corpus_overrides.toy_core17.fixed_leak_queries=10"],
+    ["data.queries_per_source=600", "data=toy"], ["plan.gpu={monot5: 2.0}"],
+    # refused: an unknown key, an addition of an existing key, a deletion of a missing one, a sweep, a bad value
+    ["modle=knrm"], ["+seed=3"], ["~nothing.here"], ["seed=1,2"], ["seed=[1"],
+]
+
+
+@pytest.mark.parametrize("overrides", COMPOSED_ALIKE, ids=lambda o: " ".join(o) or "(none)")
+def test_a_composition_equals_hydras_own_whole_composition(overrides):
+    """compose keeps the config groups' composition per choice of groups and sets the values on a copy with Hydra's
+    own function: the config (every value, interpolations unresolved, struct flag) and any refusal are Hydra's."""
+    import copy
+
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+
+    from leakexp.runner import config
+
+    def outcome(fn):
+        try:
+            cfg = fn()
+        except (HydraException, ValueError) as exc:
+            return type(exc).__name__, str(exc)
+        return OmegaConf.to_container(cfg, resolve=False), OmegaConf.is_struct(cfg)
+
+    fast = outcome(lambda: config._compose(list(overrides)))
+    whole = outcome(lambda: copy.deepcopy(config._composed(tuple(overrides), config._conf_version())))
+    assert fast == whole
