@@ -36,8 +36,10 @@ def test_paper_sweep_matches_the_grid():
     ("size=1001", "size=1001"),
     ("size=100", "size=100 is smaller than the 120 fixed leaked instances of corpus=toy_robust leakage=msm"),
     ("corpus=robust04", "corpus=robust04 is not one of data.corpora"),
-    ("evaluate.mfr_missing=zero", "evaluate.mfr_missing: input should be 'skip' or 'depth'"),
+    ("evaluate.mfr_missing=zero", "evaluate.mfr_missing: input should be 'skip', 'depth' or 'infinite'"),
     ("grid.models=[knrm,bm42]", "model=bm42 is unknown"),
+    ("evaluate.mfr=arithmetic", "evaluate.mfr_missing=infinite makes an arithmetic MFR infinite"),
+    ("evaluate.mfr=rank1", "evaluate.mfr: input should be 'reciprocal_of_mrr' or 'arithmetic'"),
 ])
 def test_bad_values_name_the_key(override, key):
     from leakexp.stages import registry as stages
@@ -53,7 +55,7 @@ def test_a_stage_section_is_checked_before_a_runner_exists(tmp_path):
     from leakexp.stages import registry as stages
 
     cfg = compose([f"store={tmp_path / 'store'}", "evaluate.mfr_missing=zero"])
-    with pytest.raises(ConfigError, match="evaluate.mfr_missing: input should be 'skip' or 'depth'"):
+    with pytest.raises(ConfigError, match="evaluate.mfr_missing: input should be 'skip', 'depth' or 'infinite'"):
         stages.runner(cfg)
     assert not (tmp_path / "store").exists()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from leakexp.data.judgments import FOLDER, shipped_qrels, shipped_topics
-from leakexp.lib.measures import per_query
+from leakexp.lib.measures import average, per_query
 from leakexp.lib.trec import read_run
 
 RUNS = Path(__file__).resolve().parents[1] / "leakexp" / "data" / "runs"
@@ -77,10 +77,15 @@ def test_topics_without_a_relevant_document_in_the_authors_top_100(corpus):
     hit = run.assign(rel=[(q, d) in rel for q, d in zip(run.qid, run.docno)]).groupby("qid").rel.any()
     assert sorted(hit.index[~hit]) == {"core17": [], "core18": ["350"]}[c]
     relevant = qrels[qrels.label >= 1]  # all MFR reads (every topic has one)
-    mfr = {miss: per_query(run, relevant, ["MFR"], mfr_missing=miss).value.mean() for miss in ("skip", "depth")}
-    # Fuhr's 1-based MFR; a topic without a relevant document in the top-100 adds 101 / 50 when misses count
-    assert mfr == pytest.approx({"core17": {"skip": 4.66, "depth": 4.66},
-                                 "core18": {"skip": 215 / 49, "depth": (215 + 101) / 50}}[c])
+    ranks = {miss: per_query(run, relevant, ["MFR"], mfr_missing=miss).value for miss in ("skip", "depth", "infinite")}
+    arithmetic = {miss: average(ranks[miss], "MFR", "arithmetic") for miss in ("skip", "depth")}
+    # Fuhr's arithmetic MFR; a topic without a relevant document in the top-100 adds 101 / 50 when misses count
+    assert arithmetic == pytest.approx({"core17": {"skip": 4.66, "depth": 4.66},
+                                        "core18": {"skip": 215 / 49, "depth": (215 + 101) / 50}}[c])
+    # the paper's: 1 / MRR, a miss at reciprocal rank 0 (experiment=paper), left out, or at rank 101
+    reciprocal = {miss: average(ranks[miss], "MFR", "reciprocal_of_mrr") for miss in ranks}
+    assert reciprocal == pytest.approx({"core17": {"skip": 1.42488, "depth": 1.42488, "infinite": 1.42488},
+                                        "core18": {"skip": 1.40366, "depth": 1.43190, "infinite": 1.43231}}[c], abs=5e-6)
 
 
 def test_the_plans_topic_counts_are_the_shipped_topics(corpus, tmp_path):

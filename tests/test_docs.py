@@ -389,14 +389,23 @@ def case_paper_cell(ctx: Ctx, command: str) -> None:
 
 
 def case_paper_compare_runs(ctx: Ctx, command: str) -> None:
-    from leakexp.stages.firststage import _run_path, first_stage_file
+    from leakexp.data.judgments import run_path
+    from leakexp.stages.firststage import first_stage_file
 
     case_paper_compute(ctx, command)
     argv = words(command)
     run = argv[argv.index("--run") + 1]
-    assert _run_path(run).is_file()  # the authors' run ships with leakexp
+    assert run_path(run).is_file()  # the authors' run ships with leakexp
     cfg = checks_before_data(["experiment=paper", "rerank.first_stage=null", *furnished_paper(ctx)])
     assert first_stage_file(cfg.rerank.get("first_stage"), "core17") is None  # leakexp's own BM25 of core17
+
+
+def case_measure_bundled(ctx: Ctx, command: str) -> None:
+    """The authors' BM25 run scored as the paper's tables score it: the figures README.md quotes."""
+    rc, out, err = ctx.run(words(command))
+    assert rc == 0, err
+    assert out.splitlines()[1:5] == ["run: core17.bm25-anserini.top100 (50 topics)", "nDCG@10: 0.4095", "P@1: 0.6000",
+                                     "MFR: 1.4249"], out
 
 
 def case_paper_annotations_sample(ctx: Ctx, command: str) -> None:
@@ -904,6 +913,9 @@ CASES = {
         ("files", case_restrain),
     "leakexp resample resttest --train … --train-qrels … --test dev.tsv --test-qrels dev.qrels --buckets 5 --seed 0 "
     "--out rs": ("files", case_resttest),
+    "leakexp measure RUN... --qrels QRELS": ("name", lambda ctx, c: case_name(ctx, "leakexp measure")),
+    "leakexp measure bundled:core17.bm25-anserini.top100.run.gz --qrels bundled:qrels.core17.txt.gz experiment=paper":
+        ("files", case_measure_bundled),
     "leakexp split-eval A=runA.trec.gz B=runB.trec.gz --qrels test.qrels --audit audit [--leaked-by "
     "semantic|exact|label|any] [--baseline A]": ("files", case_split_eval),
     # README: graph benchmarks

@@ -117,22 +117,69 @@ def test_reranker_as_a_pyterrier_transformer_breaks_ties_by_docno_and_handles_em
     assert len(empty) == 0 and {"score", "rank"} <= set(empty.columns)
 
 
-def test_mfr_definitions_rank1_and_rank0_and_their_captions():
-    import pandas as pd
-
-    from leakexp.lib.measures import mfr_caption, per_query
+def test_mfr_definitions_average_the_same_first_ranks_and_name_themselves():
+    from leakexp.lib.measures import average, mfr_caption, per_query
 
     run = pd.DataFrame({"qid": ["1"] * 3 + ["2"] * 3 + ["3"] * 2, "docno": ["a", "b", "c", "d", "e", "f", "g", "h"],
                         "score": [3.0, 2, 1, 3, 2, 1, 2, 1]})
     qrels = pd.DataFrame({"qid": ["1", "2", "3"], "docno": ["a", "f", "x"], "label": [1, 1, 1]})
-    means = {}
-    for mfr in ("rank1", "rank0"):
-        for missing in ("skip", "depth"):
-            pq = per_query(run, qrels, ["MFR", "P@1"], mfr_missing=missing, depth=3, mfr=mfr)
-            v = pq[pq.measure == "MFR"].set_index("qid").value
-            means[mfr, missing] = v.mean()
-            assert pq[pq.measure == "P@1"].value.tolist() == [1.0, 0.0, 0.0]  # P@1 does not depend on it
-    assert means["rank1", "skip"] == 2.0 and means["rank0", "skip"] == 1.0  # (1 + 3) / 2, (0 + 2) / 2
-    assert means["rank1", "depth"] == (1 + 3 + 4) / 3 and means["rank0", "depth"] == (0 + 2 + 3) / 3
-    assert "counted from 1 (Fuhr); it leaves out queries" in mfr_caption("skip", 100, "rank1")
-    assert "counted from 0" in mfr_caption("depth", 100, "rank0") and "as rank 100" in mfr_caption("depth", 100, "rank0")
+    ranks = {}
+    for missing in ("skip", "depth", "infinite"):
+        pq = per_query(run, qrels, ["MFR", "P@1"], mfr_missing=missing, depth=3)
+        ranks[missing] = pq[pq.measure == "MFR"].set_index("qid").value
+        assert pq[pq.measure == "P@1"].value.tolist() == [1.0, 0.0, 0.0]  # P@1 does not depend on it
+    assert ranks["skip"].to_dict() == {"1": 1.0, "2": 3.0, "3": pytest.approx(math.nan, nan_ok=True)}
+    assert ranks["depth"]["3"] == 4.0 and ranks["infinite"]["3"] == math.inf
+    # the paper's MFR: 1 / mean reciprocal rank; a miss counts reciprocal rank 0 (infinite) or is left out
+    assert average(ranks["infinite"], "MFR", "reciprocal_of_mrr") == pytest.approx(3 / (1 + 1 / 3))
+    assert average(ranks["skip"], "MFR", "reciprocal_of_mrr") == pytest.approx(2 / (1 + 1 / 3))
+    assert average(ranks["depth"], "MFR", "reciprocal_of_mrr") == pytest.approx(3 / (1 + 1 / 3 + 1 / 4))
+    # Fuhr's arithmetic mean
+    assert average(ranks["skip"], "MFR", "arithmetic") == 2.0
+    assert average(ranks["depth"], "MFR", "arithmetic") == pytest.approx((1 + 3 + 4) / 3)
+    # other measures are plain means whatever the definition
+    assert average(pd.Series([1.0, 0.0, 0.0]), "P@1", "reciprocal_of_mrr") == pytest.approx(1 / 3)
+    assert "reciprocal of the mean reciprocal rank" in mfr_caption("infinite", 100, "reciprocal_of_mrr")
+    assert "reciprocal rank 0" in mfr_caption("infinite", 100, "reciprocal_of_mrr")
+    assert "arithmetic mean rank" in mfr_caption("skip", 100, "arithmetic")
+    assert "as rank 101" in mfr_caption("depth", 100, "arithmetic")
+
+
+def test_an_arithmetic_mean_of_infinite_ranks_and_unknown_definitions_are_refused():
+    from leakexp.lib.measures import check_mfr
+
+    with pytest.raises(ValueError, match="mfr_missing=infinite makes an arithmetic MFR infinite"):
+        check_mfr("arithmetic", "infinite")
+    with pytest.raises(ValueError, match="evaluate.mfr='rank1' is unknown; use reciprocal_of_mrr or arithmetic"):
+        check_mfr("rank1", "skip")
+    with pytest.raises(ValueError, match="evaluate.mfr_missing='zero' is unknown"):
+        check_mfr("reciprocal_of_mrr", "zero")
+
+
+def test_averaging_in_stages_gives_the_reciprocal_of_the_overall_mrr():
+    """Seeds then topics (mean_by, as the tables average) equals 1 / the mean of every reciprocal rank."""
+    from leakexp.lib.measures import mean_by
+
+    ranks = [1.0, 2.0, math.inf, 5.0, 1.0, 3.0]
+    frame = pd.DataFrame({"seed": [1, 1, 1, 2, 2, 2], "qid": ["a", "b", "c"] * 2, "measure": "MFR", "value": ranks})
+    per_topic = mean_by(frame, ["qid", "measure"], "reciprocal_of_mrr")
+    assert per_topic.set_index("qid").value.to_dict() == pytest.approx({"a": 2 / (1 + 1 / 5), "b": 2 / (1 / 2 + 1),
+                                                                         "c": 2 / (0 + 1 / 3)})
+    overall = mean_by(per_topic, ["measure"], "reciprocal_of_mrr").value.iloc[0]
+    assert overall == pytest.approx(6 / sum(1 / r for r in ranks))
+    arithmetic = mean_by(frame[frame.value < math.inf], ["measure"], "arithmetic").value.iloc[0]
+    assert arithmetic == pytest.approx((1 + 2 + 5 + 1 + 3) / 5)
+
+
+def test_the_t_test_of_a_reciprocal_mfr_pairs_reciprocal_ranks():
+    from scipy import stats as sps
+
+    from leakexp.lib.stats import paired_t
+
+    a = pd.Series([1.0, 2.0, 4.0, math.inf, 1.0, 3.0], index=list("abcdef"))
+    b = pd.Series([2.0, 2.0, 1.0, 10.0, 5.0, 4.0], index=list("abcdef"))
+    p, n = paired_t(a, b, "MFR", "reciprocal_of_mrr")
+    assert n == 6 and p == pytest.approx(sps.ttest_rel(1 / a.values, 1 / b.values).pvalue)
+    p_rank, n_rank = paired_t(a.drop("d"), b.drop("d"), "MFR", "arithmetic")
+    assert n_rank == 5 and p_rank == pytest.approx(sps.ttest_rel(a.drop("d").values, b.drop("d").values).pvalue)
+    assert p != pytest.approx(p_rank)

@@ -92,3 +92,22 @@ def test_an_equal_figure_is_equal_bytes_whenever_it_is_written(tmp_path, monkeyp
         plt.close(fig)
     assert written[0] == written[1] and len(written[0]) > 100
     assert not list(tmp_path.glob(".*"))  # no temporary file left
+
+
+def test_summary_and_detail_report_mfr_as_the_reciprocal_of_the_seeds_mrr():
+    """Two seeds, two topics: 1/MRR over seeds and topics; the arithmetic definition keeps the mean of means."""
+    from leakexp.lib.report import summary
+    from leakexp.tables.paper import detail
+
+    ranks = {1: [1.0, 4.0], 2: [2.0, float("inf")]}  # seed -> first relevant rank of topics a, b
+    rows = [("c", "none", 100, "knrm", seed, "MFR", q, r) for seed, rs in ranks.items() for q, r in zip("ab", rs)]
+    rows += [("c", "none", 100, "knrm", seed, "P@1", q, float(r == 1)) for seed, rs in ranks.items() for q, r in zip("ab", rs)]
+    results = pd.DataFrame(rows, columns=["corpus", "leakage", "size", "model", "seed", "measure", "qid", "value"])
+    mrr = {1: (1 + 1 / 4) / 2, 2: (1 / 2 + 0) / 2}
+    s = summary(results, mfr="reciprocal_of_mrr").iloc[0]
+    assert s["MFR none"] == pytest.approx(1 / ((mrr[1] + mrr[2]) / 2)) and s["P@1 none"] == pytest.approx(0.25)
+    d = detail(results, mfr="reciprocal_of_mrr").set_index("measure")
+    assert d.loc["MFR", "mean"] == pytest.approx(1 / ((mrr[1] + mrr[2]) / 2))
+    assert d.loc["MFR", "std"] == pytest.approx(np.std([1 / mrr[1], 1 / mrr[2]], ddof=1)) and d.loc["MFR", "seeds"] == 2
+    finite = results[results.value < np.inf]
+    assert summary(finite, mfr="arithmetic").iloc[0]["MFR none"] == pytest.approx(((1 + 4) / 2 + 2) / 2)

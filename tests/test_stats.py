@@ -24,14 +24,29 @@ def test_size_selection_on_a_hand_made_grid():
     folds = {"a": 0, "b": 1, "c": 2, "d": 3}
     # size 1000 is best on every topic except d, where 2000 is far better
     grid = _grid({1000: [0.9, 0.8, 0.7, 0.0], 2000: [0.5, 0.5, 0.5, 0.9]}, qids)
-    cv = cross_validate(grid, folds, "nDCG@10", leakage="none")
+    cv = cross_validate(grid, folds, "nDCG@10", leakage="none", mfr="reciprocal_of_mrr")
     # folds 0-2 train on d's fold too: means (1000: [0.8+0.7+0.0]/3 ...) -> recompute by hand
     # fold 0 (held out a): train b,c,d: 1000 -> 0.5, 2000 -> 0.633 => 2000; fold 3 (d): 1000 -> 0.8 => 1000
     assert cv.sizes == {0: 2000, 1: 2000, 2: 2000, 3: 1000}
     assert cv.values.to_dict() == {"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.0}
     # MFR: lower is better, so the same grid picks the other size
-    mfr = cross_validate(grid, folds, "MFR", leakage="none")
+    mfr = cross_validate(grid, folds, "MFR", leakage="none", mfr="arithmetic")
     assert mfr.sizes == {0: 1000, 1: 1000, 2: 1000, 3: 2000}
+
+
+def test_the_mfr_definition_decides_which_size_the_cross_validation_takes():
+    """Size 1 puts the first relevant document at rank 1 on four topics and at rank 20 on one; size 2 at rank 2 on
+    all five. 1/MRR prefers size 1 (1.22 against 2), the arithmetic mean size 2 (4.8 against 2)."""
+    qids = ["a", "b", "c", "d", "e"]
+    folds = {q: 0 for q in qids[:4]} | {"e": 1}
+    grid = _grid({1: [1.0, 1.0, 1.0, 1.0, 20.0], 2: [2.0] * 5}, qids)
+    # fold 0 trains on e alone (1/MRR 20 against 2): size 2; fold 1 trains on a-d (1 against 2): size 1
+    assert cross_validate(grid, folds, "MFR", leakage="none", mfr="reciprocal_of_mrr").sizes == {0: 2, 1: 1}
+    everything = {q: i for i, q in enumerate(qids)}  # each fold trains on the other four topics
+    recip = cross_validate(grid, everything, "MFR", leakage="none", mfr="reciprocal_of_mrr")
+    arith = cross_validate(grid, everything, "MFR", leakage="none", mfr="arithmetic")
+    assert recip.sizes == {0: 1, 1: 1, 2: 1, 3: 1, 4: 1}  # e.g. fold 0: 4 / (3 + 1/20) = 1.31 < 2
+    assert arith.sizes == {0: 2, 1: 2, 2: 2, 3: 2, 4: 1}  # fold 0: (1 + 1 + 1 + 20) / 4 = 5.75 > 2; fold 4: 1 < 2
 
 
 def test_max_effect_selects_the_largest_gain_over_none():
@@ -39,8 +54,8 @@ def test_max_effect_selects_the_largest_gain_over_none():
     folds = {"a": 0, "b": 1, "c": 2}
     none = _grid({1: [0.5, 0.5, 0.5], 2: [0.1, 0.1, 0.1]}, qids)
     msm = _grid({1: [0.6, 0.6, 0.6], 2: [0.4, 0.4, 0.4]}, qids)  # best absolute: 1; largest gain: 2 (+0.3)
-    assert cross_validate(msm, folds, "P@1", leakage="msm").sizes == {0: 1, 1: 1, 2: 1}
-    eff = cross_validate(msm, folds, "P@1", leakage="msm", selection="max_effect", baseline=none)
+    assert cross_validate(msm, folds, "P@1", leakage="msm", mfr="reciprocal_of_mrr").sizes == {0: 1, 1: 1, 2: 1}
+    eff = cross_validate(msm, folds, "P@1", leakage="msm", selection="max_effect", baseline=none, mfr="reciprocal_of_mrr")
     assert eff.sizes == {0: 2, 1: 2, 2: 2} and eff.values.tolist() == [0.4, 0.4, 0.4]
     assert eff.baseline.tolist() == [0.1, 0.1, 0.1]  # None at the same size, not at its best (1)
 
@@ -107,7 +122,7 @@ def test_evaluate_corpus_flags_a_clear_improvement():
             base = rng.random(50) * 0.5
             rows += [("c", "knrm", leakage, size, "nDCG@10", q, v + shift) for q, v in zip(qids, base)]
     avg = pd.DataFrame(rows, columns=["corpus", "model", "leakage", "size", "measure", "qid", "value"])
-    summary, sizes = evaluate_corpus(avg, "c", ["nDCG@10"])
+    summary, sizes = evaluate_corpus(avg, "c", ["nDCG@10"], mfr="reciprocal_of_mrr")
     s = summary.set_index("leakage")
     assert s.loc["test", "significant"] and not s.loc["none", "significant"]
     assert s.loc["test", "p_bonferroni"] == pytest.approx(min(1, 2 * s.loc["test", "p"]))
@@ -130,7 +145,7 @@ def test_max_effect_pairs_the_leaked_values_with_none_at_the_same_size():
             rows += [("c", "knrm", leakage, size, "nDCG@10", q, float(v)) for q, v in zip(qids, vs)]
     avg = pd.DataFrame(rows, columns=["corpus", "model", "leakage", "size", "measure", "qid", "value"])
 
-    summary, sizes = evaluate_corpus(avg, "c", ["nDCG@10"], selection="max_effect")
+    summary, sizes = evaluate_corpus(avg, "c", ["nDCG@10"], selection="max_effect", mfr="reciprocal_of_mrr")
     s = summary.set_index("leakage")
     assert set(sizes[sizes.leakage == "msm"]["size"]) == {1000}
     assert s.loc["msm", "mean"] == pytest.approx(msm_1k.mean())
@@ -141,7 +156,7 @@ def test_max_effect_pairs_the_leaked_values_with_none_at_the_same_size():
     assert s.loc["none", "mean"] == pytest.approx(none_32k.mean())  # the None column: None's best size
 
     # best (the default): the leaked type takes its best size (32k) and meets None's own best (32k)
-    best = evaluate_corpus(avg, "c", ["nDCG@10"])[0].set_index("leakage")
+    best = evaluate_corpus(avg, "c", ["nDCG@10"], mfr="reciprocal_of_mrr")[0].set_index("leakage")
     assert best.loc["msm", "mean"] == pytest.approx(msm_32k.mean())
     assert best.loc["msm", "effect"] == pytest.approx(msm_32k.mean() - none_32k.mean()) and best.loc["msm", "effect"] < 0
     assert best.loc["msm", "p"] == pytest.approx(sps.ttest_rel(msm_32k, none_32k).pvalue)
@@ -152,7 +167,7 @@ def test_max_effect_for_mfr_takes_the_largest_decrease_and_keeps_none_at_that_si
     folds = {"a": 0, "b": 1, "c": 2}
     none = _grid({1: [3.0, 3.0, 3.0], 2: [2.0, 2.0, 2.0]}, qids)
     msm = _grid({1: [1.5, 1.5, 1.5], 2: [1.8, 1.8, 1.8]}, qids)  # best absolute: 1 (1.5); largest decrease: 1 (-1.5)
-    eff = cross_validate(msm, folds, "MFR", leakage="msm", selection="max_effect", baseline=none)
+    eff = cross_validate(msm, folds, "MFR", leakage="msm", selection="max_effect", baseline=none, mfr="arithmetic")
     assert eff.sizes == {0: 1, 1: 1, 2: 1}
     assert eff.values.tolist() == [1.5] * 3 and eff.baseline.tolist() == [3.0] * 3
-    assert cross_validate(msm, folds, "MFR", leakage="msm").baseline is None
+    assert cross_validate(msm, folds, "MFR", leakage="msm", mfr="arithmetic").baseline is None

@@ -23,7 +23,8 @@ from leakexp.runner.store import Store, atomic_write_text, read_json
 from leakexp.stages import detect as d, memorization, overview, robustness, verify as verification
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.docstats import corpus_stats
-from leakexp.stages.firststage import _run_path, first_stage_file
+from leakexp.stages.firststage import first_stage_file
+from leakexp.data.judgments import run_path
 from leakexp.stages.grid import (cell_workers, complete, grid_jobs, grid_status, lineage, needed_indexes, render_status,
                                   run_cell, run_job, run_job_in_worker, scheduler_notes)
 from leakexp.stages.registry import runner, unmet_requirements
@@ -235,7 +236,7 @@ def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str
         raise ConfigError(f"--depth {depth}: compare at least the top 1")
     if len(runs) + (corpus is not None) != 2:
         raise ConfigError("compare-runs compares two runs: give --corpus NAME --run RUN, or --run A --run B")
-    paths = [_run_path(r) for r in runs]
+    paths = [run_path(r) for r in runs]
     for p in paths:
         if not p.is_file():
             raise FileNotFoundError(f"--run {p}: no such run file")
@@ -524,6 +525,29 @@ def check_pair_args(args) -> None:
             bad("--ngrams", n, "n-gram sizes are >= 1 (lm-eval: 13)")
 
 
+def cmd_measure(args) -> int:
+    """``leakexp measure``: runs scored under the configuration's evaluation settings."""
+    from leakexp.toolkit import measure
+
+    keys = set(top_level_keys())
+    # KEY=VALUE is an override when KEY starts with a config name (evaluate.mfr, experiment), else a named run
+    is_override = [("=" in a and not Path(a).exists() and a.partition("=")[0].lstrip("+~").split(".")[0] in keys)
+                   for a in args.runs]
+    runs = [a for a, o in zip(args.runs, is_override) if not o]
+    if not runs:
+        raise ConfigError("measure: give at least one run file besides the overrides")
+    settings = measure.Settings.of(compose([a for a, o in zip(args.runs, is_override) if o]))
+    if args.out and Path(args.out).is_dir():
+        raise IsADirectoryError(f"--out {args.out} is a folder; give the CSV file to write")
+    means, per_topic, empty = measure.measure_runs(runs, args.qrels, settings)
+    if args.out:
+        atomic_write_text(Path(args.out), per_topic.to_csv(index=False))
+    print("\n".join(measure.report(means, settings, empty)))
+    if args.out:
+        print(f"per topic: {args.out}")
+    return 0
+
+
 def cmd_pair(args) -> int:
     check_pair_args(args)
     try:
@@ -534,7 +558,8 @@ def cmd_pair(args) -> int:
             table = audit.run_split_eval(args.runs, qrels=Path(args.qrels), audit_dir=Path(args.audit),
                                          measures=args.measures or list(e.measures), baseline=args.baseline,
                                          leaked_by=args.leaked_by, source=args.source,
-                                         out=Path(args.out) if args.out else None, mfr_missing=str(e.mfr_missing))
+                                         out=Path(args.out) if args.out else None, mfr_missing=str(e.mfr_missing),
+                                         mfr=str(e.mfr))
             print(markdown_table(table, floatfmt="{:.4f}"))
             groups = table.groupby("group").queries.max()
             print(f"{int(groups.get('leaked', 0))} leaked ({args.leaked_by}) and {int(groups.get('other', 0))} other "

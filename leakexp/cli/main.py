@@ -68,6 +68,7 @@ PAIR_COMMANDS = {
     "decontaminate": "the training queries without those similar to a test query (DuReader-retrieval), as local files",
     "resample": "ReSTrain / ReSTTest qrels for interpolation vs extrapolation (extrapolate-eval)",
     "split-eval": "re-score TREC runs on an audit's leaked vs other test queries, with paired t-tests",
+    "measure": "score TREC or MS MARCO runs as the paper's tables do (nDCG@10, P@1, MFR under evaluate.*)",
 }
 _DEFAULTS_TEXT = ("Defaults on real data come from the source documents: paraphrase-MiniLM-L6-v2, the exact top-100 "
                   "neighbours and threshold 0.91 (seed 000, Froebe et al., Sec. 3); the demo's bundled all-MiniLM at "
@@ -102,6 +103,14 @@ Table 6): per run and group the number of judged queries, the mean, the differen
 t-test against it, Bonferroni-corrected over the other runs; no test (empty p) with fewer than two queries.
 Runs: TREC (qid Q0 docno rank score tag) or MS MARCO (qid TAB docid TAB rank). An audit without a leaked
 judged query is nothing to compare: said so, exit 1.""",
+    "measure": """Score runs as the grid's evaluation does: each run cut to its top rerank.depth (100), ranked by
+score with ties broken by ascending docno, against TREC qrels, under the configuration's evaluate settings (give
+overrides such as experiment=paper or evaluate.mfr=arithmetic). Prints the settings, then per run one
+`measure: value` line per measure; --out writes the per-topic values as CSV (run, qid, measure, value; MFR's
+value is the topic's first relevant rank, inf when none is in the top-depth and misses count). MFR under
+evaluate.mfr=reciprocal_of_mrr (the default, the paper's numbers) is 1 / the mean reciprocal rank; under
+arithmetic the mean first rank. Runs and qrels may be gzipped; bundled:<file> names a run shipped in
+leakexp/data/runs/ (or, for --qrels, NIST's Common Core judgments in leakexp/data/trec/).""",
 }
 
 
@@ -166,6 +175,12 @@ def _add_pair_commands(sub) -> None:
     sp.add_argument("--measures", nargs="+", help="default: evaluate.measures")
     sp.add_argument("--baseline", help="run compared with the others (default: the first)")
     sp.add_argument("--out", help="output directory (default: AUDIT/split-eval)")
+    sp = _pair_parser(sub, "measure", PAIR_COMMANDS["measure"], "measure")
+    sp.add_argument("runs", nargs="+", metavar="RUN|OVERRIDE",
+                    help="TREC or MS MARCO run files (NAME=PATH to name one), and Hydra overrides in any order, e.g. "
+                         "experiment=paper evaluate.mfr=arithmetic")
+    sp.add_argument("--qrels", required=True, help="TREC qrels (qid 0 docno label), gzipped or not")
+    sp.add_argument("--out", help="CSV file of the per-topic values")
 
 
 def _graph_path(value: str) -> str:
@@ -180,9 +195,10 @@ def _take_trailing_overrides(parser, args, extra: list[str]) -> None:
     experiment=paper``: argparse fills a positional list once, so the later ones were unrecognized) join the
     command's overrides (graph-audit: its edge files, which hold its overrides); anything else left over is the
     usual usage error."""
-    target = "overrides" if hasattr(args, "overrides") else "edges" if hasattr(args, "edges") else None
+    target = ("overrides" if hasattr(args, "overrides") else "edges" if hasattr(args, "edges") else
+              "runs" if getattr(args, "command", None) == "measure" else None)
     words = [w for w in extra if "=" in w and not w.startswith("-")] if target else []
-    if target == "edges":  # edge files too: `graph-audit --out DIR edges.tsv`
+    if target in ("edges", "runs"):  # files too: `graph-audit --out DIR edges.tsv`, `measure --qrels Q run.gz`
         words = [w for w in extra if not w.startswith("-")]
     rest = [w for w in extra if w not in words]
     if rest:
@@ -290,8 +306,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         out = getattr(args, "out", None)
-        if out and os.path.isfile(out):  # before any work: an output folder cannot be an existing file
+        if out and os.path.isfile(out) and args.command != "measure":  # an output folder cannot be an existing file
             raise FileExistsError(f"--out {out} is an existing file; give a directory (it is created if missing)")
+        if args.command == "measure":
+            return c.cmd_measure(args)
         if args.command in PAIR_COMMANDS:
             return c.cmd_pair(args)
         if args.command == "annotations":

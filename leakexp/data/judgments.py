@@ -1,4 +1,6 @@
-"""The TREC Common Core 2017 and 2018 topics and relevance judgments, shipped with leakexp (public NIST files).
+"""The TREC Common Core 2017 and 2018 topics and relevance judgments, shipped with leakexp (public NIST files), and
+where the shipped files are: ``bundled:<file>`` names a run of ``leakexp/data/runs/`` (the authors' BM25 runs) or, for
+qrels, a file of ``leakexp/data/trec/``.
 
 They are the files of castorini/anserini-tools (``topics/`` and ``qrels/``; see ``leakexp/data/trec/README.md``),
 byte-identical to what ir_datasets downloads for ``nyt/trec-core-2017`` and ``wapo/v2/trec-core-2018`` (its
@@ -17,7 +19,21 @@ from leakexp.data.files import read_qrels, read_trec_topics
 from leakexp.data.types import Topic
 
 FOLDER = Path(__file__).parent / "trec"
+BUNDLED_RUNS = Path(__file__).parent / "runs"  # runs shipped with leakexp (see its README.md)
+BUNDLED = "bundled:"
 CORPORA = ("core17", "core18")
+
+
+def run_path(value: str) -> Path:
+    """A run's path: ``bundled:<file>`` is a file of ``leakexp/data/runs/``, anything else a path."""
+    value = str(value)
+    return BUNDLED_RUNS / value.removeprefix(BUNDLED) if value.startswith(BUNDLED) else Path(value)
+
+
+def qrels_path(value: str) -> Path:
+    """A qrels file's path: ``bundled:<file>`` is a file of ``leakexp/data/trec/`` (NIST's Common Core judgments)."""
+    value = str(value)
+    return FOLDER / value.removeprefix(BUNDLED) if value.startswith(BUNDLED) else Path(value)
 
 
 def _path(kind: str, corpus: str) -> Path:

@@ -1,8 +1,19 @@
 """Measures: nDCG@10 (graded), P@1 (label >= 1) and MFR, the mean first rank of a relevant document.
 
-MFR (Fuhr's suggestion over MRR) is a custom ir_measures per-query measure, so ``pt.Experiment`` can use
-it too. Lower is better. A query with no relevant document in its ranking has no first rank: by default
-(``mfr_missing=skip``) it is left out of MFR's mean; ``mfr_missing=depth`` counts it as depth + 1.
+MFR is a custom ir_measures per-query measure (so ``pt.Experiment`` can use it too) whose per-topic value is the
+1-based rank of the first relevant document; lower is better. How those ranks are averaged is ``evaluate.mfr``:
+
+- ``reciprocal_of_mrr`` (the paper's numbers): 1 / the mean reciprocal rank, i.e. the harmonic mean of the first
+  ranks. The BM25 top-100 runs that Fröbe et al. (SPIRE 2022) re-ranked give 1.425 (Core 2017) and 1.432 (Core
+  2018), and their re-rankers of those same runs report 1.36-3.13; an arithmetic mean gives the BM25 runs 4.66 and
+  4.39, and rules out Table 4's PACRR None row (MFR 1.390 at P@1 .540 needs at least 2 - .540 = 1.46). Averages and
+  paired t-tests run on the reciprocal ranks (:func:`tested_values`); a table shows the reciprocal of their mean.
+- ``arithmetic``: the mean of the first ranks, as Fuhr ("Some Common Mistakes In IR Evaluation, And How They Can Be
+  Avoided", SIGIR Forum 2017) argues for; the paper cites it for the name.
+
+A query with no relevant document in its ranking (``evaluate.mfr_missing``): ``skip`` leaves it out, ``depth``
+counts it at rank depth + 1, ``infinite`` at an infinite rank, i.e. reciprocal rank 0 as trec_eval's recip_rank
+counts it (``reciprocal_of_mrr`` only: an arithmetic mean would be infinite).
 
 One ranking for every measure: a run is evaluated in the order it is stored (its ``rank`` column, or score
 descending with ties broken by ascending docno, as the paper and the re-ranking stage do). pytrec_eval,
@@ -16,6 +27,7 @@ import math
 from functools import lru_cache
 
 import ir_measures
+import numpy as np
 import pandas as pd
 
 
@@ -23,21 +35,31 @@ MEASURE_ORDER = ("nDCG@10", "P@1", "MFR")
 LOWER_IS_BETTER = {"MFR"}
 NO_RELEVANT = ("skip", "zero")
 SELECTIONS = ("best", "max_effect")  # how the cross-validation chooses a size (leakexp.lib.stats)
+MFR_DEFINITIONS = ("reciprocal_of_mrr", "arithmetic")  # how the per-topic first ranks are averaged
+MFR_MISSING = ("skip", "depth", "infinite")  # a query without a relevant document: left out, rank depth+1, rank inf
 
 
-MFR_DEFINITIONS = ("rank1", "rank0")  # the first relevant rank counted from 1 (Fuhr's MFR) or from 0
+def check_mfr(mfr: str, missing: str) -> None:
+    """Refuse an unknown MFR definition or miss rule, and an arithmetic mean over infinite ranks."""
+    if mfr not in MFR_DEFINITIONS:
+        raise ValueError(f"evaluate.mfr={mfr!r} is unknown; use {' or '.join(MFR_DEFINITIONS)}")
+    if missing not in MFR_MISSING:
+        raise ValueError(f"evaluate.mfr_missing={missing!r} is unknown; use {', '.join(MFR_MISSING)}")
+    if mfr == "arithmetic" and missing == "infinite":
+        raise ValueError("evaluate.mfr_missing=infinite makes an arithmetic MFR infinite; use skip or depth with "
+                         "evaluate.mfr=arithmetic, or evaluate.mfr=reciprocal_of_mrr")
+
+
+def miss_rank(missing: str = "skip", depth: int = 100) -> float:
+    """The first rank a query without a relevant document gets: NaN (left out), depth + 1, or infinity."""
+    check_mfr("reciprocal_of_mrr", missing)
+    return {"skip": math.nan, "depth": float(depth + 1), "infinite": math.inf}[missing]
 
 
 @lru_cache(maxsize=None)
-def mfr_measure(missing: str = "skip", depth: int = 100, base: str = "rank1"):
-    """The MFR measure; misses are NaN (skip) or the rank after the last (depth); ``base`` rank1 counts the
-    first rank as 1 (a miss: depth + 1), rank0 as 0 (a miss: depth)."""
-    if missing not in ("skip", "depth"):
-        raise ValueError(f"evaluate.mfr_missing={missing!r} is unknown; use skip or depth")
-    if base not in MFR_DEFINITIONS:
-        raise ValueError(f"evaluate.mfr={base!r} is unknown; use {' or '.join(MFR_DEFINITIONS)}")
-    first = 1 if base == "rank1" else 0
-    miss = math.nan if missing == "skip" else float(depth + first)
+def mfr_measure(missing: str = "skip", depth: int = 100):
+    """The per-query first relevant rank (1-based); a miss is :func:`miss_rank`."""
+    miss = miss_rank(missing, depth)
 
     def _mfr(qrels: pd.DataFrame, run: pd.DataFrame):
         rel = set(qrels.loc[qrels.relevance >= 1, "doc_id"])
@@ -46,7 +68,7 @@ def mfr_measure(missing: str = "skip", depth: int = 100, base: str = "rank1"):
         run = run.sort_values(["score", "doc_id"], ascending=[False, True], kind="mergesort")
         for i, d in enumerate(run.doc_id.tolist()):
             if d in rel:
-                return float(i + first)
+                return float(i + 1)
         return miss
 
     m = ir_measures.define_byquery(_mfr, name="MFR", support_cutoff=False)
@@ -54,11 +76,11 @@ def mfr_measure(missing: str = "skip", depth: int = 100, base: str = "rank1"):
     return m
 
 
-def parse_measures(names: list[str], *, mfr_missing: str = "skip", depth: int = 100, mfr: str = "rank1") -> list:
+def parse_measures(names: list[str], *, mfr_missing: str = "skip", depth: int = 100) -> list:
     out = []
     for name in names:
         if name == "MFR":
-            out.append(mfr_measure(mfr_missing, depth, mfr))
+            out.append(mfr_measure(mfr_missing, depth))
         else:
             try:
                 out.append(ir_measures.parse_measure(name))
@@ -67,14 +89,64 @@ def parse_measures(names: list[str], *, mfr_missing: str = "skip", depth: int = 
     return out
 
 
-def mfr_caption(missing: str, depth: int = 100, mfr: str = "rank1") -> str:
+# -- averaging per-topic values: where the MFR definition acts ---------------------------------------------------
+
+def _reciprocal(measure: str, mfr: str) -> bool:
+    if mfr not in MFR_DEFINITIONS:
+        raise ValueError(f"evaluate.mfr={mfr!r} is unknown; use {' or '.join(MFR_DEFINITIONS)}")
+    return measure == "MFR" and mfr == "reciprocal_of_mrr"
+
+
+def tested_values(values, measure: str, mfr: str):
+    """The per-topic values that are averaged and paired in t-tests: MFR's reciprocal ranks under
+    ``reciprocal_of_mrr`` (an infinite rank gives 0, a left-out one stays NaN), the values themselves otherwise."""
+    if not _reciprocal(measure, mfr):
+        return values
+    return 1.0 / values  # 1/inf = 0.0, 1/NaN = NaN (pandas and NumPy alike)
+
+
+def reported(mean: float, measure: str, mfr: str) -> float:
+    """A mean of :func:`tested_values` as the table reports it: 1 / MRR for a reciprocal MFR (inf for MRR 0)."""
+    if not _reciprocal(measure, mfr) or np.isnan(mean):
+        return float(mean)
+    return math.inf if mean == 0 else 1.0 / float(mean)
+
+
+def average(values: pd.Series, measure: str, mfr: str) -> float:
+    """The reported mean of per-topic values (NaN, e.g. a skipped MFR miss, left out; NaN when none is left)."""
+    v = tested_values(pd.Series(values, dtype=float), measure, mfr).dropna()
+    return reported(float(v.mean()), measure, mfr) if len(v) else float("nan")
+
+
+def mean_by(frame: pd.DataFrame, keys: list[str], mfr: str) -> pd.DataFrame:
+    """``frame``'s ``value`` averaged per group of ``keys`` (which include ``measure``) as :func:`average` would:
+    a reciprocal MFR's group mean is 1 / the mean of its reciprocal ranks, so averaging in stages (over seeds, then
+    topics) gives the same 1 / MRR as averaging all at once."""
+    if "measure" not in keys:
+        raise ValueError("mean_by: the keys must include 'measure'")
+    rec = frame.measure.map(lambda m: _reciprocal(m, mfr)).to_numpy(dtype=bool)
+    values = frame.value.to_numpy(dtype=float).copy()
+    with np.errstate(divide="ignore"):
+        values[rec] = 1.0 / values[rec]
+    out = frame.assign(value=values).groupby(keys, as_index=False).value.mean()
+    back = out.measure.map(lambda m: _reciprocal(m, mfr)).to_numpy(dtype=bool)
+    v = out.value.to_numpy(dtype=float).copy()
+    with np.errstate(divide="ignore"):
+        v[back] = 1.0 / v[back]
+    return out.assign(value=v)
+
+
+def mfr_caption(missing: str, depth: int = 100, mfr: str = "reciprocal_of_mrr") -> str:
     """The caption's sentence on MFR: its definition (``evaluate.mfr``) and its misses (``evaluate.mfr_missing``)."""
-    first = 1 if mfr == "rank1" else 0
-    what = (f"MFR is the mean rank of the first relevant document, counted from {first}"
-            + (" (Fuhr)" if first == 1 else " (the 1-based MFR minus 1)"))
-    return what + ("; it leaves out queries without a relevant document in the top-%d" % depth if missing == "skip"
-                   else "; it counts queries without a relevant document in the top-%d as rank %d"
-                   % (depth, depth + first))
+    check_mfr(mfr, missing)
+    if mfr == "reciprocal_of_mrr":
+        what = ("MFR is the reciprocal of the mean reciprocal rank of the first relevant document (1/MRR, the "
+                "harmonic mean of the first ranks); significance tests pair the per-topic reciprocal ranks")
+    else:
+        what = "MFR is the arithmetic mean rank of the first relevant document (Fuhr)"
+    return what + {"skip": f"; it leaves out queries without a relevant document in the top-{depth}",
+                   "depth": f"; it counts queries without a relevant document in the top-{depth} as rank {depth + 1}",
+                   "infinite": f"; a query without a relevant document in the top-{depth} has reciprocal rank 0"}[missing]
 
 
 def stored_order(run: pd.DataFrame) -> pd.DataFrame:
@@ -109,18 +181,18 @@ def no_relevant_note(qids: list[str], mode: str = "skip", shown: int = 10) -> st
 
 
 def per_query(run: pd.DataFrame, qrels: pd.DataFrame, names: list[str], *, mfr_missing: str = "skip",
-              depth: int = 100, no_relevant: str = "skip", topics: list[str] | None = None,
-              mfr: str = "rank1") -> pd.DataFrame:
+              depth: int = 100, no_relevant: str = "skip", topics: list[str] | None = None) -> pd.DataFrame:
     """Per-query values (qid, measure, value) of a run (qid, docno, score[, rank]) against qrels (qid, docno,
     label), evaluating the run in its stored order (:func:`stored_order`).
 
     Every judged topic (and every one of ``topics`` when given) gets every measure, also when the run has
     no document for it; topics without a relevant judgment are left out (``no_relevant=skip``) or kept as
-    0 (``zero``; MFR then follows ``mfr_missing``). :func:`without_relevant` names them.
+    0 (``zero``; MFR then follows ``mfr_missing``). :func:`without_relevant` names them. MFR's value is the first
+    relevant rank whatever ``evaluate.mfr``: the definition acts where values are averaged (:func:`average`).
     """
     if no_relevant not in NO_RELEVANT:
         raise ValueError(f"evaluate.no_relevant={no_relevant!r} is unknown; use skip or zero")
-    measures = parse_measures(names, mfr_missing=mfr_missing, depth=depth, mfr=mfr)
+    measures = parse_measures(names, mfr_missing=mfr_missing, depth=depth)
     q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})[["query_id", "doc_id", "relevance"]]
     q = q.assign(query_id=q.query_id.astype(str))
     empty = without_relevant(qrels, topics)
@@ -138,6 +210,6 @@ def per_query(run: pd.DataFrame, qrels: pd.DataFrame, names: list[str], *, mfr_m
     for m in measures:
         if str(m) != "MFR":
             out.loc[(out.measure == str(m)) & out.value.isna(), "value"] = 0.0
-    if mfr_missing == "depth":
-        out.loc[(out.measure == "MFR") & out.value.isna(), "value"] = float(depth + (1 if mfr == "rank1" else 0))
+    if mfr_missing != "skip":
+        out.loc[(out.measure == "MFR") & out.value.isna(), "value"] = miss_rank(mfr_missing, depth)
     return out

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from leakexp.lib.measures import MEASURE_ORDER
+from leakexp.lib.measures import MEASURE_ORDER, mean_by
 from leakexp.runner.store import atomic_write_text
 
 LEAKAGE_ORDER = ("none", "msm", "test")
@@ -47,17 +47,25 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
     return cells.to_markdown(index=False, disable_numparse=True, colalign=align) + "\n"
 
 
-def per_seed_means(results: pd.DataFrame) -> pd.DataFrame:
-    """Mean over topics per cell and measure (NaN values, e.g. MFR misses, are left out)."""
+def per_seed_means(results: pd.DataFrame, *, mfr: str) -> pd.DataFrame:
+    """Mean over topics per cell and measure (NaN values, e.g. MFR misses, are left out; MFR as ``evaluate.mfr``
+    averages, ``leakexp.lib.measures.mean_by``)."""
     keys = ["corpus", "leakage", "size", "model", "seed", "measure"]
-    return results.groupby(keys, as_index=False).value.mean()
+    return mean_by(results, keys, mfr)
 
 
-def summary(results: pd.DataFrame) -> pd.DataFrame:
+def seed_spread(results: pd.DataFrame, keys: list[str], *, mfr: str) -> pd.DataFrame:
+    """Per group of ``keys`` (which include ``measure`` but not ``seed``): ``mean`` of the seeds' topic means (for a
+    reciprocal MFR 1 / the mean of the seeds' MRRs), ``std`` of the seeds' topic means, and ``count`` of seeds."""
+    per_seed = per_seed_means(results, mfr=mfr)
+    spread = per_seed.groupby(keys).value.agg(["std", "count"])
+    mean = mean_by(per_seed, keys, mfr).set_index(keys).value.rename("mean")
+    return pd.concat([mean, spread], axis=1).reset_index()[[*keys, "mean", "std", "count"]]
+
+
+def summary(results: pd.DataFrame, *, mfr: str) -> pd.DataFrame:
     """One row per (corpus, model, size): each measure x leakage as mean over seeds (+ std, seeds)."""
-    per_seed = per_seed_means(results)
-    agg = per_seed.groupby(["corpus", "model", "size", "measure", "leakage"]).value.agg(["mean", "std", "count"])
-    agg = agg.reset_index()
+    agg = seed_spread(results, ["corpus", "model", "size", "measure", "leakage"], mfr=mfr)
     measures = [m for m in MEASURE_ORDER if m in set(agg.measure)] + sorted(set(agg.measure) - set(MEASURE_ORDER))
     rows = []
     for (corpus, model, size), g in agg.groupby(["corpus", "model", "size"], sort=True):

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from leakexp.lib.measures import LOWER_IS_BETTER, SELECTIONS
+from leakexp.lib.measures import LOWER_IS_BETTER, SELECTIONS, average, mean_by, tested_values
 
 
 
@@ -37,15 +37,11 @@ def assign_folds(qids: list[str], n_folds: int = 5, seed: int = 0) -> dict[str, 
     return {ordered[i]: k % n_folds for k, i in enumerate(perm)}
 
 
-def seed_average(results: pd.DataFrame) -> pd.DataFrame:
-    """Per-query values averaged over the seeds of each cell (NaN, e.g. an MFR miss, left out)."""
+def seed_average(results: pd.DataFrame, *, mfr: str) -> pd.DataFrame:
+    """Per-query values averaged over the seeds of each cell (NaN, e.g. an MFR miss, left out); a reciprocal MFR
+    as 1 / the seeds' mean reciprocal rank (``leakexp.lib.measures.mean_by``)."""
     keys = ["corpus", "model", "leakage", "size", "measure", "qid"]
-    return results.groupby(keys, as_index=False).value.mean()
-
-
-def _mean(values: pd.Series) -> float:
-    v = values.dropna()
-    return float(v.mean()) if len(v) else float("nan")
+    return mean_by(results, keys, mfr)
 
 
 def _pick(scores: dict[int, float], lower_better: bool) -> int:
@@ -66,13 +62,18 @@ class CVResult:
 
 def cross_validate(
     grid: pd.DataFrame, folds: dict[str, int], measure: str, *, selection: str = "best", leakage: str,
-    baseline: pd.DataFrame | None = None,
+    baseline: pd.DataFrame | None = None, mfr: str,
 ) -> CVResult:
     """CV of one (model, leakage, measure). ``grid``: seed-averaged rows (size, qid, value) of that
-    leakage; ``baseline``: the same for ``none`` (needed by ``max_effect``)."""
+    leakage; ``baseline``: the same for ``none`` (needed by ``max_effect``). Means are the reported ones
+    (``leakexp.lib.measures.average``: 1/MRR for a reciprocal MFR)."""
     if selection not in SELECTIONS:
         raise ValueError(f"evaluate.cv_selection={selection!r} is unknown; use best or max_effect")
     lower = measure in LOWER_IS_BETTER
+
+    def _mean(values: pd.Series) -> float:
+        return average(values, measure, mfr)
+
     wide = grid.pivot_table(index="qid", columns="size", values="value", aggfunc="mean", dropna=False)
     base = None
     if selection == "max_effect" and leakage != "none":
@@ -102,8 +103,11 @@ def cross_validate(
     return CVResult(values, chosen, paired)
 
 
-def paired_t(a: pd.Series, b: pd.Series) -> tuple[float, int]:
-    """Two-sided paired Student's t-test (scipy.stats.ttest_rel) on the queries both define."""
+def paired_t(a: pd.Series, b: pd.Series, measure: str | None = None, mfr: str = "reciprocal_of_mrr") -> tuple[float, int]:
+    """Two-sided paired Student's t-test (scipy.stats.ttest_rel) on the queries both define; for ``measure`` MFR
+    on the values its mean averages (reciprocal ranks for a reciprocal MFR, ``leakexp.lib.measures.tested_values``)."""
+    if measure is not None:
+        a, b = tested_values(a, measure, mfr), tested_values(b, measure, mfr)
     both = pd.concat([a.rename("a"), b.rename("b")], axis=1).dropna()
     if len(both) < 2 or np.allclose(both.a.values, both.b.values):
         return 1.0, len(both)
@@ -122,7 +126,7 @@ def bonferroni(pvalues: list[float]) -> list[float]:
 
 def evaluate_corpus(
     avg: pd.DataFrame, corpus: str, measures: list[str], *, n_folds: int = 5, fold_seed: int = 0,
-    selection: str = "best", alpha: float = 0.05, heldout: list | None = None,
+    selection: str = "best", alpha: float = 0.05, heldout: list | None = None, mfr: str,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """CV results and tests for every model of ``corpus``.
 
@@ -134,6 +138,7 @@ def evaluate_corpus(
     same sizes under ``max_effect``), their difference (``effect``), the p-value of the paired t-test, the
     Bonferroni-corrected p-value (over the leaked types of that model and measure, as pt.Experiment
     corrects over the non-baseline systems) and a significance flag; sizes lists the chosen size per fold.
+    ``mfr`` (``evaluate.mfr``): how MFR's first ranks are averaged and tested.
     """
     a = avg[avg.corpus == corpus]
     folds = assign_folds(a.qid.unique().tolist(), n_folds, fold_seed)
@@ -150,7 +155,7 @@ def evaluate_corpus(
                 if g.empty:
                     continue
                 res = cross_validate(g, folds, measure, selection=selection, leakage=leakage,
-                                     baseline=base_grid if not base_grid.empty else None)
+                                     baseline=base_grid if not base_grid.empty else None, mfr=mfr)
                 cv[leakage] = res
                 if heldout is not None:
                     heldout.append(pd.DataFrame({"corpus": corpus, "model": model, "measure": measure,
@@ -161,12 +166,12 @@ def evaluate_corpus(
             leaked = [l for l in ("msm", "test") if l in cv and "none" in cv]
             # what each leaked type is compared with: None at the same sizes (max_effect) or None's own CV
             partner = {l: cv[l].baseline if cv[l].baseline is not None else cv["none"].values for l in leaked}
-            raw = [paired_t(cv[l].values, partner[l])[0] for l in leaked]
+            raw = [paired_t(cv[l].values, partner[l], measure, mfr)[0] for l in leaked]
             corrected = dict(zip(leaked, bonferroni(raw)))
             raw = dict(zip(leaked, raw))
             for leakage, res in cv.items():
-                mean = _mean(res.values)
-                none_mean = _mean(partner[leakage]) if leakage in partner else np.nan
+                mean = average(res.values, measure, mfr)
+                none_mean = average(partner[leakage], measure, mfr) if leakage in partner else np.nan
                 rows.append({
                     "corpus": corpus, "model": model, "measure": measure, "leakage": leakage, "selection": selection,
                     "mean": mean, "queries": int(res.values.notna().sum()),

@@ -6,6 +6,9 @@ and has no first relevant rank, so such a topic says nothing about a re-ranker. 
 can say so. ``no_relevant=zero`` keeps them as trec_eval does (since version 8.1 trec_eval evaluates a query
 with judgments but no relevant document and averages its zeros in: usnistgov/trec_eval, README, "Version
 8.1" notes, and trec_eval.c's loop over every qrels topic); their MFR then follows ``mfr_missing``.
+
+MFR's per-topic value is the first relevant rank; how the tables average it (``evaluate.mfr``: 1/MRR or the
+arithmetic mean) is not read here, so both definitions share this artifact. Its figures give both.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Annotated, Literal
 import pandas as pd
 from pydantic import Field
 
-from leakexp.lib.measures import parse_measures, per_query, without_relevant
+from leakexp.lib.measures import MFR_DEFINITIONS, average, check_mfr, parse_measures, per_query, without_relevant
 from leakexp.runner.schema import Name, NonNegativeInt, Section
 from leakexp.runner.stage import Ask, ConfigError, Context, Stage
 from leakexp.stages.cell import rerank_params, rerank_path
@@ -25,6 +28,7 @@ from leakexp.stages.cell import rerank_params, rerank_path
 def check(cfg) -> None:
     """The measure names, which only ir_measures can parse (every other domain is :class:`EvaluateSettings`')."""
     try:
+        check_mfr(cfg.evaluate.mfr, cfg.evaluate.mfr_missing)
         parse_measures(list(cfg.evaluate.measures), mfr_missing=cfg.evaluate.mfr_missing)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
@@ -36,9 +40,14 @@ def _evaluate(ctx: Context, tmp: Path) -> dict:
     coll = ctx.inputs["collection"]
     topics = list(coll.topics)
     pq = per_query(run, coll.qrels, list(e.measures), mfr_missing=e.mfr_missing, depth=ctx.settings("rerank").depth,
-                   no_relevant=e.no_relevant, topics=topics, mfr=e.mfr)
+                   no_relevant=e.no_relevant, topics=topics)
     pq.to_parquet(tmp / "perquery.parquet", index=False)
-    figures = {m: round(float(v), 6) for m, v in pq.groupby("measure").value.mean().items()}
+    figures = {}
+    for m, values in pq.groupby("measure").value:
+        for mfr in (MFR_DEFINITIONS if m == "MFR" else MFR_DEFINITIONS[:1]):
+            if mfr == "arithmetic" and e.mfr_missing == "infinite":
+                continue  # an infinite mean says nothing
+            figures[f"MFR {mfr}" if m == "MFR" else m] = round(average(values, m, mfr), 6)
     return {**figures, "without_relevant": without_relevant(coll.qrels, topics)}
 
 
@@ -47,8 +56,8 @@ def _eval_inputs(p: dict, c) -> dict:
 
 
 EVAL = Stage(
-    "eval", version=1,
-    reads=("evaluate.measures", "evaluate.mfr", "evaluate.mfr_missing", "evaluate.no_relevant", "rerank.depth"),
+    "eval", version=2,
+    reads=("evaluate.measures", "evaluate.mfr_missing", "evaluate.no_relevant", "rerank.depth"),
     inputs=_eval_inputs, compute=_evaluate, normalise=rerank_params, path=lambda p, c: rerank_path(p),
     opener=lambda path: pd.read_parquet(path / "perquery.parquet"), check=check,
     describe="per-query nDCG@10, P@1 and MFR of a re-ranking",
@@ -59,8 +68,8 @@ class EvaluateSettings(Section):
     """``evaluate``: measures, their handling of misses and empty topics, and the cross-validation and test."""
 
     measures: Annotated[list[Name], Field(min_length=1)]
-    mfr: Literal["rank1", "rank0"]
-    mfr_missing: Literal["skip", "depth"]
+    mfr: Literal["reciprocal_of_mrr", "arithmetic"]
+    mfr_missing: Literal["skip", "depth", "infinite"]
     no_relevant: Literal["skip", "zero"]
     folds: Annotated[int, Field(ge=2)]
     fold_seed: NonNegativeInt

@@ -10,6 +10,7 @@ from typing import Literal, Mapping
 import pandas as pd
 
 from leakexp.data.files import files_identity
+from leakexp.data.judgments import BUNDLED_RUNS, run_path
 from leakexp.data.irds_files import trec_files
 from leakexp.lib.bm25 import ANSERINI_VERSION, bm25_search
 from leakexp.lib.trec import read_run
@@ -18,14 +19,6 @@ from leakexp.runner.schema import PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.stages.index import BM25, bm25_options
 
-BUNDLED_RUNS = Path(__file__).parents[1] / "data" / "runs"  # runs shipped with leakexp (see its README.md)
-BUNDLED = "bundled:"
-
-
-def _run_path(value: str) -> Path:
-    """A run's path: ``bundled:<file>`` is a file of ``leakexp/data/runs/``, anything else a path."""
-    value = str(value)
-    return BUNDLED_RUNS / value.removeprefix(BUNDLED) if value.startswith(BUNDLED) else Path(value)
 
 
 def first_stage_file(spec: str | Mapping | None, corpus: str) -> Path | None:
@@ -37,10 +30,10 @@ def first_stage_file(spec: str | Mapping | None, corpus: str) -> Path | None:
     """
     if isinstance(spec, Mapping):
         spec = spec.get(corpus)
-        return None if not spec else _run_path(spec)
+        return None if not spec else run_path(spec)
     if not spec:
         return None
-    return _run_path(str(spec).format(corpus=corpus)) if "{corpus}" in str(spec) else _run_path(spec)
+    return run_path(str(spec).format(corpus=corpus)) if "{corpus}" in str(spec) else run_path(spec)
 
 
 def first_stage_caption(cfg, corpus: str) -> str:

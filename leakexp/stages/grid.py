@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from omegaconf import DictConfig, OmegaConf
 
 from leakexp.data.types import SOURCES
+from leakexp.lib.measures import average
 from leakexp.runner.jobs import scheduled
 from leakexp.runner.lineage import why
 from leakexp.runner.jobs import allocated_cpus
@@ -154,7 +155,7 @@ def run_cell(cfg: DictConfig, runner: Runner, cell: Cell) -> dict:
     pq = runner.get(cell.ask("eval"))
     for leaked in memorization.ready_cells(cfg, runner, cell):
         runner.ensure(leaked.ask("memorization"))
-    return pq.groupby("measure").value.mean().to_dict()
+    return {m: average(v, m, cfg.evaluate.mfr) for m, v in pq.groupby("measure").value}
 
 
 def cell_workers(cfg: DictConfig, cells: int) -> int:

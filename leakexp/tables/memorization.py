@@ -29,10 +29,11 @@ def stored_cv_sizes(cfg: DictConfig, runner, cells: list[Cell]) -> pd.DataFrame 
     results, _ = stored_results(runner, cells)
     if len(results) == 0:
         return None
-    avg, e = seed_average(results), cfg.evaluate
+    e = cfg.evaluate
+    avg = seed_average(results, mfr=e.mfr)
     frames = [evaluate_corpus(avg, corpus, list(TABLE_MEASURES), n_folds=int(e.get("folds", 5)),
                               fold_seed=int(e.get("fold_seed", 0)), selection=e.get("cv_selection", "best"),
-                              alpha=float(e.get("alpha", 0.05)))[1]
+                              alpha=float(e.get("alpha", 0.05)), mfr=e.mfr)[1]
               for corpus in dict.fromkeys(cfg.grid.corpora) if corpus in set(avg.corpus)]
     return pd.concat(frames, ignore_index=True) if frames else None
 

@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 
 from leakexp.lib.measures import LOWER_IS_BETTER, mfr_caption, no_relevant_note
 from leakexp.lib.report import (CORPUS_LABEL, LEAKAGE_LABEL, MODEL_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
-                                markdown_table, save_figure, summary, write_table, write_table as write)
+                                markdown_table, save_figure, seed_spread, summary, write_table, write_table as write)
 from leakexp.lib.stats import evaluate_corpus, order_swaps, seed_average
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, config_hash
@@ -182,14 +182,16 @@ def write_leaked_vs_other(heldout: pd.DataFrame, leaking: dict[str, list[str]], 
     if heldout.empty:
         return None
     t = split_eval(heldout, leaking, systems=["corpus", "model", "leakage"], by=["corpus", "model"],
-                   baseline={"leakage": "none"}, leaked_key="corpus", alpha=float(cfg.evaluate.get("alpha", 0.05)))
+                   baseline={"leakage": "none"}, leaked_key="corpus", alpha=float(cfg.evaluate.get("alpha", 0.05)),
+                   mfr=cfg.evaluate.mfr)
     counts = ", ".join(f"{CORPUS_LABEL.get(c, c)} {len(leaking.get(c, []))} of {heldout[heldout.corpus == c].qid.nunique()}"
                        for c in dict.fromkeys(heldout.corpus))
     write_table(t, out, "leaked_vs_other",
                 f"Effectiveness on the topics with verified leaking training queries (leaked) and on the others "
                 f"(other), data={cfg.data.name}: the cross-validated per-topic values of Tables 3-5, averaged per "
                 f"group; delta and the paired t-test (Bonferroni-corrected over the leakage types) against the same "
-                f"model without leakage on the same topics. Topics with leaks: {counts}." + incomplete)
+                f"model without leakage on the same topics. Topics with leaks: {counts}. "
+                f"{mfr_caption(cfg.evaluate.mfr_missing, int(cfg.rerank.depth), cfg.evaluate.mfr)}." + incomplete)
     return out / "leaked_vs_other.md"
 
 
@@ -214,11 +216,10 @@ def write_training_curves(runner, cells: list, out: Path) -> list[Path]:
     return written
 
 
-def detail(results: pd.DataFrame) -> pd.DataFrame:
+def detail(results: pd.DataFrame, *, mfr: str) -> pd.DataFrame:
     """Mean and standard deviation over seeds of each cell's topic-averaged values."""
-    per_seed = results.groupby(["corpus", "model", "leakage", "size", "measure", "seed"]).value.mean().reset_index()
-    d = per_seed.groupby(["corpus", "model", "leakage", "size", "measure"]).value.agg(["mean", "std", "count"])
-    return d.reset_index().rename(columns={"count": "seeds"})
+    d = seed_spread(results, ["corpus", "model", "leakage", "size", "measure"], mfr=mfr)
+    return d.rename(columns={"count": "seeds"})
 
 
 class NoResults(RuntimeError):
@@ -293,21 +294,21 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
         columns=["corpus", "leakage", "size", "model", "seed", "state"]).to_csv(index=False))
     e = cfg.evaluate
     selection = e.get("cv_selection", "best")
-    mfr = mfr_caption(e.mfr_missing, int(cfg.rerank.depth), str(e.get("mfr", "rank1")))
+    mfr = mfr_caption(e.mfr_missing, int(cfg.rerank.depth), e.mfr)
     seeds = sorted(results.seed.unique())
     models = [m for m in cfg.grid.models]
     trained = recipe_note(cfg, [m for m in models if m in set(results.model)])
     sizes_note = core_test_leak_note(cfg, [c for c in dict.fromkeys(cfg.grid.corpora) if c in set(results.corpus)])
-    write_table(summary(results), out, "summary",
+    write_table(summary(results, mfr=e.mfr), out, "summary",
                 f"Mean effectiveness per corpus, model and training-set size (data={cfg.data.name}); columns are "
                 f"measure x leakage type, averaged over topics and over {len(seeds)} seed(s). {mfr}; lower MFR is better."
                 + trained + sizes_note + incomplete)
-    write_table(detail(results), out, "detail",
+    write_table(detail(results, mfr=e.mfr), out, "detail",
                 f"Mean and standard deviation over {len(seeds)} seed(s) of each cell's topic-averaged value "
                 f"(data={cfg.data.name}). {mfr}." + trained + sizes_note + incomplete)
     atomic_write_text(out / "perquery.csv", results.to_csv(index=False))
 
-    avg = seed_average(results)
+    avg = seed_average(results, mfr=e.mfr)
     all_rows, all_sizes, heldout = [], [], []
     for position, corpus in enumerate(dict.fromkeys(cfg.grid.corpora), start=3):
         if corpus not in set(avg.corpus):
@@ -315,7 +316,7 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
         number = table_number(corpus, position)
         rows, sizes = evaluate_corpus(avg, corpus, list(TABLE_MEASURES), n_folds=int(e.get("folds", 5)),
                                       fold_seed=int(e.get("fold_seed", 0)), selection=selection,
-                                      alpha=float(e.get("alpha", 0.05)), heldout=heldout)
+                                      alpha=float(e.get("alpha", 0.05)), heldout=heldout, mfr=e.mfr)
         all_rows.append(rows)
         all_sizes.append(sizes)
         n_topics = avg[avg.corpus == corpus].qid.nunique()
@@ -331,7 +332,7 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
             tested = "to None"
         caption = (
             f"Table {number}. Effectiveness on {name} (data={cfg.data.name}, {n_topics} topics, {len(seeds)} seed(s) "
-            f"averaged per topic) as nDCG@10, MFR (mean first rank of a relevant document; lower is better) and P@1 "
+            f"averaged per topic) as nDCG@10, MFR (first rank of a relevant document; lower is better) and P@1 "
             f"in {cv_folds_text(int(e.get('folds', 5)), n_topics)} over training-set sizes (size chosen per fold: "
             f"{chosen}). "
             f"Models trained with no leakage (None), MS MARCO / ORCAS leakage (MSM) or test leakage (Test). Highest "

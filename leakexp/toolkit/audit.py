@@ -43,7 +43,7 @@ from leakexp.data.files import (DataFormatError, DataUnavailable, read_qrels, re
                                 read_variants)
 from leakexp.data.irds import _guard, load_dataset
 from leakexp.lib.dense import embedded, encode, exact_topk, sbert_slug
-from leakexp.lib.measures import per_query
+from leakexp.lib.measures import average, mean_by, mfr_caption, per_query
 from leakexp.lib.report import markdown_table, save_figure, write_table
 from leakexp.lib.stats import bonferroni, paired_t
 from leakexp.lib.trec import read_run
@@ -786,6 +786,7 @@ def split_eval(
     baseline: Mapping[str, object] | None = None,
     leaked_key: str | None = None,
     alpha: float = 0.05,
+    mfr: str = "reciprocal_of_mrr",
 ) -> pd.DataFrame:
     """Every system on the leaked topics, the other topics and all topics, with paired t-tests.
 
@@ -795,7 +796,9 @@ def split_eval(
     mapping, e.g. ``{"leakage": "none"}``; default: its first system) by a paired t-test on the topics of
     the group, Bonferroni-corrected over the family's other systems per measure and group, as Tables 3-5
     and pt.Experiment do. ``leaked``: the leaked qids, or a mapping from a value of ``leaked_key`` (e.g. a
-    corpus) to its leaked qids. DuReader-retrieval reports its re-rankers this way (Table 6).
+    corpus) to its leaked qids. DuReader-retrieval reports its re-rankers this way (Table 6). MFR's first ranks
+    are averaged and tested as ``mfr`` says (``evaluate.mfr``; ``leakexp.lib.measures.average``); its delta is
+    the difference of the reported means.
     """
     df = perquery.copy()
     df["qid"] = df["qid"].astype(str)
@@ -812,7 +815,7 @@ def split_eval(
         sets = {str(q) for q in leaked_qids}
         df["group"] = np.where(df.qid.isin(sets), "leaked", "other")
     keys = [*systems, "measure", "qid", "group"]
-    df = df.groupby(keys, sort=False, dropna=False).value.mean().reset_index()
+    df = mean_by(df, keys, mfr)
     rest = [c for c in systems if c not in by]
     rows = []
     families = df.groupby(list(by), sort=False) if by else [((), df)]
@@ -838,7 +841,7 @@ def split_eval(
                     vals[n] = sel.set_index("qid").value
                 others = [n for n in names if n != base]
                 # fewer than two paired queries: no test (NaN), not the p = 1.0 paired_t returns
-                tests = [paired_t(vals[n], vals[base]) for n in others]
+                tests = [paired_t(vals[n], vals[base], measure, mfr) for n in others]
                 raw = [p if n_pairs >= 2 else float("nan") for p, n_pairs in tests]
                 tested = [i for i, p in enumerate(raw) if not np.isnan(p)]
                 fixed = bonferroni([raw[i] for i in tested])
@@ -850,9 +853,9 @@ def split_eval(
                     shared = v.dropna().index.intersection(vals[base].dropna().index)
                     row.update({
                         "measure": measure, "group": group, "queries": int(v.notna().sum()),
-                        "mean": float(v.mean()) if v.notna().any() else float("nan"),
-                        "delta": (float(v[shared].mean() - vals[base][shared].mean()) if n != base and len(shared)
-                                  else float("nan")),
+                        "mean": average(v, measure, mfr),
+                        "delta": (average(v[shared], measure, mfr) - average(vals[base][shared], measure, mfr)
+                                  if n != base and len(shared) else float("nan")),
                         "p": raw.get(n, float("nan")), "p_bonferroni": corrected.get(n, float("nan")),
                         "significant": bool(corrected.get(n, float("nan")) < alpha),
                     })
@@ -894,7 +897,7 @@ class NothingToCompare(ValueError):
 def run_split_eval(
     runs: Sequence[str], *, qrels: Path, audit_dir: Path, measures: Sequence[str] = ("nDCG@10", "P@1", "MFR"),
     baseline: str | None = None, leaked_by: str = "semantic", source: str | None = None, out: Path | None = None,
-    mfr_missing: str = "skip", depth: int = 100, alpha: float = 0.05,
+    mfr_missing: str = "infinite", depth: int = 100, alpha: float = 0.05, mfr: str = "reciprocal_of_mrr",
 ) -> pd.DataFrame:
     """``leakexp split-eval``: re-score TREC runs on the audit's leaked vs other test queries."""
     leaked = read_leaked(audit_dir, rule=leaked_by, source=source)
@@ -915,10 +918,11 @@ def run_split_eval(
     if baseline is not None and baseline not in names:
         raise ValueError(f"--baseline {baseline}: not one of the runs {names}")
     table = split_eval(pd.concat(frames, ignore_index=True), leaked, systems=["run"],
-                       baseline={"run": baseline} if baseline else None, alpha=alpha)
+                       baseline={"run": baseline} if baseline else None, alpha=alpha, mfr=mfr)
     out = Path(out) if out else Path(audit_dir) / "split-eval"
     write_table(table, out, "split_eval",
                 f"Runs on the {len(leaked)} leaked ({leaked_by}) and the other test queries; p: paired t-test "
                 f"against {baseline or names[0]}, Bonferroni-corrected over the other runs; empty where a group has "
+                f"fewer than two queries (no test). {mfr_caption(mfr_missing, depth, mfr)}." if "MFR" in measures else
                 "fewer than two queries (no test).")
     return table
