@@ -18,6 +18,23 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one core per worker: `make test` ru
 SMALL = ["data.queries_per_source=600", "grid.sizes=[128,256]", "grid.seeds=[1]", "grid.models=[knrm]"]
 
 
+def pytest_configure(config):
+    """Unless ``-m`` names slurm (make test-slurm), SLURM's client commands are hidden from PATH, so this machine
+    behaves like one without SLURM (tests/slurm_hidden.py)."""
+    if "slurm" not in (config.getoption("-m") or ""):
+        from slurm_hidden import hide_slurm
+
+        config._leakexp_no_slurm = hide_slurm()
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_leakexp_no_slurm", None)
+    if folder is not None:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into node ids
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (`make test`: a worker per core, --dist loadgroup), tests that share an expensive fixture

@@ -325,11 +325,16 @@ def _slurm_launcher(tmp_path, name, *overrides):
 
 
 @pytest.mark.parametrize("name", ["gpu_slurm", "cpu_slurm"])
-def test_the_slurm_configs_write_the_sbatch_options_they_promise(tmp_path, name):
+def test_the_slurm_configs_write_the_sbatch_options_they_promise(tmp_path, name, monkeypatch):
     """gpu_slurm asks for a GPU on its partition; cpu_slurm for neither GPU nor gres (a CPU partition rejects them)
     and for little; each job is named after its cell; the plan counts as many cells per job as the launcher runs."""
     from leakexp.runner.config import compose
 
+    import submitit.slurm.slurm
+
+    # submitit refuses to make an executor where srun is missing (SlurmExecutor.affinity): the script is built here
+    # as on a cluster, on any machine
+    monkeypatch.setattr(submitit.slurm.slurm.SlurmExecutor, "affinity", classmethod(lambda cls: 1))
     cfg, launcher = _slurm_launcher(tmp_path, name)
     assert type(launcher).__name__ == "CellSlurmLauncher"
     assert launcher.cells_per_job == compose([]).plan.cells_per_job == 5
