@@ -86,7 +86,7 @@ def test_toolkit_default_model_missing_is_one_line_before_any_work_and_bundled_w
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err
     assert err.startswith("leakexp: --model sentence-transformers/paraphrase-MiniLM-L6-v2 (not given: the default, "
-                          "seed 000's model): the Hugging Face model sentence-transformers/paraphrase-MiniLM-L6-v2 is "
+                          "Fröbe et al. 2022's model): the Hugging Face model sentence-transformers/paraphrase-MiniLM-L6-v2 is "
                           "not in the local cache")
     assert "the bundled alternative: --model bundled" in err
     assert not out.exists() and not (tmp_path / "store").exists()  # nothing read, nothing written

@@ -37,10 +37,10 @@ def _study_model_in_the_cache(tmp_path_factory, monkeypatch):
     the commands past their model check, with an embedder stand-in where they embed."""
     from test_hub import fake_cache
 
-    from leakexp.toolkit.audit import SEED_DEFAULTS
+    from leakexp.toolkit.audit import PAPER_DEFAULTS
 
     cache = tmp_path_factory.mktemp("hub")
-    monkeypatch.setenv("HF_HUB_CACHE", str(fake_cache(cache, str(SEED_DEFAULTS["sbert"]))))
+    monkeypatch.setenv("HF_HUB_CACHE", str(fake_cache(cache, str(PAPER_DEFAULTS["sbert"]))))
 
 @pytest.fixture
 def pair(tmp_path, monkeypatch):
@@ -68,7 +68,7 @@ def test_real_data_takes_the_studys_detection_defaults_not_the_demos(pair, capsy
     options = json.loads((pair / "o" / "audit.json").read_text())["options"]
     assert Recorder.models == ["sentence-transformers/paraphrase-MiniLM-L6-v2"]
     assert (options["threshold"], options["k"]) == (0.91, 100)
-    assert "seed 000" in out  # the printed defaults say where they come from
+    assert "Fröbe et al. 2022" in out  # the printed defaults say where they come from
     assert _audit(pair, "experiment=demo") == 0  # the demo's values only when asked for
     options = json.loads((pair / "o" / "audit.json").read_text())["options"]
     assert Recorder.models[-1] == "bundled" and options["threshold"] == 0.8
@@ -101,7 +101,7 @@ def test_resttest_validates_buckets_and_lists_only_its_options(pair, capsys):
 
 
 def test_help_texts_say_what_each_figure_counts(capsys):
-    for command, phrases in ((["audit"], ["query_overlap", "exact_duplicates", "label_overlap", "seed 000"]),
+    for command, phrases in ((["audit"], ["query_overlap", "exact_duplicates", "label_overlap", "Fröbe et al. 2022"]),
                              (["decontaminate"], ["exact duplicate", "test queries matched"]),
                              (["resample", "restrain"], ["--size-unit", "qrels lines"]),
                              (["split-eval"], ["paired t-test", "nothing to compare"])):

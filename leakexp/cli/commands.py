@@ -32,7 +32,7 @@ from leakexp.stages.sets import check_size, export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
 from leakexp.tables.paper import tables_dir, write_table1, write_table2, write_tables
 from leakexp.toolkit import audit, graph, resample
-from leakexp.toolkit.audit import SEED_DEFAULTS, SEED_DEFAULTS_SOURCE, AuditOptions
+from leakexp.toolkit.audit import PAPER_DEFAULTS, PAPER_DEFAULTS_SOURCE, AuditOptions
 from leakexp.toolkit.graph import audit_command
 
 log = logging.getLogger("leakexp")
@@ -445,7 +445,7 @@ def cmd_graph_audit(args) -> int:
 def _pair_kwargs(args) -> dict:
     """The shared inputs of audit/decontaminate/resample. Model, threshold and k: the options, else detect.* when
     the command line sets it (detect.*=... or experiment=...), else the source documents' values
-    (audit.SEED_DEFAULTS): the default experiment is the demo, whose values fit only the toy world."""
+    (audit.PAPER_DEFAULTS): the default experiment is the demo, whose values fit only the toy world."""
     overrides = list(args.overrides)
     for side in ("train", "test"):  # an override typed after --train/--test lands in its list
         specs = []
@@ -458,7 +458,7 @@ def _pair_kwargs(args) -> dict:
     given = {o.partition("=")[0].lstrip("+~") for o in overrides}
 
     def default(key: str):
-        return d[key] if "experiment" in given or f"detect.{key}" in given else SEED_DEFAULTS[key]
+        return d[key] if "experiment" in given or f"detect.{key}" in given else PAPER_DEFAULTS[key]
 
     k = getattr(args, "k", None)
     k = int(default("k")) if k is None else k
@@ -470,7 +470,7 @@ def _pair_kwargs(args) -> dict:
         raise ValueError(f"--threshold {threshold:g}: a cosine similarity lies in [-1, 1] (the study: 0.91)")
     args.seed_defaults = [name for name, given_value in (("sbert", args.model), ("k", getattr(args, "k", None)),
                                                          ("threshold", getattr(args, "threshold", None)))
-                          if given_value is None and default(name) == SEED_DEFAULTS[name]
+                          if given_value is None and default(name) == PAPER_DEFAULTS[name]
                           and not ("experiment" in given or f"detect.{name}" in given)]
     options = AuditOptions(k=k, threshold=threshold, ngrams=tuple(getattr(args, "ngrams", (13, 3))),
                            train_rel=getattr(args, "train_rel", 1), test_rel=getattr(args, "test_rel", 1))
@@ -483,7 +483,7 @@ def _pair_kwargs(args) -> dict:
         elif "experiment" in given or "detect.sbert" in given:
             require_sbert(sbert, "detect.sbert")
         else:
-            require_sbert(sbert, "--model", default="not given: the default, seed 000's model")
+            require_sbert(sbert, "--model", default="not given: the default, Fröbe et al. 2022's model")
     return dict(train=args.train, test=args.test, train_qrels=args.train_qrels, test_qrels=args.test_qrels,
                 fields=args.fields, test_variants=args.test_variants, out=Path(args.out), store=Path(cfg.store),
                 sbert=sbert, batch_size=int(d.batch_size), options=options)
@@ -496,7 +496,7 @@ def _defaults_line(args, kwargs) -> str | None:
     o = kwargs["options"]
     value = {"sbert": kwargs["sbert"], "k": o.k, "threshold": o.threshold}
     shown = ", ".join(f"{name} {value[name]}" for name in args.seed_defaults)
-    return f"defaults: {shown} ({SEED_DEFAULTS_SOURCE}; the demo's with experiment=demo)"
+    return f"defaults: {shown} ({PAPER_DEFAULTS_SOURCE}; the demo's with experiment=demo)"
 
 
 def check_pair_args(args) -> None:

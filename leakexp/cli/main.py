@@ -71,7 +71,7 @@ PAIR_COMMANDS = {
     "measure": "score TREC or MS MARCO runs as the paper's tables do (nDCG@10, P@1, MFR under evaluate.*)",
 }
 _DEFAULTS_TEXT = ("Defaults on real data come from the source documents: paraphrase-MiniLM-L6-v2, the exact top-100 "
-                  "neighbours and threshold 0.91 (seed 000, Froebe et al., Sec. 3); the demo's bundled all-MiniLM at "
+                  "neighbours and threshold 0.91 (Fröbe et al. 2022, Sec. 3); the demo's bundled all-MiniLM at "
                   "0.8 applies only with experiment=demo. detect.*=... overrides and --model/--k/--threshold win.")
 PAIR_DESCRIPTIONS = {
     "audit": f"""How much of a test set is already in a training set. Prints, each out of the test queries:
@@ -86,20 +86,20 @@ Writes report.md, summary.*, per_query.*, examples.*, similarity.png, neighbours
 {_DEFAULTS_TEXT}""",
     "decontaminate": f"""The training queries and qrels without every training query above the threshold for some
 test query and without every exact duplicate of a test query (NFKC, case, punctuation) whatever its similarity
-(DuReader-retrieval, seed 001, Sec. 2.3); --by-label also removes those sharing a relevant document. Prints
+(DuReader-retrieval, Qiu et al. 2022, Sec. 2.3); --by-label also removes those sharing a relevant document. Prints
 the removed training queries by reason and the test queries matched: test queries with at least one training
 query above the threshold or an exact duplicate, with how many such training queries each has (matches.csv).
 {_DEFAULTS_TEXT}""",
-    "restrain": f"""ReSTrain (extrapolate-eval, seed 003): nested interpolation training sets (the training queries
+    "restrain": f"""ReSTrain (extrapolate-eval, Zhan et al. 2022): nested interpolation training sets (the training queries
 most similar to the test queries, balanced over them) and extrapolation sets (only training queries not above
 the threshold for any test query) of the given sizes. --size-unit queries counts training queries; qrels counts
 qrels lines, the unit of extrapolate-eval's released files (14k, 45k, 200k): a set then is the shortest prefix
 of the selection order with at least that many qrels lines. {_DEFAULTS_TEXT}""",
-    "resttest": """ReSTTest (extrapolate-eval, seed 003): seeded spherical k-means over training and test queries into
+    "resttest": """ReSTTest (extrapolate-eval, Zhan et al. 2022): seeded spherical k-means over training and test queries into
 K buckets (the paper's K = 5); per bucket, training qrels of the other K-1 buckets, and the test queries split
 into interpolation (other buckets) and extrapolation (this bucket). Only the embedding model applies here.""",
-    "split-eval": """Re-score runs on the audit's leaked test queries and on the others (DuReader-retrieval, seed 001,
-Table 6): per run and group the number of judged queries, the mean, the difference to the baseline and a paired
+    "split-eval": """Re-score runs on the audit's leaked test queries and on the others (DuReader-retrieval, Qiu et al.
+2022, Table 6): per run and group the number of judged queries, the mean, the difference to the baseline and a paired
 t-test against it, Bonferroni-corrected over the other runs; no test (empty p) with fewer than two queries.
 Runs: TREC (qid Q0 docno rank score tag) or MS MARCO (qid TAB docid TAB rank). An audit without a leaked
 judged query is nothing to compare: said so, exit 1.""",
@@ -125,10 +125,10 @@ def _add_pair_arguments(sp, name: str) -> None:
     sp.add_argument("--fields", nargs="+", default=["title"], choices=["title", "description", "variant"],
                     help="test fields to compare (a plain query's text is its title)")
     sp.add_argument("--test-variants", nargs="+", default=[], metavar="FILE", help="query variants TSV (qid<TAB>text)")
-    sp.add_argument("--model", help="SBERT model name or path (default: paraphrase-MiniLM-L6-v2, seed 000)")
+    sp.add_argument("--model", help="SBERT model name or path (default: paraphrase-MiniLM-L6-v2, Fröbe et al. 2022)")
     if name != "resttest":  # ReSTTest clusters: no neighbours, threshold or relevance label
-        sp.add_argument("--k", type=int, help="nearest training queries per test text (default: 100, seed 000)")
-        sp.add_argument("--threshold", type=float, help="similarity threshold (default: 0.91, seed 000)")
+        sp.add_argument("--k", type=int, help="nearest training queries per test text (default: 100, Fröbe et al. 2022)")
+        sp.add_argument("--threshold", type=float, help="similarity threshold (default: 0.91, Fröbe et al. 2022)")
         sp.add_argument("--train-rel", type=int, default=1, help="training label counted as relevant (>=)")
     if name in ("audit", "decontaminate"):
         sp.add_argument("--test-rel", type=int, default=1, help="test label counted as relevant (>=)")

@@ -13,7 +13,7 @@ different topic (decoys). ``truth/leaks.tsv`` keeps the ground truth so the toy 
 manual annotators.
 
 The real data's hazards are planted on purpose, so that the demo and the tests meet them before a real run
-does (DESIGN.md, "Dependencies"): a robust topic without any relevant judgment (as Robust04 topic 672) and one
+does (docs/design.md, "The real data's hazards"): a robust topic without any relevant judgment (as Robust04 topic 672) and one
 with a single relevant document; documents longer than 512 subword tokens and than Capreolus' 800-token
 ``maxdoclen``; an empty document in a test collection and in the training pool; ORCAS queries whose ids are
 also MS MARCO query ids, with other texts and other judgments (so the training judgments come per source);

@@ -1,5 +1,5 @@
 """Robustness of the trained re-rankers, with and without leakage (Wu et al., "Are Neural Ranking Models
-Robust?", TOIS; ``shared/seeds/004``), and whether leakage makes a model more brittle.
+Robust?", ACM TOIS 2022), and whether leakage makes a model more brittle.
 
 Per grid cell (a trained model), each part is its own stage, keyed by what it reads (``STAGES``):
 

@@ -1,6 +1,6 @@
 """Seeded query attacks and document manipulations for the robustness stage (``leakexp.stages.robustness``).
 
-Query attacks follow Wu et al., "Are Neural Ranking Models Robust?" (TOIS; ``shared/seeds/004``), Section 5.3.2
+Query attacks follow Wu et al., "Are Neural Ranking Models Robust?" (ACM TOIS 2022), Section 5.3.2
 ("Implementation of Query Attack"):
 
 - character level (``char-<edit>-<n>``): one edit in each of ``n`` (1 or 2) distinct query words, on *internal*

@@ -60,21 +60,22 @@ QREL_COLUMNS = ["source", "qid", "docno", "label"]
 LEAK_RULES = ("semantic", "exact", "label", "any")
 FILE_SUFFIXES = {".gz", ".tsv", ".txt", ".trec", ".xml", ".qrels", ".topics", ".jsonl", ".csv"}
 
-# Defaults of the pair commands on real data, from the source documents (shared/seeds). The demo's values
+# Defaults of the pair commands on real data, from the papers whose methods they offer. The demo's values
 # (conf/experiment/demo.yaml: the bundled all-MiniLM at 0.8, tuned to the toy lexicon) apply only to the demo
 # or when asked for (experiment=demo, detect.*=..., --model/--k/--threshold).
-# - SBERT model, threshold and k: seed 000 (Fröbe et al., Sec. 3): paraphrase-MiniLM-L6-v2, the 100 exact
-#   nearest neighbours, and 0.91, the lowest threshold with precision 0.9 on 100 judged pairs. Seed 001
-#   (DuReader-retrieval, Sec. 2.3) removes training queries above 0.5 of its own query-matching model, a score on
-#   another scale, so its 0.5 does not carry over to SBERT cosine; seed 003 (extrapolate-eval) uses cosine of a
+# - SBERT model, threshold and k: Fröbe et al. 2022, Sec. 3: paraphrase-MiniLM-L6-v2, the 100 exact nearest
+#   neighbours, and 0.91, the lowest threshold with precision 0.9 on 100 judged pairs. DuReader-retrieval (Qiu et
+#   al. 2022, Sec. 2.3) removes training queries above 0.5 of its own query-matching model, a score on another
+#   scale, so its 0.5 does not carry over to SBERT cosine; extrapolate-eval (Zhan et al. 2022) uses cosine of a
 #   dense retriever's query encoder without publishing a threshold.
-# - ReSTTest: K = 5 buckets (seed 003, "In the paper, K is set to 5"). ReSTrain sizes: 14k, 45k, 200k for MS
-#   MARCO (seed 003); a size there names a released qrels file, hence --size-unit.
-# - Label overlap: at least one shared relevant document (seed 003's compute_label_overlap.py, rule fixed).
-SEED_DEFAULTS = {"sbert": "sentence-transformers/paraphrase-MiniLM-L6-v2", "threshold": 0.91, "k": 100}
-SEED_DEFAULTS_SOURCE = ("seed 000, Fröbe et al. Sec. 3: paraphrase-MiniLM-L6-v2, exact top-100, threshold 0.91 "
+# - ReSTTest: K = 5 buckets (Zhan et al. 2022; extrapolate-eval's README: "In the paper, K is set to 5"). ReSTrain
+#   sizes: 14k, 45k, 200k for MS MARCO (extrapolate-eval's released files); a size there names a released qrels
+#   file, hence --size-unit.
+# - Label overlap: at least one shared relevant document (extrapolate-eval's compute_label_overlap.py, rule fixed).
+PAPER_DEFAULTS = {"sbert": "sentence-transformers/paraphrase-MiniLM-L6-v2", "threshold": 0.91, "k": 100}
+PAPER_DEFAULTS_SOURCE = ("Fröbe et al. 2022, Sec. 3: paraphrase-MiniLM-L6-v2, exact top-100, threshold 0.91 "
                         "(precision 0.9 on 100 judged pairs)")
-RESTTEST_BUCKETS = 5  # seed 003
+RESTTEST_BUCKETS = 5  # Zhan et al. 2022 (extrapolate-eval)
 
 
 # -- the two sides ------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """A-leakage audit of graph benchmarks whose edges are split at random (``leakexp graph-audit``).
 
-Church et al., "On Leakage in Some Popular Benchmarks on Graphs" (seeds/002): when a graph's edges are split
+"On Leakage in Some Popular Benchmarks on Graphs" (ACL Rolling Review submission, 2022): when a graph's edges are split
 into train / validation / test, a held-out pair (w_i, w_j) usually has a short path in the training graph,
 and the parity of the number of antonym edges on it (A) predicts synonym vs antonym (§2, Tables 3-5). This
 module reads such benchmarks (edge lists, WordNet 3.0 database files, or a seeded synthetic graph), measures

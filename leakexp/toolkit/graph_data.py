@@ -157,8 +157,8 @@ def _parse_synset(line: str) -> Synset:
 def wordnet_pairs(path: Path = DEFAULT_WORDNET, pos: str = "adj", *, antonyms: str = "synsets",
                   similar_to: bool = False, vocabulary: str = "antonyms", balance: bool = False,
                   seed: int = 0) -> pd.DataFrame:
-    """Synonym/antonym edges between WordNet lemmas, following the construction of the benchmarks that seed 002
-    audits: synonyms = two lemmas of one synset; antonyms = a lemma of a synset and a lemma of a synset it has
+    """Synonym/antonym edges between WordNet lemmas, following the construction of the benchmarks that "On Leakage in
+    Some Popular Benchmarks on Graphs" audits: synonyms = two lemmas of one synset; antonyms = a lemma of a synset and a lemma of a synset it has
     an antonym (``!``) pointer to (``antonyms="synsets"``; ``"lemmas"``: only the pointer's two words, which
     leaves most antonym pairs without a path and the heuristic below the majority class); one edge per pair
     (first occurrence, undirected; pairs that are both are dropped). ``similar_to`` adds ``&`` satellite pairs
