@@ -77,10 +77,10 @@ def _study_model_in_the_cache(tmp_path_factory, monkeypatch):
     the commands past their model check, with an embedder stand-in where they embed."""
     from test_hub import fake_cache
 
-    from leakexp.toolkit.audit import SEED_DEFAULTS
+    from leakexp.toolkit.audit import PAPER_DEFAULTS
 
     cache = tmp_path_factory.mktemp("hub")
-    monkeypatch.setenv("HF_HUB_CACHE", str(fake_cache(cache, str(SEED_DEFAULTS["sbert"]))))
+    monkeypatch.setenv("HF_HUB_CACHE", str(fake_cache(cache, str(PAPER_DEFAULTS["sbert"]))))
 
 
 def test_decontaminate_removes_exactly_the_queries_above_the_threshold(tmp_path):
