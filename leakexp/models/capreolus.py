@@ -1,4 +1,4 @@
-"""What KNRM, PACRR and Duet share, as Capreolus v0.2.6 builds it (MODELS.md §1): frozen word vectors,
+"""What KNRM, PACRR and Duet share, as Capreolus v0.2.6 builds it (docs/models.md §1): frozen word vectors,
 token ids with exact-match ids for out-of-vocabulary words, and the idf of the collection being ranked."""
 
 from __future__ import annotations

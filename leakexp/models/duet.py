@@ -1,4 +1,4 @@
-"""DUET (Mitra et al., WWW 2017) as Capreolus v0.2.6 implements it (MODELS.md §4): a local exact-match model
+"""DUET (Mitra et al., WWW 2017) as Capreolus v0.2.6 implements it (docs/models.md §4): a local exact-match model
 plus a distributed model over frozen word embeddings (no character n-gram hashing)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""KNRM (Xiong et al., SIGIR 2017) as Capreolus v0.2.6 implements it (MODELS.md §2)."""
+"""KNRM (Xiong et al., SIGIR 2017) as Capreolus v0.2.6 implements it (docs/models.md §2)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """monoBERT (Nogueira & Cho 2019): ``[CLS] q [SEP] d [SEP]`` two-class sequence classification; the score is
-the log-probability of "relevant" (PyGaggle's inference, dl4marco-bert's training; MODELS.md §6-7)."""
+the log-probability of "relevant" (PyGaggle's inference, dl4marco-bert's training; docs/models.md §6-7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PACRR (Hui et al., EMNLP 2017) as Capreolus v0.2.6 implements it (MODELS.md §3)."""
+"""PACRR (Hui et al., EMNLP 2017) as Capreolus v0.2.6 implements it (docs/models.md §3)."""
 
 from __future__ import annotations
 
