@@ -42,6 +42,27 @@ def test_one_override_selects_the_scripts_budget_or_pygaggles_recipe():
     assert make_optimizer(torch.nn.Linear(4, 3), cont).start_step == 999_900
 
 
+def test_torch_adamw_is_a_named_monobert_recipe(tmp_path):
+    """dl4marco trains with BERT's optimiser and schedule; dl4marco_torch_adamw with torch's AdamW and the warmup
+    to the peak, the same artifact as setting those two values in train:."""
+    from leakexp.lib.bert_adam import BertAdamW
+    from leakexp.stages.cell import grid_cells
+    from leakexp.stages.registry import runner
+
+    def trained(*extra):
+        cfg = compose([f"store={tmp_path}", "~model_overrides.monobert.train", *extra])
+        cell = next(c for c in grid_cells(cfg) if c.model == "monobert")
+        return train_config(cfg, "monobert"), runner(cfg, readonly=True).key(cell.ask("train"))
+
+    (bert, bert_key), (adamw, adamw_key) = trained(), trained("model_overrides.monobert.recipe=dl4marco_torch_adamw")
+    assert type(make_optimizer(torch.nn.Linear(4, 3), bert)) is BertAdamW and bert.decay == "bert"
+    assert type(make_optimizer(torch.nn.Linear(4, 3), adamw)) is torch.optim.AdamW and adamw.decay == "linear"
+    assert (adamw.lr, adamw.weight_decay, adamw.adam_eps) == (bert.lr, bert.weight_decay, bert.adam_eps)
+    assert bert_key != adamw_key
+    assert trained("model_overrides.monobert.train.optimizer=adamw", "model_overrides.monobert.train.decay=linear")[1] \
+        == adamw_key
+
+
 def test_an_unknown_recipe_names_the_choices():
     from leakexp.stages.registry import compose as checked
 

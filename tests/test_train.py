@@ -70,8 +70,8 @@ def test_train_config_from_the_config_files():
     assert knrm_cfg.updates == 320 and knrm_cfg.batch_size == 32 and knrm_cfg.max_grad_norm is None
     bert = TrainConfig.from_config(OmegaConf.to_container(model_config("monobert").train), {"epochs": 1},
                                    bf16=False)
-    assert (bert.adam_eps, bert.max_grad_norm, bert.warmup, bert.decay, bert.weight_decay) == (1e-6, 1.0, 0.1,
-                                                                                               "linear", 0.01)
+    assert (bert.optimizer, bert.adam_eps, bert.max_grad_norm, bert.warmup, bert.decay, bert.weight_decay) == \
+        ("bert_adamw", 1e-6, 1.0, 0.1, "bert", 0.01)
     assert bert.bf16 is False and bert.updates is None
     t5 = TrainConfig.from_config(OmegaConf.to_container(model_config("monot5").train))
     assert (t5.optimizer, t5.max_grad_norm, t5.warmup, t5.batch_size * 2 * t5.grad_accum) == ("adafactor", 1.0, 0.01,

@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from leakexp.lib import hub
 from leakexp.lib.adafactor import Adafactor, MeshAdafactor
+from leakexp.lib.bert_adam import BertAdamW
 from leakexp.lib.report import save_figure
 from leakexp.models import get
 from leakexp.models.base import Reranker, to_device
@@ -51,7 +52,7 @@ class TrainingError(RuntimeError):
     """Training cannot go on (e.g. a NaN loss); the cell gets no done marker."""
 
 
-OPTIMIZERS = ("adam", "adamw", "adafactor", "adafactor_hf", "adafactor_mesh")
+OPTIMIZERS = ("adam", "adamw", "bert_adamw", "adafactor", "adafactor_hf", "adafactor_mesh")
 
 
 @dataclass(frozen=True)
@@ -61,12 +62,13 @@ class TrainConfig:
 
     batch_size: int = 32  # pairs per micro-batch (each pair: the query's positive and negative)
     lr: float = 1e-3  # peak learning rate
-    optimizer: str = "adam"  # adam | adamw | adafactor (HF's, shape-batched) | adafactor_hf (HF's own loop) |
+    optimizer: str = "adam"  # adam | adamw (torch's) | bert_adamw (BERT's AdamWeightDecayOptimizer, dl4marco-bert:
+    #   leakexp.lib.bert_adam) | adafactor (HF's, shape-batched) | adafactor_hf (HF's own loop) |
     #   adafactor_mesh (Mesh TensorFlow's, the authors' monoT5: leakexp.lib.adafactor)
     weight_decay: float = 0.0  # never applied to biases and normalisation weights
     adam_eps: float = 1e-8  # torch's default; dl4marco-bert uses 1e-6
     warmup: float = 0.0  # fraction of the run's updates with a linear warmup
-    decay: str = "linear"  # linear (to 0 after the last update) | constant
+    decay: str = "linear"  # linear (to 0 after the last update) | constant | bert (BERT's schedule: lr_factor)
     grad_accum: int = 1  # micro-batches per update
     max_grad_norm: float | None = None  # clip the global gradient norm; None = no clipping
     epochs: int = 1  # passes over the training set (the paper: one), each in a new order
@@ -180,6 +182,8 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
         return torch.optim.Adam(groups, lr=cfg.lr, eps=cfg.adam_eps, **fused)
     if cfg.optimizer == "adamw":
         return torch.optim.AdamW(groups, lr=cfg.lr, eps=cfg.adam_eps, **fused)
+    if cfg.optimizer == "bert_adamw":  # dl4marco-bert's monoBERT: BERT's optimization.py (no bias correction)
+        return BertAdamW(groups, lr=cfg.lr, eps=cfg.adam_eps)
     if cfg.optimizer == "adafactor":
         return Adafactor(groups, lr=cfg.lr)
     if cfg.optimizer == "adafactor_mesh":  # the authors' monoT5 (train-mono-t5.sh): Mesh TF's defaults
@@ -198,7 +202,14 @@ def lr_factor(step: int, total: int, warmup: int, decay: str) -> float:
     """Multiplier of the peak LR for update ``step`` (0-based) of ``total``: a linear ramp over the first
     ``warmup`` updates (1/(w+1), 2/(w+1), …; HF and BERT start at 0, which wastes an update of a short run), the
     peak at the first update after it, then linear decay towards 0 after the last update (HF's
-    get_linear_schedule_with_warmup; BERT's polynomial_decay with power 1, optimization.py) or constant."""
+    get_linear_schedule_with_warmup) or constant.
+
+    ``bert``: BERT's ``create_optimizer``, as dl4marco-bert ran it (nyu-dl/dl4marco-bert @ a75f26a optimization.py
+    lines 31-54), with ``step`` its global step before the update: step / warmup while step < warmup (from 0: the
+    first update moves nothing but the moments), else polynomial_decay with power 1 over all ``total`` steps,
+    1 - step / total, so the ramp ends at 1 - warmup / total, not at the peak."""
+    if decay == "bert":
+        return step / warmup if step < warmup else max(0.0, 1.0 - step / max(1, total))
     if step < warmup:
         return (step + 1) / (warmup + 1)
     if decay == "constant":
@@ -794,11 +805,11 @@ class ModelTraining(Section):
 
     batch_size: PositiveInt
     lr: PositiveFloat
-    optimizer: Literal["adam", "adamw", "adafactor", "adafactor_hf", "adafactor_mesh"]
+    optimizer: Literal["adam", "adamw", "bert_adamw", "adafactor", "adafactor_hf", "adafactor_mesh"]
     adam_eps: PositiveFloat = 1e-8
     weight_decay: NonNegativeFloat
     warmup: Annotated[float, Field(ge=0, lt=1)]
-    decay: Literal["linear", "constant"]
+    decay: Literal["linear", "constant", "bert"]
     grad_accum: PositiveInt
     max_grad_norm: PositiveFloat | None
     group_by_length: bool
@@ -897,7 +908,10 @@ RECIPE_TEXT = {
     "mesh_tf_train_steps": "the SPIRE-22 authors' recipe (webis-de/SPIRE-22 train-mono-t5.sh: Mesh TensorFlow's "
                            "Adafactor with parameter-scaled updates, constant learning rate)",
     "pygaggle_hf": "PyGaggle's later Hugging Face recipe (finetune_monot5.py: HF Adafactor, warmup, linear decay)",
-    "dl4marco": "dl4marco-bert's MS MARCO settings (the paper and its repository give no monoBERT recipe)",
+    "dl4marco": "dl4marco-bert's MS MARCO settings with BERT's optimiser (no bias correction) and schedule (the paper "
+                "and its repository give no monoBERT recipe)",
+    "dl4marco_torch_adamw": "dl4marco-bert's MS MARCO settings with torch's AdamW (bias-corrected) instead of BERT's "
+                            "optimiser (the paper and its repository give no monoBERT recipe)",
     "bert_glue": "BERT's fine-tuning learning rate (google-research/bert; the paper and its repository give no "
                  "monoBERT recipe)",
 }
