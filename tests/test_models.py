@@ -555,3 +555,40 @@ def test_monot5_loss_equals_the_hf_loss_with_labels(tiny_t5):
     target = torch.tensor([[m.true_id if y else m.false_id, m.tokenizer.eos_token_id] for y in labels.tolist()])
     with torch.no_grad():
         assert m.pointwise_loss(f, labels).item() == pytest.approx(m.t5(**f, labels=target).loss.item(), abs=1e-6)
+
+
+def test_monot5_z_loss_is_mesh_tfs_term_on_each_target_token(tiny_t5):
+    """Mesh TF (mesh_tensorflow/layers.py lines 1111-1116, transformer.py lines 841-851): each target token's loss is
+    its cross-entropy plus z_loss * log_z^2, log_z the logsumexp of its logits over the vocabulary, then averaged
+    over the tokens; here computed by hand in float64 from the model's full-vocabulary logits."""
+    set_seed(0)
+    m = REGISTRY["monot5"](checkpoint=tiny_t5).eval()
+    f = m.featurize(["lyme tick", "ferry", "bear"], ["the lyme and the tick report", "weather news", "bear forest"])
+    labels = torch.tensor([1, 0, 1])
+    target = torch.tensor([[m.true_id if y else m.false_id, m.tokenizer.eos_token_id] for y in labels.tolist()])
+    with torch.no_grad():
+        logits = m.t5(**f, labels=target).logits.double().numpy()  # (3, 2, vocabulary)
+        plain, with_z = m.pointwise_loss(f, labels).item(), m.pointwise_loss(f, labels, z_loss=1e-4).item()
+    top = logits.max(axis=-1)
+    log_z = top + np.log(np.exp(logits - top[..., None]).sum(axis=-1))  # (3, 2)
+    token = log_z - np.take_along_axis(logits, target.numpy()[..., None], axis=-1)[..., 0]
+    assert logits.shape[-1] == m.t5.config.vocab_size and np.abs(log_z).min() > 1  # the term shows in float32
+    assert plain == pytest.approx(token.mean(), rel=1e-6)
+    assert with_z == pytest.approx((token + 1e-4 * log_z**2).mean(), rel=1e-6)
+    assert with_z - plain == pytest.approx(1e-4 * (log_z**2).mean(), rel=1e-3)
+
+
+def test_the_trainer_applies_z_loss_to_monot5_only(tiny_t5):
+    cfg = TrainConfig(batch_size=4, lr=1e-3, optimizer="adafactor_mesh", decay="constant", updates=2)
+    losses = []
+    for z in (0.0, 1e-4):
+        set_seed(0)
+        model = REGISTRY["monot5"](checkpoint=tiny_t5, max_length=64)
+        losses.append(train(model, toy_task(8), seed=0, cfg=dataclasses.replace(cfg, z_loss=z), progress=False)
+                      .history.loss.iloc[0])
+    assert losses[1] - losses[0] > 1e-3  # 1e-4 * log_z^2, log_z ~ log(vocabulary size) at a random initialisation
+    from leakexp.stages.train import TrainingError
+
+    with pytest.raises(TrainingError, match="knrm: z_loss=0.0001 is Mesh TF's term"):
+        train(build("knrm", None, tiny_t5), toy_task(8), seed=0, cfg=dataclasses.replace(cfg, z_loss=1e-4),
+              progress=False)

@@ -1,8 +1,11 @@
 """The authors' recipes as named settings: monoT5's Mesh TF recipe (experiment=paper) and budget, monoBERT's two
 learning rates, one precision switch, the Core test-leakage size; each selected with one override."""
 
+import dataclasses
+
 import pytest
 import torch
+from conftest import paper_env
 from omegaconf import OmegaConf
 
 from leakexp.lib.adafactor import MeshAdafactor
@@ -22,10 +25,11 @@ def test_paper_trains_monot5_by_the_authors_mesh_tf_recipe_for_one_epoch():
     assert model_recipe(cfg, "monot5") == "mesh_tf"
     assert (t.optimizer, t.lr, t.warmup, t.decay, t.weight_decay, t.max_grad_norm) == \
         ("adafactor_mesh", 1e-3, 0.0, "constant", 0.0, None)
-    assert (t.epochs, t.updates, t.batch_size * t.grad_accum * 2) == (1, None, 128)
+    assert (t.epochs, t.updates, t.batch_size * t.grad_accum * 2, t.z_loss) == (1, None, 128, 1e-4)
     opt = make_optimizer(torch.nn.Linear(4, 3), t)
     assert type(opt) is MeshAdafactor and opt.param_groups[0]["lr"] == 1e-3
     assert "mesh_tf" in recipe_note(cfg, ["monot5"]) and "1 epoch (the paper's text)" in recipe_note(cfg, ["monot5"])
+    assert "128 instances per update, z-loss 0.0001" in recipe_note(cfg, ["monot5"])
 
 
 def test_one_override_selects_the_scripts_budget_or_pygaggles_recipe():
@@ -40,6 +44,38 @@ def test_one_override_selects_the_scripts_budget_or_pygaggles_recipe():
     # the decay rate continued from the authors' checkpoint's step instead of a fresh optimiser's
     cont = train_config(compose(["experiment=paper", "model_overrides.monot5.train.adafactor_start_step=999900"]), "monot5")
     assert make_optimizer(torch.nn.Linear(4, 3), cont).start_step == 999_900
+
+
+def test_z_loss_is_the_mesh_tf_recipes_and_other_recipes_keep_their_keys(tmp_path):
+    """z_loss is a schema default (0) that only the mesh_tf recipes set: the demo's monoT5 (pygaggle_hf) resolves to
+    the same train block as before, with no z_loss key, so its artifacts keep their keys."""
+    demo = compose([f"store={tmp_path}"])
+    assert "z_loss" not in resolved_model_config(demo, "monot5").train and train_config(demo, "monot5").z_loss == 0
+    for recipe in ("mesh_tf", "mesh_tf_train_steps", "mesh_tf_default_batch"):
+        cfg = compose(["experiment=paper", f"model_overrides.monot5.recipe={recipe}"])
+        assert train_config(cfg, "monot5").z_loss == 1e-4
+    hf = compose(["experiment=paper", "model_overrides.monot5.recipe=pygaggle_hf"])
+    assert train_config(hf, "monot5").z_loss == 0
+
+
+def test_the_other_reading_of_mesh_tfs_batch_is_one_override(tmp_path, monkeypatch):
+    """mesh_tf: 128 sequences per update (T5's fine-tuning batch of 65,536 tokens, assumed); mesh_tf_default_batch:
+    Mesh TF's utils.run default, 2,048 tokens per replica on the script's one device = 4 sequences of 512."""
+    from leakexp.stages.cell import grid_cells
+    from leakexp.stages.registry import runner
+
+    def trained(recipe):
+        cfg = compose([f"store={tmp_path}", *paper_env(tmp_path, monkeypatch),
+                       f"model_overrides.monot5.recipe={recipe}"])
+        t = train_config(cfg, "monot5")
+        cell = next(c for c in grid_cells(cfg) if c.model == "monot5")
+        return t, runner(cfg, readonly=True, files=False).key(cell.ask("train")), recipe_note(cfg, ["monot5"])
+
+    (paper, paper_key, paper_note), (tokens, tokens_key, note) = trained("mesh_tf"), trained("mesh_tf_default_batch")
+    assert (paper.batch_size * paper.grad_accum * 2, tokens.batch_size * tokens.grad_accum * 2) == (128, 4)
+    assert dataclasses.replace(tokens, batch_size=paper.batch_size, grad_accum=paper.grad_accum) == paper
+    assert paper_key != tokens_key
+    assert "4 instances per update" in note and "2,048 tokens" in note and "128 instances per update" in paper_note
 
 
 def test_torch_adamw_is_a_named_monobert_recipe(tmp_path):

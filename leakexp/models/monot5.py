@@ -148,17 +148,31 @@ class MonoT5(HFReranker):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return fp32(lambda z: F.log_softmax(z, dim=-1)[:, 1], self._two_logits(input_ids, attention_mask))  # log P(true)
 
-    def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
+    def pointwise_loss(self, feats: dict, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
         """Cross-entropy on the target text ``true`` / ``false`` followed by </s>, as monoT5 is fine-tuned (what
         ``T5ForConditionalGeneration(labels=...)`` computes), with the LM head and the loss in fp32. The targets
-        are built on the device (no host sync)."""
+        are built on the device (no host sync).
+
+        ``z_loss``: Mesh TF's term, added to each target token's cross-entropy before the tokens are averaged:
+        ``z_loss * log_z^2``, log_z the logsumexp of the token's logits over the vocabulary (tensorflow/mesh @
+        da90793 mesh_tensorflow/layers.py lines 1109-1116; transformer.py lines 835-848: the per-token losses,
+        without padding, are summed and divided by the targets' size; here every target is 2 tokens, no padding).
+        It keeps log_z near 0; the T5 models that Mesh TF trains use its default 1e-4 (transformer.py line 712)."""
         ids = feats["input_ids"]
         word = torch.where(labels.to(ids.device).bool(), self.true_id, self.false_id)
         target = torch.stack([word, torch.full_like(word, self.tokenizer.eos_token_id)], dim=1)  # (B, 2)
         shifted = torch.stack([torch.full_like(word, self.t5.config.decoder_start_token_id), word], dim=1)
         h = self._decoder_states(ids, feats["attention_mask"], shifted)
-        return fp32(lambda h, w: F.cross_entropy(F.linear(h, w).flatten(0, 1), target.flatten()), h,
-                    self.t5.lm_head.weight)
+
+        def loss(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            logits = F.linear(h, w).flatten(0, 1)
+            if not z_loss:
+                return F.cross_entropy(logits, target.flatten())
+            log_z = torch.logsumexp(logits, dim=-1)
+            token = log_z - logits.gather(1, target.reshape(-1, 1)).squeeze(1)  # each token's cross-entropy
+            return (token + z_loss * log_z.square()).mean()
+
+        return fp32(loss, h, self.t5.lm_head.weight)
 
 
 # -- token ids -> the tensors of the prompt tokenised whole ----------------------------------------------------

@@ -301,6 +301,11 @@ def model_recipe(cfg: DictConfig, name: str) -> str | None:
     return _resolved(cfg, "model", name).get("recipe")
 
 
+# training settings a model file's `train:` may leave to their defaults (leakexp.stages.train.ModelTraining), which a
+# recipe may still set: a model file that does not name one keeps its artifacts' keys
+RECIPE_OPTIONAL_KEYS = frozenset({"updates", "adafactor_start_step", "z_loss"})
+
+
 def apply_recipe(merged: dict, base: dict, name: str) -> dict:
     """A model config whose file has ``recipes:`` trains by ``recipes[recipe]``: the file's ``train:`` values, then
     the recipe's, then whatever the experiment (``model_overrides``) or the command line set in ``train:``. The
@@ -313,7 +318,7 @@ def apply_recipe(merged: dict, base: dict, name: str) -> dict:
     if recipe not in recipes:
         raise ConfigError(f"{name}'s recipe {recipe!r} (model_overrides.{name}.recipe, or model.recipe with "
                           f"model={name}) is unknown; available: {', '.join(recipes)} (conf/model/{name}.yaml recipes:)")
-    known = set(base["train"]) | {"updates"}
+    known = set(base["train"]) | RECIPE_OPTIONAL_KEYS
     for key in recipes[recipe] or {}:
         if key not in known:
             raise ConfigError(f"models.{name}.recipes.{recipe}.{key} is not a training setting; known: "

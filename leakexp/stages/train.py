@@ -11,6 +11,7 @@ initialisation). A query's positive and negative instance are always in the same
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import os
@@ -76,6 +77,7 @@ class TrainConfig:
     group_by_length: bool = False  # batches of similar lengths (less padding), order still seeded
     bf16: bool = True  # bf16 autocast on CUDA (ignored on a CPU)
     adafactor_start_step: int = 0  # adafactor_mesh: Mesh TF's global step before the first update (leakexp.lib.adafactor)
+    z_loss: float = 0.0  # Mesh TF's z-loss: z_loss * logsumexp(logits)^2 per target token (monoT5 only; 0: none)
 
     # keys of a model's `train:` block that configure inference, not training
     INFERENCE_KEYS = ("score_batch_size",)
@@ -542,6 +544,9 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
     data = PairBatches.of(model, pos, neg, batches, docs)
     total = math.ceil(len(batches) / cfg.grad_accum)
     warmup = warmup_updates(cfg, total)
+    if cfg.z_loss and "z_loss" not in inspect.signature(model.pointwise_loss).parameters:
+        raise TrainingError(f"{model.name}: z_loss={cfg.z_loss} is Mesh TF's term on a softmax over a vocabulary "
+                            "(monoT5); set z_loss: 0")
     model.to(device).train()
     opt = make_optimizer(model, cfg)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, total, warmup, cfg.decay))
@@ -598,7 +603,7 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
             group = batches[(step - 1) * cfg.grad_accum : step * cfg.grad_accum]
             losses = []
             for idx in group:
-                loss = batch_loss(model, next(stream), device, amp)
+                loss = batch_loss(model, next(stream), device, amp, cfg.z_loss)
                 (loss / len(group)).backward()
                 losses.append(loss.detach().float())
                 pairs_seen += len(idx)
@@ -628,15 +633,16 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
     return TrainResult(figures, hist)
 
 
-def batch_loss(model: Reranker, batch: dict, device: str, amp: bool) -> torch.Tensor:
-    """The loss of one micro-batch of :class:`PairBatches` (``amp``: bf16 autocast, on CUDA only); copies to the
-    device do not block (the batch is in pinned memory on CUDA)."""
+def batch_loss(model: Reranker, batch: dict, device: str, amp: bool, z_loss: float = 0.0) -> torch.Tensor:
+    """The loss of one micro-batch of :class:`PairBatches` (``amp``: bf16 autocast, on CUDA only; ``z_loss``: Mesh
+    TF's term, monoT5 only); copies to the device do not block (the batch is in pinned memory on CUDA)."""
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp and str(device).startswith("cuda")):
         if "pos" in batch:
             return model.pair_loss(to_device(batch["pos"], device, non_blocking=True),
                                    to_device(batch["neg"], device, non_blocking=True))
+        extra = {"z_loss": z_loss} if z_loss else {}
         return model.pointwise_loss(to_device(batch["feats"], device, non_blocking=True),
-                                    batch["labels"].to(device, non_blocking=True))
+                                    batch["labels"].to(device, non_blocking=True), **extra)
 
 
 # -- history files ------------------------------------------------------------------------------------------
@@ -818,6 +824,9 @@ class ModelTraining(Section):
     # adafactor_mesh only: the global step the decay rate 1 - (t+1)^-0.8 counts from; 0 = a fresh optimiser (t5-base
     # carries no optimiser state); 999900 = the step of the authors' pre-trained checkpoint (leakexp.lib.adafactor)
     adafactor_start_step: NonNegativeInt = 0
+    # Mesh TF's z-loss on monoT5's vocabulary softmax (leakexp.models.monot5.MonoT5.pointwise_loss); the recipes
+    # mesh_tf* set 1e-4, Mesh TF's default (mesh_tensorflow/transformer/transformer.py line 712); 0: none
+    z_loss: NonNegativeFloat = 0.0
 
 
 class _ModelSettings(Section):
@@ -902,11 +911,15 @@ MODEL_SETTINGS: dict[str, type[_ModelSettings]] = {
 
 
 # -- what the captions say about the recipes ---------------------------------------------------------------------
+_MESH_TF = ("the SPIRE-22 authors' recipe (webis-de/SPIRE-22 train-mono-t5.sh: Mesh TensorFlow's Adafactor with "
+            "parameter-scaled updates, constant learning rate, z-loss; ")
 RECIPE_TEXT = {
-    "mesh_tf": "the SPIRE-22 authors' recipe (webis-de/SPIRE-22 train-mono-t5.sh: Mesh TensorFlow's Adafactor with "
-               "parameter-scaled updates, constant learning rate)",
-    "mesh_tf_train_steps": "the SPIRE-22 authors' recipe (webis-de/SPIRE-22 train-mono-t5.sh: Mesh TensorFlow's "
-                           "Adafactor with parameter-scaled updates, constant learning rate)",
+    "mesh_tf": _MESH_TF + "128 sequences per update, T5's fine-tuning batch: the script's operative config is not "
+                          "public)",
+    "mesh_tf_train_steps": _MESH_TF + "128 sequences per update, T5's fine-tuning batch: the script's operative "
+                                      "config is not public)",
+    "mesh_tf_default_batch": _MESH_TF + "Mesh TF's default batch of 2,048 tokens on the script's one device, 4 "
+                                        "sequences per update: the script's operative config is not public)",
     "pygaggle_hf": "PyGaggle's later Hugging Face recipe (finetune_monot5.py: HF Adafactor, warmup, linear decay)",
     "dl4marco": "dl4marco-bert's MS MARCO settings with BERT's optimiser (no bias correction) and schedule (the paper "
                 "and its repository give no monoBERT recipe)",
@@ -931,7 +944,8 @@ def recipe_note(cfg, models) -> str:
                   f"{t.epochs} epoch{'s' if t.epochs != 1 else ''}" + (" (the paper's text)" if t.epochs == 1 else ""))
         label = {"monot5": "monoT5", "monobert": "monoBERT"}.get(model, model)
         text = f"{label}: {RECIPE_TEXT.get(recipe, 'recipe ' + recipe)} ({model}.recipe={recipe}), {t.optimizer}, " \
-               f"lr {t.lr:g}, {budget}"
+               f"lr {t.lr:g}, {2 * t.batch_size * t.grad_accum} instances per update" + \
+               (f", z-loss {t.z_loss:g}" if t.z_loss else "") + f", {budget}"
         if recipe.startswith("mesh_tf"):
             text += "; the authors' script runs 100,000 updates (run.train_steps = 1100000 from a 1M-step checkpoint)"
         out.append(text)
