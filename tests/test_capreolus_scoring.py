@@ -143,6 +143,52 @@ def test_unit_rows_are_pymagnitudes_stored_vectors(tmp_path):
     np.testing.assert_array_equal(raw.matrix[2], [3.0, 4.0, 0.0])  # unit=False: GloVe's raw rows
 
 
+def pymagnitude_vectors(text: str, precision: int = 7) -> dict[str, np.ndarray]:
+    """What Capreolus reads of a GloVe text through pymagnitude (plasticityai/magnitude@7ac0bae): the converter parses
+    each line's values with float() (converter.py:202-219), divides them by their norm (:375-376) and stores
+    int(round(v * 10**precision)) (:382-383); a Magnitude with normalized=True reads those integers into a float32
+    vector and divides it by float(10**precision) (__init__.py:1020-1023)."""
+    out = {}
+    for line in text.splitlines():
+        line_split = line.strip().replace("\t", " ").split()
+        vector = np.asarray([float(elem) for elem in line_split[1:]])
+        magnitude = np.linalg.norm(vector)
+        vector = vector / magnitude
+        stored = tuple(int(round(v * (10**precision))) for v in vector)
+        vec = np.zeros((len(stored),), dtype=np.float32)
+        vec[0:len(stored)] = stored
+        out[line_split[0]] = vec / float(10**precision)
+    return out
+
+
+def test_glove_unit_rows_equal_pymagnitudes_from_the_texts_float64_values(tmp_path):
+    """GloVe-like rows (values of 3-6 significant digits, as glove.6B writes them) whose float32 parse, normalised,
+    rounds about 1 % of the values to the neighbouring multiple of 1e-7: leakexp's unit rows are pymagnitude's, bit
+    for bit, also when read back from the vectors cache; the raw rows stay the float32 parse of the text."""
+    from leakexp.models.vectors import load_word_vectors as load
+
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(60)]
+    text = "".join(f"{w} {' '.join(f'{v:.{rng.integers(3, 7)}g}' for v in rng.normal(0, 0.4, 50))}\n" for w in words)
+    glove = tmp_path / "glove.txt"
+    glove.write_text(text)
+    want = np.stack([pymagnitude_vectors(text)[w] for w in words])
+    load.cache_clear()
+    unit, raw = load(str(glove), unit=True), load(str(glove))
+    assert [unit.vocab[w] for w in words] == list(range(1, 61))
+    np.testing.assert_array_equal(unit.matrix[1:], want)
+    np.testing.assert_array_equal(unit.matrix[0], np.zeros(50, np.float32))
+    parsed32 = np.array([[np.float32(v) for v in line.split()[1:]] for line in text.splitlines()])
+    np.testing.assert_array_equal(raw.matrix[1:], parsed32)
+    differ = unit_rows(parsed32) != want  # normalising the float32 parse, as leakexp did
+    assert 0.002 < differ.mean() < 0.05 and np.abs(unit_rows(parsed32) - want).max() < 1.5e-7
+    load.cache_clear()  # a later process: both matrices from the cache entry
+    again = load(str(glove), unit=True)
+    np.testing.assert_array_equal(again.matrix, unit.matrix)
+    assert again.content_hash == unit.content_hash != load(str(glove)).content_hash
+    load.cache_clear()
+
+
 @pytest.mark.parametrize("name", ["knrm", "pacrr", "duet"])
 def test_capreolus_models_read_unit_rows_with_unit_vectors_and_save_the_setting(name, tmp_path):
     from leakexp.models import get, load_checkpoint

@@ -146,8 +146,10 @@ def _bundled() -> WordVectors:
     return WordVectors(vocab, np.stack(rows).astype(np.float32), "bundled:all-MiniLM-L6-v2")
 
 
-def _glove(path: Path) -> WordVectors:
-    vocab, rows = {}, []
+def _glove(path: Path) -> tuple[WordVectors, np.ndarray]:
+    """A GloVe text file's vectors (float32) and its rows as pymagnitude gives them (:func:`magnitude_row` of each
+    line's float64 values), both with a zero pad row."""
+    vocab, rows, units = {}, [], []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             parts = line.rstrip().split(" ")
@@ -156,19 +158,21 @@ def _glove(path: Path) -> WordVectors:
             if parts[0] in vocab:
                 continue
             try:
-                vec = np.asarray(parts[1:], dtype=np.float32)
+                vec = np.asarray(parts[1:], dtype=np.float64)
             except ValueError:
                 raise ValueError(f"{path}:{n}: expected 'word v1 v2 ...' (GloVe text format)") from None
             if rows and len(vec) != len(rows[0]):
                 raise ValueError(f"{path}:{n}: {len(vec)} values, expected {len(rows[0])}")
             vocab[parts[0]] = len(rows) + 1
-            rows.append(vec)
+            rows.append(vec.astype(np.float32))  # the value nearest the text's, as a float32 parse gives it
+            units.append(magnitude_row(vec))
     if not rows:
         raise ValueError(f"{path}: no vectors found")
-    return WordVectors(vocab, np.vstack([np.zeros_like(rows[0])] + rows), f"glove:{path}")
+    pad = [np.zeros_like(rows[0])]
+    return WordVectors(vocab, np.vstack(pad + rows), f"glove:{path}"), np.vstack(pad + units)
 
 
-VECTORS_CACHE_FORMAT = 1  # the layout of a cache entry (vocab.txt, matrix.npy, meta.json)
+VECTORS_CACHE_FORMAT = 2  # the layout of a cache entry (vocab.txt, matrix.npy, unit.npy, meta.json)
 
 
 def vectors_cache_dir(path: Path) -> Path:
@@ -181,13 +185,16 @@ def vectors_cache_dir(path: Path) -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")).expanduser() / "leakexp" / "vectors"
 
 
-def _glove_cached(path: Path) -> WordVectors:
-    """A GloVe text file through its cache: parsed once (by :func:`_glove`) into the vocabulary in id order and an
-    ``.npy`` matrix, which later processes memory-map (copy-on-write) instead of parsing ~1 GB of text.
-    An entry is written to a temporary folder and renamed, so concurrent jobs never read half an entry."""
+def _glove_cached(path: Path, unit: bool = False) -> WordVectors:
+    """A GloVe text file through its cache: parsed once (by :func:`_glove`) into the vocabulary in id order and two
+    ``.npy`` matrices, the raw rows and the unit rows (``unit``), which later processes memory-map (copy-on-write)
+    instead of parsing ~1 GB of text. An entry is written to a temporary folder and renamed, so concurrent jobs
+    never read half an entry."""
     entry = vectors_cache_dir(path) / f"{path.name}-{config_hash([VECTORS_CACHE_FORMAT, file_identity(path)])}"
+    source = f"glove:{path}" + (f" (unit rows, {MAGNITUDE_PRECISION} decimals)" if unit else "")
     if not (entry / "meta.json").exists():
-        vectors = _glove(path)
+        vectors, unit_matrix = _glove(path)
+        units = WordVectors(vectors.vocab, unit_matrix, source)
         entry.parent.mkdir(parents=True, exist_ok=True)
         tmp = entry.parent / f".{entry.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -195,23 +202,40 @@ def _glove_cached(path: Path) -> WordVectors:
         words = sorted(vectors.vocab, key=vectors.vocab.__getitem__)
         (tmp / "vocab.txt").write_text("\n".join(words), encoding="utf-8")
         np.save(tmp / "matrix.npy", np.ascontiguousarray(vectors.matrix, dtype=np.float32))
+        np.save(tmp / "unit.npy", np.ascontiguousarray(unit_matrix, dtype=np.float32))
         (tmp / "meta.json").write_text(json.dumps({"source": vectors.source, "sha256": vectors.content_hash,
+                                                   "unit_sha256": units.content_hash,
                                                    "shape": list(vectors.matrix.shape),
                                                    "format": VECTORS_CACHE_FORMAT}) + "\n")
         try:
             os.rename(tmp, entry)
         except OSError:  # another job wrote the entry first: use theirs
             shutil.rmtree(tmp, ignore_errors=True)
-        return vectors
+        return units if unit else vectors
     meta = json.loads((entry / "meta.json").read_text())
     words = (entry / "vocab.txt").read_text(encoding="utf-8").split("\n")
-    matrix = np.load(entry / "matrix.npy", mmap_mode="c")  # pages are read on use and shared between processes
+    # pages are read on use and shared between processes
+    matrix = np.load(entry / ("unit.npy" if unit else "matrix.npy"), mmap_mode="c")
     if list(matrix.shape) != meta["shape"] or len(words) != matrix.shape[0] - 1:
         raise ValueError(f"{entry} is damaged ({len(words)} words, matrix {matrix.shape}); delete it")
-    return WordVectors(dict(zip(words, range(1, len(words) + 1))), matrix, f"glove:{path}", _hash=meta["sha256"])
+    return WordVectors(dict(zip(words, range(1, len(words) + 1))), matrix, source,
+                       _hash=meta["unit_sha256" if unit else "sha256"])
 
 
 MAGNITUDE_PRECISION = 7  # pymagnitude's converter default (pymagnitude/converter_shared.py:16, DEFAULT_PRECISION)
+
+
+def magnitude_row(vec: np.ndarray, precision: int = MAGNITUDE_PRECISION) -> np.ndarray:
+    """One row of GloVe's text as pymagnitude stores and returns it (see :func:`unit_rows`): the text's values as
+    Python floats (float64; plasticityai/magnitude@7ac0bae pymagnitude/converter.py:218-219), divided by their
+    norm (``np.linalg.norm`` of the row, :375-376), rounded to ``precision`` decimals as integers (:382-383), read
+    back into float32 and divided by 10**precision in float32 (__init__.py:1020-1023). Parsing the text as
+    float32 first moves about 1 % of the values of glove.6B by one step of 1e-7. A zero row stays zero."""
+    norm = np.linalg.norm(vec)
+    if not norm > 0:
+        return np.zeros(vec.shape, dtype=np.float32)
+    scale = float(10**precision)
+    return np.round(vec / norm * scale).astype(np.float32) / np.float32(scale)
 
 
 def unit_rows(matrix: np.ndarray, *, precision: int = MAGNITUDE_PRECISION, chunk: int = 65536) -> np.ndarray:
@@ -226,7 +250,10 @@ def unit_rows(matrix: np.ndarray, *, precision: int = MAGNITUDE_PRECISION, chunk
     (pymagnitude/converter.py:375-383). So KNRM's and PACRR's cosines change only by the quantisation, DUET's
     distributed model reads unit vectors instead of GloVe's raw ones. A zero row stays zero (GloVe 6B has none;
     the converter would store random ±10**-precision values). Unknown words are not rows here: DUET's N(0, 0.5²)
-    vectors of unknown words are not normalised in Capreolus either (extractor/slowembedtext.py:133)."""
+    vectors of unknown words are not normalised in Capreolus either (extractor/slowembedtext.py:133).
+
+    This is the form for a float32 matrix (the bundled vectors); a GloVe file's unit rows are made from its text's
+    float64 values when it is parsed (:func:`magnitude_row`), as pymagnitude's converter reads the text."""
     out = np.empty(matrix.shape, dtype=np.float32)
     scale = float(10**precision)
     for s in range(0, matrix.shape[0], chunk):
@@ -246,11 +273,11 @@ def load_word_vectors(spec: str, unit: bool = False) -> WordVectors:
 
     Read once per process and shared by every model built from the same spec (the matrix is frozen).
     """
-    if unit:
-        raw = load_word_vectors(spec)
-        return WordVectors(raw.vocab, unit_rows(raw.matrix),
-                           f"{raw.source} (unit rows, {MAGNITUDE_PRECISION} decimals)")
     if spec == "bundled":
+        if unit:
+            raw = load_word_vectors(spec)
+            return WordVectors(raw.vocab, unit_rows(raw.matrix),
+                               f"{raw.source} (unit rows, {MAGNITUDE_PRECISION} decimals)")
         return _bundled()
     path = Path(spec).expanduser()
     if not path.exists():
@@ -258,7 +285,7 @@ def load_word_vectors(spec: str, unit: bool = False) -> WordVectors:
             f"word vectors {spec!r} not found; give the path to glove.6B.300d.txt "
             "(https://nlp.stanford.edu/projects/glove/) or use embeddings=bundled"
         )
-    return _glove_cached(path)
+    return _glove_cached(path, unit)
 
 
 def word_ids(texts: Iterable[str], vectors: WordVectors, length: int, oov: dict[str, int] | None = None, *,
