@@ -204,3 +204,23 @@ def test_capreolus_models_read_unit_rows_with_unit_vectors_and_save_the_setting(
     again = load_checkpoint(tmp_path / "m")
     assert again.hparams["unit_vectors"] is True
     torch.testing.assert_close(again.embedding.weight, model.embedding.weight)
+
+
+def test_a_new_parse_of_a_glove_file_rekeys_what_trains_on_it_and_nothing_else(tmp_path, monkeypatch):
+    """How a word-vector file is parsed (float64, pymagnitude's unit rows: the vectors cache format) is part of the
+    key of the tokens and models that read it; the bundled vectors and the transformers do not depend on it."""
+    import leakexp.stages.tokens as tokens
+
+    glove = tmp_path / "glove.txt"
+    glove.write_text("the 0.5 -1.5 2.0\ncat 3.0 4.0 0.0\n")
+    cfg = compose([f"store={tmp_path}", "grid.models=[knrm,monobert]", f"model_overrides.knrm.embeddings={glove}"])
+    demo = compose([f"store={tmp_path}", "grid.models=[knrm,monobert]"])
+    cells = {m: Cell(cfg.grid.corpora[0], "msm", int(cfg.grid.sizes[0]), m, 1) for m in ("knrm", "monobert")}
+    before = {(name, m): make_runner(c).key(cells[m].ask("train")) for name, c in (("glove", cfg), ("demo", demo))
+              for m in cells}
+    monkeypatch.setattr(tokens, "VECTORS_CACHE_FORMAT", tokens.VECTORS_CACHE_FORMAT - 1)  # the former parse
+    after = {(name, m): make_runner(c).key(cells[m].ask("train")) for name, c in (("glove", cfg), ("demo", demo))
+             for m in cells}
+    assert before[("glove", "knrm")] != after[("glove", "knrm")]
+    assert {k: v for k, v in before.items() if k != ("glove", "knrm")} == \
+        {k: v for k, v in after.items() if k != ("glove", "knrm")}

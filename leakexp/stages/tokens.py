@@ -8,6 +8,7 @@ from pathlib import Path
 from leakexp.data.files import file_identity, files_identity
 from leakexp.models import get
 from leakexp.models.tokens import Tokens
+from leakexp.models.vectors import VECTORS_CACHE_FORMAT
 from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.stages.cell import set_params
 from leakexp.stages.docstats import docstats_input
@@ -45,7 +46,11 @@ def _external(p: dict, c) -> dict | None:
     out = {}
     for key, value in encoding_settings(c, p["model"]).items():
         path = Path(str(value)).expanduser()
-        if isinstance(value, str) and path.is_file():
+        if isinstance(value, str) and path.is_file() and key == "embeddings":
+            # a word-vector file as parsed: how its rows are read (float64, pymagnitude's unit rows) is part of
+            # what the models trained on it see, so a new parse re-keys them (and only them)
+            out[key] = {**file_identity(path), "parsed": VECTORS_CACHE_FORMAT}
+        elif isinstance(value, str) and path.is_file():
             out[key] = file_identity(path)
         elif isinstance(value, str) and path.is_dir():  # a checkpoint: its tokenizer's files, not the weights
             out[key] = {f.name: file_identity(f) for f in sorted(path.iterdir())
