@@ -349,7 +349,7 @@ def test_duet_unknown_words_get_their_seeded_vector_in_forward(idf_table):
 
 
 def test_duet_distributed_branch_has_capreolus_shapes(tmp_path, idf_table):
-    """At the reference shapes (4 query tokens, 800 document tokens, 300-d vectors; MODELS.md §4): query branch
+    """At the reference shapes (4 query tokens, 800 document tokens, 300-d vectors; docs/models.md §4): query branch
     (B,10,2,1) -> pool (B,10,1,1) -> (B,10); document branch (B,10,798,1) -> pool(100) (B,10,699,1) ->
     conv 10x1 (B,10,1,699); combination (B,10,1) -> (B,). Run on `meta` tensors: shapes without the arithmetic."""
     glove = tmp_path / "glove300.txt"

