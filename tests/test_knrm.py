@@ -111,7 +111,7 @@ def test_glove_is_parsed_once_into_a_memory_mapped_cache_keyed_by_the_file(tmp_p
     glove = tmp_path / "glove.txt"
     # a repeated word keeps its first vector; a line without values is skipped (as the text parser does)
     glove.write_text("lyme 1.0 0.0 0.5\ntick 0.0 1.0 0.25\nlyme 9 9 9\nshort\ndisease 1.0 1.0 0.0\n")
-    parsed = vectors._glove(glove)
+    parsed, unit_rows = vectors._glove(glove)
     vectors.load_word_vectors.cache_clear()
     first = vectors.load_word_vectors(str(glove))  # parses the text file and writes the cache
     assert len(list(cache.iterdir())) == 1
@@ -123,6 +123,9 @@ def test_glove_is_parsed_once_into_a_memory_mapped_cache_keyed_by_the_file(tmp_p
         assert v.vocab == parsed.vocab == {"lyme": 1, "tick": 2, "disease": 3} and v.source == parsed.source
         assert np.array_equal(v.matrix, parsed.matrix) and v.matrix.dtype == np.float32
         assert v.content_hash == parsed.content_hash  # checkpoints trained on the text file still load
+    unit = vectors.load_word_vectors(str(glove), unit=True)  # pymagnitude's rows, from the same cache entry
+    assert isinstance(unit.matrix, np.memmap) and np.array_equal(unit.matrix, unit_rows)
+    assert len(list(cache.iterdir())) == 1
 
     m = KNRM(embeddings=str(glove), maxdoclen=8)  # a model over the memory-mapped matrix
     assert m.featurize(["lyme disease"], ["tick"])["q"].tolist() == [[1, 3, 0, 0]]
