@@ -64,8 +64,9 @@ def test_paper_models_use_the_papers_weights_and_demo_the_embedded_ones():
     from leakexp.runner.config import resolved_model_config
 
     paper = compose(["experiment=paper"])
-    assert resolved_model_config(paper, "monot5").checkpoint == "t5-base"
-    assert resolved_model_config(paper, "monobert").checkpoint == "bert-base-uncased"
+    assert resolved_model_config(paper, "monot5").checkpoint == "t5-base@a9723ea7f1b39c1eae772870f3b547bf6ef7e6c1"
+    assert resolved_model_config(paper, "monobert").checkpoint == \
+        "bert-base-uncased@86b5e0934494bd15c9632b12f734a8a67f723594"  # pinned to a commit: its keys name it
     assert resolved_model_config(paper, "monobert").train.lr == 3e-6  # dl4marco-bert README
     assert resolved_model_config(paper, "knrm").train.batch_size == 32  # Capreolus
     demo = compose([])

@@ -66,7 +66,7 @@ def test_real_data_takes_the_studys_detection_defaults_not_the_demos(pair, capsy
     assert _audit(pair) == 0
     out = capsys.readouterr().out
     options = json.loads((pair / "o" / "audit.json").read_text())["options"]
-    assert Recorder.models == ["sentence-transformers/paraphrase-MiniLM-L6-v2"]
+    assert Recorder.models == ["sentence-transformers/paraphrase-MiniLM-L6-v2@c9a2bfebc254878aee8c3aca9e6844d5bbb102d1"]
     assert (options["threshold"], options["k"]) == (0.91, 100)
     assert "Fröbe et al. 2022" in out  # the printed defaults say where they come from
     assert _audit(pair, "experiment=demo") == 0  # the demo's values only when asked for

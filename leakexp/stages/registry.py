@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from omegaconf import DictConfig
 
 from leakexp.data.files import DataUnavailable
+from leakexp.lib import hub
 from leakexp.runner import config
 from leakexp.runner.config import compose as compose_config, runtime, settings
 from leakexp.runner.pipeline import Runner
@@ -81,14 +82,15 @@ def check(cfg: DictConfig, *, files: bool = False, needs: Iterable[str] | None =
     """The whole configuration before any work: every section against its schema, then every stage's own
     checks (each once); with ``files`` (a run that computes), every file a run reads exists and is readable, and
     the stages named in ``needs`` (None: every stage) have what they require (``Stage.require``: annotation files,
-    models in the Hugging Face cache)."""
+    models in the Hugging Face cache, fetched first on a connected machine)."""
     sections = _schemas(cfg)
     for fn in dict.fromkeys(s.check for s in STAGES if s.check is not None):
         fn(cfg)
     if files:
         check_files(_file_entries(cfg, sections))
-        for fn in _requirements(needs):
-            fn(cfg)
+        with hub.fetching():  # a pinned Hugging Face model missing from the cache is fetched now, where allowed
+            for fn in _requirements(needs):
+                fn(cfg)
 
 
 def _file_entries(cfg: DictConfig, sections: list) -> list:

@@ -27,7 +27,8 @@ def check_embedded(cfg) -> None:
     models = dict.fromkeys([*cfg.grid.models, cfg.model.name])
     if "monot5" in models and cfg.data.kind != "toy" and resolved_model_config(cfg, "monot5").get("checkpoint") == "embedded":
         raise ConfigError(f"models.monot5.checkpoint=embedded needs the toy world (data.kind=toy), not "
-                          f"data.kind={cfg.data.kind}; use model.checkpoint=t5-base (or a local path to T5 weights)")
+                          f"data.kind={cfg.data.kind}; use the paper's pinned t5-base (experiment=paper: model.checkpoint="
+                          f"t5-base@a9723ea7f1b39c1eae772870f3b547bf6ef7e6c1) or a local path to T5 weights")
 
 
 T5_VOCAB = Stage(

@@ -72,7 +72,9 @@ FILE_SUFFIXES = {".gz", ".tsv", ".txt", ".trec", ".xml", ".qrels", ".topics", ".
 #   sizes: 14k, 45k, 200k for MS MARCO (extrapolate-eval's released files); a size there names a released qrels
 #   file, hence --size-unit.
 # - Label overlap: at least one shared relevant document (extrapolate-eval's compute_label_overlap.py, rule fixed).
-PAPER_DEFAULTS = {"sbert": "sentence-transformers/paraphrase-MiniLM-L6-v2", "threshold": 0.91, "k": 100}
+#   The model is pinned to a commit (as detect.sbert in conf/experiment/paper.yaml: the embeddings' keys name it).
+PAPER_DEFAULTS = {"sbert": "sentence-transformers/paraphrase-MiniLM-L6-v2@c9a2bfebc254878aee8c3aca9e6844d5bbb102d1",
+                  "threshold": 0.91, "k": 100}
 PAPER_DEFAULTS_SOURCE = ("Fröbe et al. 2022, Sec. 3: paraphrase-MiniLM-L6-v2, exact top-100, threshold 0.91 "
                         "(precision 0.9 on 100 judged pairs)")
 RESTTEST_BUCKETS = 5  # Zhan et al. 2022 (extrapolate-eval)
