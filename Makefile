@@ -19,7 +19,7 @@ CELL_EXPERIMENT = $(if $(filter toy_%,$(CORPUS)),demo,paper)
 EXPERIMENT ?= demo
 ARGS ?=
 
-.PHONY: help setup test test-kernels test-slurm test-slow test-all test-gpu demo grid cell tables status plan bench clean
+.PHONY: help setup test test-kernels test-slurm test-slow test-all test-gpu demo fetch grid cell tables status plan bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -70,6 +70,9 @@ test-gpu: setup ## the GPU suite: every model trains and re-ranks on CUDA (bf16)
 
 demo: setup ## the whole pipeline on the embedded toy world (CPU, minutes); prints where the tables are
 	$(BIN)/leakexp demo $(ARGS)
+
+fetch: setup ## download what the paper's grid reads and is public (models, GloVe, SPIRE-22 files, ir_datasets' public files); lists the rest
+	$(BIN)/leakexp fetch experiment=paper $(ARGS)
 
 grid: setup ## the paper's grid (experiment=paper) as a Hydra multirun; add hydra/launcher=gpu_slurm on a cluster
 	$(BIN)/leakexp-run -m experiment=paper $(ARGS)

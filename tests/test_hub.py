@@ -72,7 +72,7 @@ def test_a_pinned_model_missing_offline_is_one_line_naming_setting_fetch_and_the
     assert "\n" not in message
     assert message.startswith(f"detect.sbert={name}: the Hugging Face model {SBERT} at revision {SBERT_PIN} is not in "
                               f"the local cache ({cache}) and HF_HUB_OFFLINE=1 forbids downloads; on a connected "
-                              f"machine run ")
+                              f"machine run `leakexp fetch` with this run's overrides, ")
     assert f"`hf download {SBERT} --revision {SBERT_PIN}`" in message
     assert f"SentenceTransformer('{SBERT}', revision='{SBERT_PIN}')" in message
     assert "copy ~/.cache/huggingface" in message

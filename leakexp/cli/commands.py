@@ -261,6 +261,14 @@ def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str
     return 0
 
 
+def cmd_fetch(overrides: list[str], *, only: list[str] | None = None, listing: bool = False) -> int:
+    """Download what the configuration's runs read and is public; list what cannot be fetched (leakexp.stages.fetch)."""
+    from leakexp.stages.fetch import fetch
+
+    cfg = compose(overrides)
+    return fetch(cfg, only=only, listing=listing)
+
+
 def cmd_plan(overrides: list[str]) -> int:
     import pandas as pd
 

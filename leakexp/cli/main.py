@@ -47,6 +47,7 @@ STAGES = {
                     "(e.g. the SPIRE-22 authors' Anserini runs: bundled:core17.bm25-anserini.top100.run.gz)",
 }
 CELL_KEYS = ("corpus", "leakage", "size", "model", "seed")
+FETCH_KINDS = ("models", "glove", "annotations", "runs", "irds")  # leakexp.stages.fetch.KINDS
 
 log = logging.getLogger("leakexp")
 
@@ -237,6 +238,16 @@ def main(argv: list[str] | None = None) -> int:
                             help="also re-read every finished artifact's files against their recorded checksums")
             sp.add_argument("--why", nargs="+", metavar="STAGE", help="what made the key of the cell's artifacts of "
                             "these stages (e.g. sets train) and, for a stale one, which values or inputs differ")
+    fetch_help = ("download what the configured grid reads and is public (the pinned Hugging Face models, GloVe 6B, "
+                  "the SPIRE-22 annotations and runs, ir_datasets' public files), then list what cannot be fetched "
+                  "and where to place it")
+    f = sub.add_parser("fetch", help=fetch_help, description=fetch_help + ". Run it on a connected machine (a "
+                       "cluster's login node) with the overrides of the runs to come; the runs then need no network. "
+                       "Exit 1 when a download failed.")
+    f.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=paper")
+    f.add_argument("--only", nargs="+", choices=FETCH_KINDS, metavar="KIND",
+                   help=f"fetch only these kinds: {', '.join(FETCH_KINDS)}")
+    f.add_argument("--list", action="store_true", help="say what would be fetched and what is here; download nothing")
     ann = sub.add_parser("annotations", help="sample / review candidates for annotation; import, calibrate, "
                          "Table 2 and Cohen's kappa from annotation files (the study's JSONL format)")
     asub = ann.add_subparsers(dest="action", required=True, metavar="action")
@@ -324,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             return c.cmd_stages(args.overrides, graph=args.graph)
         if args.command == "status":
             return c.cmd_status(args.overrides, verify=args.verify, why=args.why)
+        if args.command == "fetch":
+            return c.cmd_fetch(args.overrides, only=args.only, listing=args.list)
         return handlers[args.command](args.overrides)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while shutting down must not change the code

@@ -13,7 +13,7 @@ downloaded here: status stays read-only and cheap (size and modification time; c
 from __future__ import annotations
 
 import types
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -46,6 +46,7 @@ class IrdsFile:
     url: str | None = None  # public: where ir_datasets downloads it from
     instructions: str = ""  # ir_datasets' own words for a licensed file
     what: str = ""  # documents, topics (TREC topics), queries or qrels
+    source: Any = field(default=None, compare=False, repr=False)  # ir_datasets' Download: ``source.path()`` fetches it
 
     @property
     def local(self) -> bool:
@@ -81,7 +82,7 @@ def _downloads(obj: Any, part: str, seen: set[int], depth: int = 0) -> list[Irds
         urls = [getattr(m, "url", None) for m in obj.mirrors if not isinstance(m, LocalDownload)]
         locals_ = [m for m in obj.mirrors if isinstance(m, LocalDownload)]
         return [IrdsFile(part, Path(obj._cache_path), licensed=not any(urls), url=next((u for u in urls if u), None),
-                         instructions=next((str(m._message) for m in locals_ if m._message), ""))]
+                         instructions=next((str(m._message) for m in locals_ if m._message), ""), source=obj)]
     if isinstance(obj, LocalDownload):
         return [IrdsFile(part, Path(obj._path))]
     if isinstance(obj, Cache):
@@ -173,8 +174,9 @@ def _named(f: IrdsFile) -> str:
 
 def advice(absent: list[tuple[str, IrdsFile]]) -> str:
     """What to do about absent files ((dataset id, file) pairs): a licensed one is placed by hand where ir_datasets
-    reads it; public ones are fetched on a connected machine with ir_datasets' own command, one per dataset and
-    part, and copied to the same paths here; a local dataset's file is written where its registration names it."""
+    reads it; public ones are fetched on a connected machine by ``leakexp fetch`` or ir_datasets' own command, one
+    per dataset and part, and copied to the same paths here; a local dataset's file is written where its
+    registration names it."""
     parts, seen = [], set()
     for dataset_id, f in absent:
         if f.licensed and f.path not in seen:
@@ -187,9 +189,9 @@ def advice(absent: list[tuple[str, IrdsFile]]) -> str:
     if public:
         files = list(dict.fromkeys(_named(f) for _, f in public))
         commands = list(dict.fromkeys(f"ir_datasets export {d} {f.part} >/dev/null" for d, f in public))
-        parts.append(f"public: {', '.join(files)} — on a connected machine run `{'; '.join(commands)}` (ir_datasets "
-                     f"downloads them into its home), then copy those files to the same paths under "
-                     f"$IR_DATASETS_HOME ({home()}) here")
+        parts.append(f"public: {', '.join(files)} — on a connected machine run `leakexp fetch` with this run's "
+                     f"overrides, or `{'; '.join(commands)}` (ir_datasets downloads them into its home), then copy "
+                     f"those files to the same paths under $IR_DATASETS_HOME ({home()}) here")
     for _, f in absent:
         if f.local and f.path not in seen:
             seen.add(f.path)

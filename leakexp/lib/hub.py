@@ -4,7 +4,7 @@ A setting names a hub model with its revision, ``NAME@COMMIT`` (``t5-base@a9723e
 is part of the key of every artifact that reads the model, so two different weights never share a key. On a
 connected machine a pinned model that is not in the cache is downloaded before any work by the command that needs
 it (``snapshot_download`` at that commit: its configuration, tokenizer and one set of weights) and read from the
-cache from then on. ``HF_HUB_OFFLINE=1`` or
+cache from then on; ``leakexp fetch`` downloads every model of the configured grid at once. ``HF_HUB_OFFLINE=1`` or
 ``TRANSFORMERS_OFFLINE=1`` forbids downloads: a model missing from the cache is then a one-line error before any
 work that names the setting, the model, how to fetch it on a connected machine and the bundled alternative.
 
@@ -205,8 +205,8 @@ def fetch_hint(name: str, sbert: bool) -> str:
            f"revision='{revision}')\"" if sbert else
            f"python -c \"from transformers import AutoModel; AutoModel.from_pretrained('{repo}', "
            f"revision='{revision}')\"")
-    return (f"`hf download {repo} --revision {revision}` (older huggingface_hub: `huggingface-cli download {repo} "
-            f"--revision {revision}`) or `{how}`")
+    return (f"`leakexp fetch` with this run's overrides, `hf download {repo} --revision {revision}` (older "
+            f"huggingface_hub: `huggingface-cli download {repo} --revision {revision}`) or `{how}`")
 
 
 def _assign(setting: str, value: str) -> str:

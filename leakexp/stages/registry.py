@@ -19,7 +19,7 @@ from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import check_files, check_sections, validate
 from leakexp.runner.stage import ConfigError
 from leakexp.runner.store import Store
-from leakexp.stages import (audit, cell, detect, df, docstats, eval as evaluation, firststage, graph, index,
+from leakexp.stages import (audit, cell, detect, df, docstats, eval as evaluation, fetch, firststage, graph, index,
                             memorization, rerank, robustness, sets, sources, t5vocab, tokens, train, verify)
 from leakexp.stages.train import configure_precision, resolve_device
 
@@ -44,7 +44,7 @@ SECTIONS = {
     "detect": detect.DetectSettings, "verify": verify.VerifySettings, "build": sets.BuildSettings,
     "rerank": firststage.RerankSettings, "evaluate": evaluation.EvaluateSettings,
     "memorization": memorization.MemorizationSettings, "robustness": robustness.RobustnessSettings,
-    "plan": config.PlanSettings, "report": config.ReportSettings,
+    "plan": config.PlanSettings, "report": config.ReportSettings, "fetch": fetch.FetchSettings,
     "corpus": sources.CorpusSettings, "model": train.MODEL_SETTINGS,
 }
 
