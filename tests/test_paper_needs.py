@@ -163,6 +163,7 @@ def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_onc
     message = str(err.value)
     assert message.startswith("verify.annotations is not set: ") and "\n" not in message
     assert "webis-de/SPIRE-22 src/main/resources/manual-annotations/" in message
+    assert "`leakexp fetch` with this run's overrides downloads them into fetch.dir and prints this setting" in message
     assert all(name in message for name in FINAL_NAMES)
     assert main(["grid", *overrides]) == 2
     assert capsys.readouterr().err == f"leakexp: config error: {message}\n"
