@@ -1,7 +1,8 @@
-"""The documentation is tested: every command of README.md and experiments/README.md is run by a case below.
+"""The documentation is tested: every command of README.md, experiments/README.md and docs/*.md is run by a case
+below, and every relative link between them resolves.
 
 Commands are extracted from the fenced code blocks (```bash and plain: line continuations, comments) and from the
-inline `leakexp …` / `make …` examples of both files. ``CASES`` maps each of them to how it is checked:
+inline `leakexp …` / `make …` examples of those files. ``CASES`` maps each of them to how it is checked:
 
 - ``toy``: run in-process (``leakexp.cli.main.main``) on the toy world, with a shared small store appended;
 - ``paper``: experiment=paper / real data. ``plan`` and ``status`` run fully (they read nothing); a command that
@@ -36,7 +37,7 @@ from conftest import paper_env
 from leakexp.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "experiments/README.md")
+DOCS = ("README.md", "experiments/README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
 _FENCE = re.compile(r"^\s*```(\w*)\s*$")
 _INLINE = re.compile(r"^(?:[A-Z_]+=\S+ )*(?:leakexp|leakexp-run|make)(?: |$)|^python benchmarks/")
 
@@ -92,11 +93,54 @@ def test_the_extractor_reads_blocks_continuations_comments_and_inline_spans():
                                  "leakexp plan experiment=paper"]
 
 
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped (letters, digits, spaces, - and _ kept), spaces
+    as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors_of(text: str) -> set[str]:
+    out, seen, block = set(), {}, False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            block = not block
+        elif not block and (m := re.match(r"^#{1,6} (.+)$", line)):
+            slug = _slug(m.group(1))
+            out.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+            seen[slug] = seen.get(slug, 0) + 1
+    return out
+
+
+def test_the_slug_is_githubs():
+    assert _slug("Robustness (Wu et al. 2022)") == "robustness-wu-et-al-2022"
+    assert _slug("Scoring any run: `leakexp measure`") == "scoring-any-run-leakexp-measure"
+    assert _slug("The authors' recipes") == "the-authors-recipes"
+    assert anchors_of("## A\n\n```\n# not a heading\n```\n## A\n") == {"a", "a-1"}
+
+
+def test_every_relative_link_of_the_documentation_resolves():
+    """Links and images between the pages (``[text](docs/models.md#the-authors-recipes)``, images) name files that
+    exist and headings those files have."""
+    broken = []
+    for doc in DOCS:
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        prose = re.sub(r"^\s*```.*?^\s*```", "", text, flags=re.S | re.M)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"^[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (ROOT / doc).parent / path if path else ROOT / doc
+            if not file.resolve().is_relative_to(ROOT) or not file.exists():
+                broken.append(f"{doc}: {target} (no such file)")
+            elif anchor and anchor not in anchors_of(file.read_text(encoding="utf-8")):
+                broken.append(f"{doc}: {target} (no such heading)")
+    assert broken == []
+
+
 # -- the context every case runs in -------------------------------------------------------------------------------
 TOY_GRID = ["grid.corpora=[toy_core17]", "grid.leakages=[none,test]", "grid.sizes=[384]", "grid.models=[knrm]",
             "grid.seeds=[1]"]
 TOY_CELL = "leakexp cell corpus=toy_core17 leakage=test size=384 seed=1,2"
-PAPER_MODELS = ("sentence-transformers/paraphrase-MiniLM-L6-v2", "t5-base", "bert-base-uncased")
 PAPER_TINY = ["grid.sizes=[1000]", "grid.seeds=[1]", "grid.models=[knrm]"]  # plan and status of 9 cells, not 9000
 
 
@@ -188,6 +232,7 @@ def bare_paper(ctx: Ctx) -> list[str]:
 def furnished_paper(ctx: Ctx) -> list[str]:
     """experiment=paper with stand-ins for every input (annotations, variants, GloVe, the models in a hub cache)."""
     from test_hub import fake_cache
+    from test_paper_needs import PAPER_MODELS  # pinned to their commits, as experiment=paper names them
 
     cache = ctx.tmp / "hub"
     if not cache.exists():
@@ -401,7 +446,7 @@ def case_paper_compare_runs(ctx: Ctx, command: str) -> None:
 
 
 def case_measure_bundled(ctx: Ctx, command: str) -> None:
-    """The authors' BM25 run scored as the paper's tables score it: the figures README.md quotes."""
+    """The authors' BM25 run scored as the paper's tables score it: the figures docs/toolkit.md quotes."""
     rc, out, err = ctx.run(words(command))
     assert rc == 0, err
     assert out.splitlines()[1:5] == ["run: core17.bm25-anserini.top100 (50 topics)", "nDCG@10: 0.4095", "P@1: 0.6000",
@@ -505,7 +550,7 @@ def _trec_topics(topics: dict) -> str:
 
 @pytest.fixture
 def pair_files(tmp_path, monkeypatch):
-    """The toolkit's inputs under the README's names, in the working directory: three leaked topics (the same text
+    """The toolkit's inputs under the documented names, in the working directory: three leaked topics (the same text
     and relevant document as a training query) and three others."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("LEAKEXP_STORE", raising=False)
@@ -540,7 +585,7 @@ def case_audit_files(ctx: Ctx, command: str) -> None:
 
 
 def case_audit_qrels_only(ctx: Ctx, command: str) -> None:
-    """The qrels-only audit embeds nothing, and prints the line the README shows (# -> label_overlap: N of M ...)."""
+    """The qrels-only audit embeds nothing, and prints the line docs/toolkit.md shows (# -> label_overlap: N of M)."""
     ctx.request.getfixturevalue("pair_files")
     rc, out, err = ctx.run(words(command))
     assert rc == 0, err
@@ -586,7 +631,7 @@ def case_resttest(ctx: Ctx, command: str) -> None:
 
 
 def case_split_eval(ctx: Ctx, command: str) -> None:
-    """On the audit of the README's second audit command, with two runs: once as written without the optional
+    """On the audit of the documented ``--out audit`` command, with two runs: once as written without the optional
     parts, then with each --leaked-by choice and --baseline."""
     ctx.request.getfixturevalue("pair_files")
     audit = "leakexp audit --train train.tsv --train-qrels train.qrels --test topics.txt --test-qrels test.qrels " \
@@ -672,7 +717,7 @@ def _tiny_wordnet(folder: Path, pairs: int = 12) -> Path:
 
 
 def case_wordnet(ctx: Ctx, command: str) -> None:
-    """Without WordNet, one line naming the package the README installs; LEAKEXP_WORDNET names another folder."""
+    """Without WordNet, one line naming the package docs/toolkit.md installs; LEAKEXP_WORDNET names another folder."""
     ctx.monkeypatch.chdir(ctx.tmp)
     ctx.monkeypatch.setenv("LEAKEXP_WORDNET", str(ctx.tmp / "no-wordnet"))
     argv = words(command, DIR="wordnet-out")
@@ -882,7 +927,7 @@ def _paper(**subs):
 
 
 CASES = {
-    # README: the two commands, the real grid, one cell
+    # README.md: the two commands, the real grid, one cell
     "make demo": ("make", case_make_leakexp),
     "make test": ("make", case_make_pytest),
     "make test PARALLEL=": ("make", case_make_pytest),
@@ -897,7 +942,7 @@ CASES = {
         ("paper", case_paper_cell),
     TOY_CELL: ("toy", case_toy_cell),
     "leakexp-run -m experiment=paper model=knrm,duet seed=1,2": ("paper", case_leakexp_run),
-    # README: audit any train/test pair
+    # README.md and docs/toolkit.md: audit any train/test pair
     "leakexp audit store=/data/store --train msmarco-passage/train/judged --test msmarco-passage/trec-dl-2019/judged "
     "--out audit-dl19": ("paper", case_real_audit),
     "leakexp audit --train train.tsv --train-qrels train.qrels --test topics.txt --test-qrels test.qrels --fields "
@@ -913,18 +958,20 @@ CASES = {
         ("files", case_restrain),
     "leakexp resample resttest --train … --train-qrels … --test dev.tsv --test-qrels dev.qrels --buckets 5 --seed 0 "
     "--out rs": ("files", case_resttest),
+    "leakexp measure": ("name", case_name),
+    "leakexp fetch": ("name", case_name),
     "leakexp measure RUN... --qrels QRELS": ("name", lambda ctx, c: case_name(ctx, "leakexp measure")),
     "leakexp measure bundled:core17.bm25-anserini.top100.run.gz --qrels bundled:qrels.core17.txt.gz experiment=paper":
         ("files", case_measure_bundled),
     "leakexp split-eval A=runA.trec.gz B=runB.trec.gz --qrels test.qrels --audit audit [--leaked-by "
     "semantic|exact|label|any] [--baseline A]": ("files", case_split_eval),
-    # README: graph benchmarks
+    # docs/toolkit.md: graph benchmarks
     "leakexp graph-audit --resplit vertices --out store/graph/synthetic": ("files", case_graph_synthetic),
     "leakexp graph-audit train=adj.train val=adj.val test=adj.test": ("files", case_graph_split_files),
     "leakexp graph-audit edges.tsv": ("files", case_graph_one_file),
     "sudo apt-get install wordnet-base": ("system", case_apt_wordnet),
     "leakexp graph-audit --wordnet --pos adj --resplit vertices --out store/graph/wordnet-adj": ("files", case_wordnet),
-    # README: inline examples
+    # README.md and docs/*.md: inline examples
     "leakexp status --why train rerank corpus=… leakage=… size=… model=… seed=…": ("toy", case_toy_status_why),
     "leakexp stages": ("toy", case_toy_stages),
     "leakexp stages --graph stages.svg": ("toy", case_toy_stages),
