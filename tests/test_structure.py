@@ -1,10 +1,12 @@
 """The package's structure: folders by role whose imports point one way, a stage found by its name, imports at the
 top of modules; no module imports one that imports it back, the runner names no stage, stages import neither the
-runner nor the table writers, and ``config``/``store`` import no stage."""
+runner nor the table writers, and ``config``/``store`` import no stage; the Layout page of docs/development.md
+lists every module."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -124,3 +126,36 @@ def test_imports_sit_at_the_top_of_modules():
                 inside += id(node) in nested
                 top += id(node) not in nested
     assert top > 200 and inside / (top + inside) <= 0.15, (top, inside)
+
+
+def _layout() -> dict[str, set[str]]:
+    """The modules docs/development.md's Layout lists, per folder: the ``- `name.py`: …`` items under each
+    ``### `folder/``` heading."""
+    text = (ROOT.parent / "docs" / "development.md").read_text(encoding="utf-8")
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    listed: dict[str, set[str]] = {}
+    folder = None
+    for line in section.splitlines():
+        if heading := re.match(r"^### `([\w/]+/)`$", line):
+            folder = heading.group(1)
+            listed.setdefault(folder, set())
+        elif (item := re.match(r"^- `(\w+\.py)`: ", line)) and folder:
+            listed[folder].add(item.group(1))
+    return listed
+
+
+def test_the_layout_page_lists_every_module():
+    """Every module of the package and of the launcher plugin has its line on the Layout page, in its folder's list,
+    and the page lists no module that does not exist (an empty ``__init__.py`` only marks a package)."""
+    repo = ROOT.parent
+    modules: dict[str, set[str]] = {}
+    for top in (ROOT, repo / "hydra_plugins"):
+        for path in top.rglob("*.py"):
+            if path.name == "__init__.py" and not path.read_text(encoding="utf-8").strip():
+                continue
+            modules.setdefault(f"{path.parent.relative_to(repo).as_posix()}/", set()).add(path.name)
+    listed = _layout()
+    missing = {f"{folder}{name}" for folder, names in modules.items() for name in names - listed.get(folder, set())}
+    unknown = {f"{folder}{name}" for folder, names in listed.items() for name in names - modules.get(folder, set())}
+    assert missing == set(), f"modules not on the Layout page of docs/development.md: {sorted(missing)}"
+    assert unknown == set(), f"the Layout page lists modules that do not exist: {sorted(unknown)}"
