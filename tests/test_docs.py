@@ -453,6 +453,30 @@ def case_measure_bundled(ctx: Ctx, command: str) -> None:
                                      "MFR: 1.4249"], out
 
 
+def case_paper_fetch(ctx: Ctx, command: str) -> None:
+    """What the paper's grid reads from outside: ``--list`` says what would be fetched (the pinned models, GloVe, the
+    annotation files and runs, ir_datasets' public files) and what must be placed by hand, and touches nothing; with
+    downloads of models forbidden (HF_HUB_OFFLINE=1) each missing model fails in one line and the exit is 1. The
+    downloads themselves run against a local server in tests/test_fetch.py; nothing here reaches the internet."""
+    from http_files import no_internet
+    from test_paper_needs import PAPER_MODELS
+
+    no_internet(ctx.monkeypatch)
+    ctx.monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    overrides = [*bare_paper(ctx), f"fetch.dir={ctx.tmp / 'downloads'}"]
+    rc, out, err = ctx.run(words(command), overrides, ["--list"])
+    assert rc == 0, err
+    for pinned in PAPER_MODELS:
+        repo, commit = pinned.split("@")
+        assert f"to fetch Hugging Face model {repo} at {commit}" in out, out
+    assert "to fetch word vectors glove.6B.300d.txt" in out and out.count("to fetch SPIRE-22 annotations") == 4
+    assert out.count("to fetch SPIRE-22 run") == 2 and "the annotation files are read with: verify.annotations=[" in out
+    assert "  - query variants of robust04: " in out.split("cannot be fetched (")[1], out
+    assert not (ctx.tmp / "downloads").exists()
+    rc, out, err = ctx.run(words(command), overrides, ["--only", "models"])
+    assert rc == 1 and out.count("FAILED   Hugging Face model") == 3 and "HF_HUB_OFFLINE=1 forbids downloads" in out
+
+
 def case_paper_annotations_sample(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command), bare_paper(ctx))
     one_line_error(rc, err)
@@ -931,6 +955,8 @@ CASES = {
     "make demo": ("make", case_make_leakexp),
     "make test": ("make", case_make_pytest),
     "make test PARALLEL=": ("make", case_make_pytest),
+    "make fetch": ("make", case_make_leakexp),
+    "leakexp fetch experiment=paper": ("paper", case_paper_fetch),
     "make plan EXPERIMENT=paper": ("make", case_make_leakexp),
     'make grid ARGS="verify.annotations=[ann/01.jsonl,ann/02.jsonl,ann/03.jsonl,ann/04.jsonl]"':
         ("make", case_make_leakexp),
