@@ -371,7 +371,8 @@ def case_toy_tables(ctx: Ctx, command: str) -> None:
 def case_help(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command))
     assert rc == 0
-    listed = {line.split()[0] for line in out.split("positional arguments:")[1].splitlines()[2:] if line.strip()}
+    listed = {line.split()[0] for line in out.split("commands (")[1].splitlines()[1:]
+              if line.startswith("  ") and not line.startswith("   ")}
     assert {"demo", "cell", "tables", "status", "plan", "audit", "graph-audit", "annotations"} <= listed, out
 
 

@@ -46,6 +46,16 @@ STAGES = {
     "compare-runs": "top-k overlap of the configured first stage of --corpus (or of a first --run) with a --run "
                     "(e.g. the SPIRE-22 authors' Anserini runs: bundled:core17.bm25-anserini.top100.run.gz)",
 }
+# `leakexp --help` lists each command once, in three groups (a test checks that every command is in one)
+COMMAND_GROUPS = {
+    "pipeline (the grid's stages, in order; each computes what the store lacks)": (
+        "fetch", "toy", "index", "detect", "verify", "build", "train", "rerank", "evaluate", "cell", "grid", "demo",
+        "memorization", "robustness", "tables"),
+    "toolkit (any train/test pair, any run, any graph benchmark)": (
+        "audit", "decontaminate", "resample", "split-eval", "measure", "annotations", "graph-audit"),
+    "inspection (what the configuration, the store and the data hold)": (
+        "status", "plan", "stages", "corpus-stats", "compare-runs"),
+}
 CELL_KEYS = ("corpus", "leakage", "size", "model", "seed")
 FETCH_KINDS = ("models", "glove", "annotations", "runs", "irds")  # leakexp.stages.fetch.KINDS
 
@@ -208,16 +218,30 @@ def _take_trailing_overrides(parser, args, extra: list[str]) -> None:
         setattr(args, target, [*getattr(args, target), *words])
 
 
+def commands_epilog(sub) -> str:
+    """Every command of ``sub`` once, under its group of :data:`COMMAND_GROUPS`, with its one-line help."""
+    import textwrap
+
+    helps = {a.dest: a.help for a in sub._choices_actions}  # the help= each command was added with
+    lines = ["commands (`leakexp COMMAND --help` for one):"]
+    for group, names in COMMAND_GROUPS.items():
+        lines.append(f"\n{group}:")
+        for name in names:
+            text = textwrap.wrap(helps.get(name) or sub.choices[name].description or "", 95)
+            lines.append(f"  {name:<15}{(chr(10) + ' ' * 17).join(text)}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="leakexp",
+        prog="leakexp", usage="leakexp [-h] [-v] command [overrides and options]",
         description="Measure how train-test leakage affects neural re-rankers. Each command takes Hydra "
                     "overrides such as experiment=paper corpus=robust04 leakage=msm size=16000 model=knrm seed=3.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="stages, in pipeline order:\n" + "\n".join(f"  {k:<9} {v}" for k, v in STAGES.items()),
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what each stage reads and writes")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    # the commands are listed once, grouped, in the epilog (argparse's own list would be one flat block)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command", help=argparse.SUPPRESS)
     for name, help_text in STAGES.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. corpus=toy_core17 seed=2")
@@ -296,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--out", help="report folder (default <LEAKEXP_STORE or store>/graph/<name>/<key of inputs and "
                    "options>)")
     _add_pair_commands(sub)
+    parser.epilog = commands_epilog(sub)
     args, extra = parser.parse_known_args(argv)
     _take_trailing_overrides(parser, args, extra)
     _setup_logging(args.verbose)
