@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what each stage reads and writes")
     # the commands are listed once, grouped, in the epilog (argparse's own list would be one flat block)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="command", help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command", help=argparse.SUPPRESS, prog="leakexp")
     for name, help_text in STAGES.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. corpus=toy_core17 seed=2")
