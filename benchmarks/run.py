@@ -34,7 +34,7 @@ def bench_detect(root: Path) -> None:
     from leakexp.lib.dense import load_sbert
     from leakexp.stages.detect import topic_fields
     from leakexp.runner.stage import Ask
-    from leakexp.stages.registry import runner
+    from leakexp.grid.registry import runner
 
     cfg = compose([f"store={root / 'detect'}", "data.queries_per_source=5000"])
     r = runner(cfg)
@@ -80,7 +80,7 @@ def bench_build(root: Path) -> None:
     from leakexp.runner.config import compose
     from leakexp.lib.bm25 import bm25_search
     from leakexp.runner.stage import Ask
-    from leakexp.stages.registry import runner
+    from leakexp.grid.registry import runner
 
     cfg = compose([f"store={root / 'build'}"])
     r = runner(cfg)
@@ -211,7 +211,7 @@ def bench_rerank(root: Path) -> None:
     from leakexp.models.capreolus import IdfTable
     from leakexp.stages.rerank import rerank
     from leakexp.runner.stage import Ask
-    from leakexp.stages.registry import runner
+    from leakexp.grid.registry import runner
     from leakexp.stages.train import set_seed
 
     cfg = compose([f"store={root / 'rerank'}"])
@@ -273,7 +273,7 @@ def bench_train(root: Path) -> None:
 
     from leakexp.runner.config import compose
     from leakexp.runner.stage import Ask
-    from leakexp.stages.registry import runner
+    from leakexp.grid.registry import runner
     from leakexp.stages.train import TrainConfig, set_seed, train
 
     cfg = compose([f"store={root / 'train'}"])
@@ -312,7 +312,7 @@ def bench_monot5(root: Path) -> None:
     from leakexp.runner.config import compose
     from leakexp.models import load_checkpoint
     from leakexp.runner.stage import Ask
-    from leakexp.stages.registry import runner
+    from leakexp.grid.registry import runner
     from leakexp.stages.train import set_seed
 
     cfg = compose([f"store={root / 'monot5'}"])
@@ -577,7 +577,7 @@ def bench_pipeline(root: Path) -> None:
     from leakexp.models.vectors import load_word_vectors
     from leakexp.stages.rerank import rerank
     from leakexp.runner.stage import Ask
-    from leakexp.stages.registry import runner
+    from leakexp.grid.registry import runner
     from leakexp.stages.train import PairBatches, TrainConfig, micro_batches, pairs_of, set_seed, train
 
     torch.set_num_threads(1)
@@ -665,7 +665,7 @@ def bench_ties(root: Path) -> None:
     from leakexp.models.base import ties_per_query
     from leakexp.runner.config import compose
     from leakexp.runner.stage import Ask
-    from leakexp.stages.registry import runner
+    from leakexp.grid.registry import runner
     from leakexp.stages.rerank import rerank
     from leakexp.stages.train import TrainConfig, set_seed, train
 

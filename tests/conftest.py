@@ -107,8 +107,8 @@ def small_run(small_cfg):
     """The small grid (3 corpora x 3 leakages x 2 sizes x KNRM x 1 seed) through the runner: (runner, cells,
     mean measures per cell, tables directory)."""
     from leakexp.stages.cell import grid_cells
-    from leakexp.stages.grid import run_cell
-    from leakexp.stages.registry import runner
+    from leakexp.grid.work import run_cell
+    from leakexp.grid.registry import runner
     from leakexp.tables.paper import write_tables
 
     r = runner(small_cfg)

@@ -22,8 +22,8 @@ from leakexp.runner.config import compose
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import config_hash
 from leakexp.stages.cell import grid_cells
-from leakexp.stages.grid import cell_asks, shared_asks
-from leakexp.stages.registry import runner
+from leakexp.grid.work import cell_asks, shared_asks
+from leakexp.grid.registry import runner
 
 # the demo on any machine: a stage that records its device would otherwise key a GPU machine's artifacts apart
 OVERRIDES = ["experiment=demo", "device=cpu"]

@@ -278,7 +278,7 @@ def test_toy_pipeline_meets_and_handles_the_real_datas_hazards(small_cfg):
     from leakexp.stages.sets import excluded_queries
     from leakexp.stages.detect import above_threshold
     from leakexp.runner.stage import Ask
-    from leakexp.stages.registry import runner
+    from leakexp.grid.registry import runner
 
     r = runner(small_cfg)
     path = r.ensure(Ask.of("sets", corpus="toy_robust", leakage="test", size=128))

@@ -15,7 +15,7 @@ from leakexp.models.vectors import load_word_vectors, unit_rows
 from leakexp.runner.config import compose, resolved_model_config
 from leakexp.stages import memorization as M
 from leakexp.stages.cell import Cell
-from leakexp.stages.registry import runner as make_runner
+from leakexp.grid.registry import runner as make_runner
 from leakexp.stages.rerank import rerank, scoring
 
 

@@ -190,7 +190,7 @@ def test_table1_caption_states_the_searched_fields(tmp_path):
 
 def test_real_corpus_without_variants_is_an_error_that_says_how_to_fix_it(tmp_path, monkeypatch):
     from leakexp.runner import config
-    from leakexp.stages import registry as stages
+    from leakexp.grid import registry as stages
     from leakexp.runner.stage import ConfigError
 
     for name in ("ROBUST04", "CORE17", "CORE18"):

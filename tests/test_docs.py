@@ -245,7 +245,7 @@ def furnished_paper(ctx: Ctx) -> list[str]:
 def checks_before_data(overrides: list[str]):
     """Compose the overrides and pass every check a computing command makes before it reads data."""
     from leakexp.runner.config import compose
-    from leakexp.stages.registry import runner
+    from leakexp.grid.registry import runner
 
     cfg = compose(overrides)
     runner(cfg)  # every stage's requirements (None: as a grid cell needs them), the input files included
@@ -345,7 +345,7 @@ def case_toy_stages(ctx: Ctx, command: str) -> None:
     """Every stage listed with its version and module, computing nothing; with --graph its graph as an SVG."""
     import xml.etree.ElementTree as ET
 
-    from leakexp.stages.registry import STAGES
+    from leakexp.grid.registry import STAGES
 
     ctx.monkeypatch.chdir(ctx.tmp)
     store = ctx.tmp / "stages-store"
@@ -540,7 +540,7 @@ def case_leakexp_run(ctx: Ctx, command: str) -> None:
     for name in ("ann/01.jsonl", "ann/02.jsonl", "ann/03.jsonl", "ann/04.jsonl"):
         (ctx.tmp / name).parent.mkdir(exist_ok=True)
         (ctx.tmp / name).write_text("{}\n")
-    from leakexp.stages.registry import runner
+    from leakexp.grid.registry import runner
     from leakexp.runner.stage import ConfigError
 
     job = [*plain, *jobs[0]]

@@ -112,7 +112,7 @@ def test_a_file_the_server_does_not_have_is_one_line(served, tmp_path):
 # -- leakexp fetch ------------------------------------------------------------------------------------------------
 def test_the_demo_has_nothing_to_fetch(capsys):
     from leakexp.cli.main import FETCH_KINDS
-    from leakexp.stages.fetch import KINDS
+    from leakexp.grid.fetch import KINDS
 
     assert FETCH_KINDS == KINDS  # --only offers every kind of download
     assert main(["fetch"]) == 0
@@ -165,7 +165,7 @@ def spire(served, tmp_path, monkeypatch):
 def test_fetch_puts_glove_the_annotations_and_the_runs_where_the_paper_reads_them(spire, served, tmp_path, capsys):
     from leakexp.data.irds_files import home
     from leakexp.runner.config import compose
-    from leakexp.stages.registry import runner
+    from leakexp.grid.registry import runner
 
     overrides, content = spire
     dl = tmp_path / "dl" / "SPIRE-22@f3ab030"
@@ -291,7 +291,7 @@ def test_ir_datasets_public_files_are_fetched_by_ir_datasets_and_licensed_ones_l
     from ir_datasets.formats import TrecQrels, TsvDocs, TsvQueries
     from ir_datasets.util import Download, LocalDownload, RequestsDownload
 
-    from leakexp.stages.fetch import irds_file_needs
+    from leakexp.grid.fetch import irds_file_needs
 
     queries, qrels = b"1\tlyme disease\n2\thubble\n", b"1 0 d1 1\n"
     served.files["/q.tsv"], served.files["/qrels"] = queries, qrels

@@ -15,8 +15,8 @@ import pytest
 from leakexp.cli.main import main
 from leakexp.runner.config import compose
 from leakexp.stages.cell import Cell, grid_cells
-from leakexp.stages.grid import complete, grid_status
-from leakexp.stages.registry import runner
+from leakexp.grid.work import complete, grid_status
+from leakexp.grid.registry import runner
 from leakexp.runner.store import Store
 
 GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]",
@@ -149,7 +149,7 @@ def test_the_grids_jobs_start_with_the_shared_work_and_end_with_the_robustness_c
     the cells, not last and alone), the cells in grid order, the robustness cells, whose models the cells train."""
     from leakexp.runner.stage import Ask
     from leakexp.stages import robustness
-    from leakexp.stages.grid import grid_jobs, shared_asks
+    from leakexp.grid.work import grid_jobs, shared_asks
 
     cfg = compose(["experiment=demo", f"store={tmp_path}", "grid.sizes=[128]"])
     cells = grid_cells(cfg)
@@ -170,7 +170,7 @@ def test_the_grids_jobs_start_with_the_shared_work_and_end_with_the_robustness_c
 
 
 def test_workers_auto_is_one_per_core_on_a_cpu_and_one_on_a_gpu(monkeypatch, tmp_path, capsys):
-    from leakexp.stages import grid
+    from leakexp.grid import work as grid
 
     monkeypatch.delenv("LEAKEXP_WORKERS", raising=False)  # the suite's own default (tests/conftest.py)
     monkeypatch.setattr(grid, "allocated_cpus", lambda: 2)

@@ -206,7 +206,7 @@ def test_a_stage_fetches_its_pinned_model_before_any_work_and_keys_its_commit(on
     commit of the same model is another artifact; a commit the hub lacks is one line."""
     from leakexp.runner.config import compose
     from leakexp.runner.stage import Ask
-    from leakexp.stages.registry import runner
+    from leakexp.grid.registry import runner
 
     store = f"store={tmp_path / 'store'}"
     cfg = compose([store, f"detect.sbert={TINY}@{TINY_PIN}"])

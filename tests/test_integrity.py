@@ -11,9 +11,9 @@ import pytest
 from leakexp.cli.main import main
 from leakexp.runner.config import compose
 from leakexp.stages.cell import Cell, grid_cells
-from leakexp.stages.grid import grid_status
+from leakexp.grid.work import grid_status
 from leakexp.runner.stage import Ask
-from leakexp.stages.registry import runner
+from leakexp.grid.registry import runner
 from leakexp.runner.store import Store
 
 GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]", "grid.leakages=[none,msm]",

@@ -12,10 +12,10 @@ from omegaconf import OmegaConf
 
 from leakexp.stages.cell import grid_cells
 from leakexp.runner.config import ConfigError, compose, model_config, settings
-from leakexp.stages.grid import cell_asks, shared_asks
+from leakexp.grid.work import cell_asks, shared_asks
 from leakexp.runner.lineage import leaves as _leaves
 from leakexp.runner.pipeline import Runner
-from leakexp.stages.registry import STAGES, schema_of
+from leakexp.grid.registry import STAGES, schema_of
 from leakexp.runner.store import Store
 
 

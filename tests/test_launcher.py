@@ -300,7 +300,7 @@ def test_gpu_local_names_the_failed_cells_and_exits_non_zero(tmp_path):
 @pytest.mark.slow  # a real cell beside a failing one (about 70 s)
 def test_the_other_cells_of_a_failing_multirun_finish(tmp_path):
     from leakexp.runner.config import compose
-    from leakexp.stages.grid import grid_status
+    from leakexp.grid.work import grid_status
 
     proc = subprocess.run(APP + [f"store={tmp_path}", *FAILING, "size=40,64"], capture_output=True, text=True,
                           timeout=600, env=_env())

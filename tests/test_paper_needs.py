@@ -12,8 +12,8 @@ from conftest import paper_env
 from leakexp.stages.cell import grid_cells
 from leakexp.cli.main import main
 from leakexp.runner.config import compose
-from leakexp.stages.grid import STATES, cell_asks, complete, grid_status, needed_indexes, shared_asks
-from leakexp.stages.registry import runner
+from leakexp.grid.work import STATES, cell_asks, complete, grid_status, needed_indexes, shared_asks
+from leakexp.grid.registry import runner
 from leakexp.runner.store import Store
 
 PAPER_TINY = ["grid.sizes=[1000]", "grid.seeds=[1]", "grid.models=[knrm]"]
@@ -123,7 +123,7 @@ def test_status_names_every_missing_model_of_the_grid_and_the_refusal_all_of_the
     each missing checkpoint of the grid (monoT5's and monoBERT's, not only the first), and the one line of a
     computing command's refusal names them all."""
     from leakexp.runner.stage import ConfigError
-    from leakexp.stages.registry import unmet_requirements
+    from leakexp.grid.registry import unmet_requirements
 
     cache = tmp_path / "hub"
     cache.mkdir()

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from leakexp.stages.cell import Cell
-from leakexp.stages.grid import run_cell, stored_results
+from leakexp.grid.work import run_cell, stored_results
 from leakexp.runner.stage import Ask
-from leakexp.stages.registry import runner
+from leakexp.grid.registry import runner
 from leakexp.runner.store import DONE
 from conftest import SMALL
 

@@ -10,7 +10,7 @@ import pytest
 
 from leakexp.runner.config import compose
 from leakexp.cli.plan import load_measured, plan, render
-from leakexp.stages.registry import runner
+from leakexp.grid.registry import runner
 
 
 def fake_runner(cfg, **kwargs):
@@ -152,7 +152,7 @@ def test_plan_and_status_of_the_paper_grid_read_each_config_file_and_key_each_ar
     training job) and each artifact's config is selected once (not once per dependant that asks for its key)."""
     import leakexp.runner.config as config_module
     import leakexp.runner.pipeline as pipeline_module
-    from leakexp.stages.grid import grid_status
+    from leakexp.grid.work import grid_status
     from omegaconf import OmegaConf
 
     from conftest import paper_env

@@ -28,7 +28,7 @@ def _corpus(tmp_path, name: str, docs, topics: dict[str, str]) -> dict:
 def _runner(tmp_path, corpora: dict, *, depth: int = 100, stemmer: str = "porter2", stopwords: str = "terrier"):
     """A runner of every stage over ``corpora`` (name -> config) with the given first-stage settings."""
     from leakexp.runner.pipeline import Runner
-    from leakexp.stages.registry import STAGES, schema_of
+    from leakexp.grid.registry import STAGES, schema_of
 
     settings = {"data": {"kind": "local", "name": "tiny", "corpora": list(corpora)}, "corpora": corpora,
                 "bm25": {"k1": 0.9, "b": 0.4, "stemmer": stemmer, "stopwords": stopwords, "depth": 100, "threads": 1,
@@ -107,7 +107,7 @@ def test_the_analysis_is_part_of_the_index_config(tmp_path):
 
     from leakexp.runner.config import ConfigError, compose
     from leakexp.lib.bm25 import index_analysis
-    from leakexp.stages.registry import check
+    from leakexp.grid.registry import check
 
     corpora = {"tiny": _corpus(tmp_path, "tiny", DOCS, {"1": "lyme"})}
     index = Ask.of("index", name="tiny")

@@ -7,7 +7,7 @@ import pytest
 
 from leakexp.stages import robustness as rb
 from leakexp.tables import robustness as rt
-from leakexp.stages import registry as stages
+from leakexp.grid import registry as stages
 from leakexp.runner.config import compose
 from leakexp.lib.measures import per_query
 from leakexp.lib.bm25 import bm25_search

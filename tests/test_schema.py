@@ -12,7 +12,7 @@ from conftest import edited, paper_env
 from omegaconf import OmegaConf
 
 from leakexp.runner import config as config_module
-from leakexp.stages import registry as stages
+from leakexp.grid import registry as stages
 from leakexp.runner.config import ConfigError, compose
 from leakexp.runner.lineage import leaves
 from leakexp.stages.train import MODEL_SETTINGS

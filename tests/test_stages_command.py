@@ -10,8 +10,9 @@ import pytest
 from key_records import demo_asks, demo_runner
 
 from leakexp.cli.main import main
-from leakexp.stages import overview, robustness, train
-from leakexp.stages.registry import STAGES
+from leakexp.grid import overview
+from leakexp.stages import robustness, train
+from leakexp.grid.registry import STAGES
 
 
 @pytest.fixture(scope="module")

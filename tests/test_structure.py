@@ -12,7 +12,7 @@ from pathlib import Path
 import networkx as nx
 
 import leakexp
-from leakexp.stages.registry import STAGES
+from leakexp.grid.registry import STAGES
 
 ROOT = Path(leakexp.__file__).parent
 
@@ -46,7 +46,7 @@ def import_graph() -> nx.DiGraph:
 
 def test_the_graph_sees_imports_inside_functions():
     g = import_graph()
-    assert g.has_edge("leakexp.stages.registry", "leakexp.runner.pipeline")  # module level
+    assert g.has_edge("leakexp.grid.registry", "leakexp.runner.pipeline")  # module level
     assert g.has_edge("leakexp.tables.paper", "leakexp.tables.memorization")  # inside write_tables
 
 
@@ -67,7 +67,7 @@ def test_stages_import_neither_runner_nor_writers_and_config_imports_no_stage():
     assert {"leakexp.stages.sets", "leakexp.stages.train", "leakexp.stages.memorization", "leakexp.stages.robustness"} <= stage_modules
     # ``report`` is the format library (Markdown, LaTeX, CSV writers) that any report-writing capability may
     # use, e.g. the graph audit; the table assemblers that read the grid's artifacts sit above every stage
-    above = {"leakexp.runner.pipeline", "leakexp.stages.registry", "leakexp.stages.grid", "leakexp.tables.paper", "leakexp.tables.memorization", "leakexp.tables.robustness", "leakexp.cli.commands", "leakexp.cli.main", "leakexp.runner.lineage",
+    above = {"leakexp.runner.pipeline", "leakexp.grid.registry", "leakexp.grid.work", "leakexp.tables.paper", "leakexp.tables.memorization", "leakexp.tables.robustness", "leakexp.cli.commands", "leakexp.cli.main", "leakexp.runner.lineage",
              "leakexp.cli.plan"}
     for module in stage_modules:
         assert not set(nx.descendants(g, module)) & above, (module, set(nx.descendants(g, module)) & above)
@@ -84,7 +84,7 @@ def test_the_runner_names_no_stage_and_stays_small():
 
 
 # the folders of leakexp from the top floor down: a module imports only modules of its own folder or of folders below
-FOLDERS = ("cli", "tables", "stages", "toolkit", "models", "lib", "data", "runner")
+FOLDERS = ("cli", "tables", "grid", "stages", "toolkit", "models", "lib", "data", "runner")
 # modules that hold several stages, named after their family (every other stage is in stages/<its name>.py)
 FAMILIES = {"sources": {"toy", "pool", "collection"}, "detect": {"embed", "detect"}, "verify": {"verify", "leaks"},
             "sets": {"fillers", "negatives", "sets"}}

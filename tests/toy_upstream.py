@@ -25,8 +25,8 @@ def build(store: Path) -> None:
     negatives), in ``store``."""
     from leakexp.runner.config import compose
     from leakexp.stages.cell import grid_cells
-    from leakexp.stages.grid import shared_asks
-    from leakexp.stages.registry import runner
+    from leakexp.grid.work import shared_asks
+    from leakexp.grid.registry import runner
 
     cfg = compose([f"store={store}", TOY_600, "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]"])
     r = runner(cfg)

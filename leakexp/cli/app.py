@@ -25,8 +25,8 @@ from leakexp.runner.jobs import record_failure, size_torch_threads
 from leakexp.runner.loop import each
 from leakexp.stages import robustness
 from leakexp.stages.cell import Cell, cell_from_config
-from leakexp.stages.grid import run_cell
-from leakexp.stages.registry import runner
+from leakexp.grid.work import run_cell
+from leakexp.grid.registry import runner
 
 log = logging.getLogger("leakexp")
 FAILED: list[str] = []  # "cell: reason" of every cell this process ran that failed

@@ -20,14 +20,15 @@ from leakexp.runner.config import ConfigError, compose, section_keys, top_level_
 from leakexp.runner.loop import each
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, read_json
-from leakexp.stages import detect as d, memorization, overview, robustness, verify as verification
+from leakexp.grid import overview
+from leakexp.stages import detect as d, memorization, robustness, verify as verification
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.docstats import corpus_stats
 from leakexp.stages.firststage import first_stage_file
 from leakexp.data.judgments import run_path
-from leakexp.stages.grid import (cell_workers, complete, grid_jobs, grid_status, lineage, needed_indexes, render_status,
+from leakexp.grid.work import (cell_workers, complete, grid_jobs, grid_status, lineage, needed_indexes, render_status,
                                   run_cell, run_job, run_job_in_worker, scheduler_notes)
-from leakexp.stages.registry import runner, unmet_requirements
+from leakexp.grid.registry import runner, unmet_requirements
 from leakexp.stages.sets import check_size, export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
 from leakexp.tables.paper import tables_dir, write_table1, write_table2, write_tables
@@ -262,8 +263,8 @@ def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str
 
 
 def cmd_fetch(overrides: list[str], *, only: list[str] | None = None, listing: bool = False) -> int:
-    """Download what the configuration's runs read and is public; list what cannot be fetched (leakexp.stages.fetch)."""
-    from leakexp.stages.fetch import fetch
+    """Download what the configuration's runs read and is public; list what cannot be fetched (leakexp.grid.fetch)."""
+    from leakexp.grid.fetch import fetch
 
     cfg = compose(overrides)
     return fetch(cfg, only=only, listing=listing)

@@ -57,7 +57,7 @@ COMMAND_GROUPS = {
         "status", "plan", "stages", "corpus-stats", "compare-runs"),
 }
 CELL_KEYS = ("corpus", "leakage", "size", "model", "seed")
-FETCH_KINDS = ("models", "glove", "annotations", "runs", "irds")  # leakexp.stages.fetch.KINDS
+FETCH_KINDS = ("models", "glove", "annotations", "runs", "irds")  # leakexp.grid.fetch.KINDS
 
 log = logging.getLogger("leakexp")
 

@@ -192,11 +192,11 @@ def validate_device(device) -> None:
 
 def validate(cfg: DictConfig) -> None:
     """Fail early, naming the key, on values that cannot work together. The grid, the cell and the models are
-    checked here; each stage checks its own section (``Stage.check``, run by ``leakexp.stages.registry.check``)."""
+    checked here; each stage checks its own section (``Stage.check``, run by ``leakexp.grid.registry.check``)."""
     for group in ("data", "corpus", "leakage", "model", "grid"):
         if group not in cfg:
             raise ConfigError(f"config has no '{group}'")
-    # leakage.name, grid.* and detect.threshold are checked by their schemas (leakexp.stages.registry.check);
+    # leakage.name, grid.* and detect.threshold are checked by their schemas (leakexp.grid.registry.check);
     # the cell's seed and size are checked here, where the cell's cross-field checks below need them
     for key in ("seed", "size"):
         if not _is_int(cfg.get(key)):

@@ -1,7 +1,7 @@
 """Typed config sections: every leaf has a type and, where it has one, a domain, checked before any work.
 
 A module that owns a config section declares it as a :class:`Section` (a strict pydantic model: no unknown keys,
-no string for a number, no bool for an int, finite floats); ``leakexp.stages.registry`` registers each section under its
+no string for a number, no bool for an int, finite floats); ``leakexp.grid.registry`` registers each section under its
 top-level key and checks the whole composed configuration with :func:`check_sections`, so a setting added to a
 YAML file without a schema is an error too. A section names the files it needs (:meth:`Section.files`); they are
 checked before a run that computes, each error naming the setting, the path and the fix.

@@ -1,6 +1,6 @@
 """What a stage declares: its name and version, the config it reads, its inputs, and how it computes.
 
-A stage module builds one :class:`Stage` per artifact kind and hands it to the registry (``leakexp.stages.registry``).
+A stage module builds one :class:`Stage` per artifact kind and hands it to the registry (``leakexp.grid.registry``).
 The runner (``leakexp.runner.pipeline``) derives every key from these declarations alone, Merkle-style: a hash of
 the stage's name and version, its normalised parameters, the config values it reads and its inputs' keys.
 A compute function receives a :class:`Context` holding exactly those, so a key cannot miss a value its

@@ -13,7 +13,7 @@ from leakexp.lib.report import CORPUS_LABEL, MODEL_LABEL, TABLE_MEASURES, incomp
 from leakexp.lib.stats import evaluate_corpus, seed_average
 from leakexp.runner.store import atomic_write_text
 from leakexp.stages.cell import Cell
-from leakexp.stages.grid import stored_results
+from leakexp.grid.work import stored_results
 from leakexp.stages.sets import core_test_leak_note
 from leakexp.stages.train import recipe_note
 from leakexp.stages.memorization import (FILE, LEAKAGE_LABEL, LEAKED, VARIANTS, cv_choice, macro_average,

@@ -26,8 +26,8 @@ from leakexp.stages import robustness
 from leakexp.stages.cell import grid_cells
 from leakexp.stages.detect import leak_pairs, table1, table1_wide
 from leakexp.stages.firststage import first_stage_caption
-from leakexp.stages.grid import cell_asks, shared_asks, stored_results
-from leakexp.stages.registry import runner as make_runner
+from leakexp.grid.work import cell_asks, shared_asks, stored_results
+from leakexp.grid.registry import runner as make_runner
 from leakexp.stages.sets import core_test_leak_note
 from leakexp.stages.train import plot_histories, read_history, recipe_note
 from leakexp.stages.verify import stored_leaking_topics, table2

@@ -21,7 +21,7 @@ from leakexp.runner.pipeline import Runner
 from leakexp.runner.stage import Ask, ConfigError
 from leakexp.stages import memorization, robustness
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
-from leakexp.stages.registry import runner as make_runner
+from leakexp.grid.registry import runner as make_runner
 
 STATES = ("done", "running", "failed", "damaged", "stale", "missing", "data missing")
 

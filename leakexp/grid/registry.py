@@ -19,7 +19,8 @@ from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import check_files, check_sections, validate
 from leakexp.runner.stage import ConfigError
 from leakexp.runner.store import Store
-from leakexp.stages import (audit, cell, detect, df, docstats, eval as evaluation, fetch, firststage, graph, index,
+from leakexp.grid import fetch
+from leakexp.stages import (audit, cell, detect, df, docstats, eval as evaluation, firststage, graph, index,
                             memorization, rerank, robustness, sets, sources, t5vocab, tokens, train, verify)
 from leakexp.stages.train import configure_precision, resolve_device
 

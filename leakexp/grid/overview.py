@@ -21,8 +21,8 @@ from leakexp.data.files import DataUnavailable
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.stage import Ask, ConfigError
 from leakexp.stages.cell import grid_cells
-from leakexp.stages.grid import cell_asks, shared_asks
-from leakexp.stages.registry import STAGES, runner as make_runner
+from leakexp.grid.work import cell_asks, shared_asks
+from leakexp.grid.registry import STAGES, runner as make_runner
 
 DEMO_EXTRAS = (Ask.of("audit"), Ask.of("graph"))  # what `leakexp demo` computes beside the grid, on the toy world
 GRAPH_FORMATS = (".png", ".svg")
