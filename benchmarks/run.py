@@ -212,7 +212,7 @@ def bench_rerank(root: Path) -> None:
     from leakexp.stages.rerank import rerank
     from leakexp.runner.stage import Ask
     from leakexp.grid.registry import runner
-    from leakexp.stages.train import set_seed
+    from leakexp.lib.trainer import set_seed
 
     cfg = compose([f"store={root / 'rerank'}"])
     r = runner(cfg)
@@ -274,7 +274,7 @@ def bench_train(root: Path) -> None:
     from leakexp.runner.config import compose
     from leakexp.runner.stage import Ask
     from leakexp.grid.registry import runner
-    from leakexp.stages.train import TrainConfig, set_seed, train
+    from leakexp.lib.trainer import TrainConfig, set_seed, train
 
     cfg = compose([f"store={root / 'train'}"])
     r = runner(cfg)
@@ -313,7 +313,7 @@ def bench_monot5(root: Path) -> None:
     from leakexp.models import load_checkpoint
     from leakexp.runner.stage import Ask
     from leakexp.grid.registry import runner
-    from leakexp.stages.train import set_seed
+    from leakexp.lib.trainer import set_seed
 
     cfg = compose([f"store={root / 'monot5'}"])
     r = runner(cfg)
@@ -538,7 +538,7 @@ t0 = float(sys.argv[1])
 from leakexp.models.paper import PaperModels, synthetic_pairs
 from leakexp.models import get
 from leakexp.models.capreolus import IdfTable
-from leakexp.stages.train import TrainConfig, set_seed, train
+from leakexp.lib.trainer import TrainConfig, set_seed, train
 name, glove = sys.argv[2], sys.argv[3]
 paper = PaperModels(sys.argv[4])
 set_seed(0)
@@ -578,7 +578,7 @@ def bench_pipeline(root: Path) -> None:
     from leakexp.stages.rerank import rerank
     from leakexp.runner.stage import Ask
     from leakexp.grid.registry import runner
-    from leakexp.stages.train import PairBatches, TrainConfig, micro_batches, pairs_of, set_seed, train
+    from leakexp.lib.trainer import PairBatches, TrainConfig, micro_batches, pairs_of, set_seed, train
 
     torch.set_num_threads(1)
     glove = write_real_size_glove(root / "glove.6B.300d-size.txt")
@@ -667,7 +667,7 @@ def bench_ties(root: Path) -> None:
     from leakexp.runner.stage import Ask
     from leakexp.grid.registry import runner
     from leakexp.stages.rerank import rerank
-    from leakexp.stages.train import TrainConfig, set_seed, train
+    from leakexp.lib.trainer import TrainConfig, set_seed, train
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     cfg = compose([f"store={root / 'ties'}"])
@@ -741,8 +741,7 @@ def bench_gpu(root: Path) -> None:
     from leakexp.runner.config import model_config
     from leakexp.models.paper import PaperModels, synthetic_pairs
     from leakexp.runner.store import atomic_write_json
-    from leakexp.stages.train import (PairBatches, TrainConfig, batch_loss, configure_precision, loader_workers,
-                                      pairs_of, set_seed, train)
+    from leakexp.lib.trainer import PairBatches, TrainConfig, batch_loss, configure_precision, loader_workers, pairs_of, set_seed, train
 
     configure_precision({"matmul": "highest"})
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)

@@ -24,7 +24,8 @@ import pandas as pd
 
 from leakexp.data.files import read_qrels
 from leakexp.lib.measures import per_query
-from leakexp.lib.report import CORPUS_LABEL, LEAKAGE_LABEL, MODEL_LABEL, markdown_table
+from leakexp.lib.report import CORPUS_LABEL, LEAKAGE_LABEL, markdown_table
+from leakexp.models import MODEL_LABEL
 from leakexp.lib.trec import read_run
 
 HERE = Path(__file__).parent

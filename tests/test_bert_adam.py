@@ -15,7 +15,7 @@ from floats import EPS32, assert_close_float32
 from leakexp.lib.bert_adam import BertAdamW
 from leakexp.models import REGISTRY
 from leakexp.runner.config import model_config
-from leakexp.stages.train import ResumeState, TrainConfig, lr_factor, make_optimizer, set_seed, train
+from leakexp.lib.trainer import ResumeState, TrainConfig, lr_factor, make_optimizer, set_seed, train
 
 
 class Reference:

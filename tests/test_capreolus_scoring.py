@@ -112,12 +112,12 @@ def test_experiment_paper_scores_capreolus_models_in_float16_on_unit_vectors(tmp
 
 
 def test_captions_say_which_models_scores_are_rounded_and_read_unit_vectors(tmp_path, monkeypatch):
-    from leakexp.stages.train import recipe_note
+    from leakexp.tables.captions import recipe_note
 
     paper = compose([f"store={tmp_path}", *paper_env(tmp_path, monkeypatch)])
     note = recipe_note(paper, ["monot5", "knrm", "pacrr", "duet"])
-    assert "Scores of KNRM, PACRR, DUET are rounded to float16 before ranking" in note
-    assert "KNRM, PACRR, DUET read GloVe rows at unit length" in note
+    assert "Scores of KNRM, PACRR, Duet are rounded to float16 before ranking" in note
+    assert "KNRM, PACRR, Duet read GloVe rows at unit length" in note
     assert "float16" not in recipe_note(paper, ["monot5"])
     demo = compose([f"store={tmp_path}"])
     assert "float16" not in recipe_note(demo, ["knrm", "duet"]) and "unit length" not in recipe_note(demo, ["knrm"])

@@ -15,7 +15,7 @@ from torch import nn
 from leakexp.models import load_checkpoint
 from leakexp.models.base import ties_per_query
 from leakexp.models.paper import PaperModels, synthetic_pairs
-from leakexp.stages.train import TrainConfig, set_seed, train
+from leakexp.lib.trainer import TrainConfig, set_seed, train
 
 DEVICE = os.environ.get("LEAKEXP_GPU_TEST_DEVICE", "cuda")
 pytestmark = [pytest.mark.gpu,
@@ -122,7 +122,7 @@ def test_bf16_reranking_ties_no_more_documents_than_fp32(name, paper):
 def test_a_training_step_never_waits_for_the_host(name, paper):
     """Between two reads of the losses an update runs without a device-to-host sync: the batch comes from pinned
     memory (non-blocking copies), the loss stays on the device. Checked with CUDA's sync debug mode set to error."""
-    from leakexp.stages.train import PairBatches, batch_loss, make_optimizer, pairs_of
+    from leakexp.lib.trainer import PairBatches, batch_loss, make_optimizer, pairs_of
 
     if not DEVICE.startswith("cuda"):
         pytest.skip("the sync debug mode exists on CUDA only")

@@ -8,7 +8,7 @@ import torch
 from leakexp.models.knrm import KNRM, kernel_features
 from leakexp.models.capreolus import WordCollator
 from leakexp.models.vectors import WordVectors, analyze, similarity_matrix, word_ids
-from leakexp.stages.train import set_seed
+from leakexp.lib.trainer import set_seed
 
 
 def test_kernel_features_on_a_2x3_similarity_matrix():

@@ -230,7 +230,7 @@ def test_threads_and_workers_follow_the_job_allocation(monkeypatch):
     import os
 
     from leakexp.runner.jobs import allocated_cpus
-    from leakexp.stages.train import loader_workers
+    from leakexp.lib.trainer import loader_workers
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")

@@ -8,7 +8,7 @@ import torch
 
 from leakexp.models import get
 from leakexp.models.tokens import Tokens
-from leakexp.stages.train import PairBatches, TrainConfig, loader_workers, pairs_of, set_seed, train
+from leakexp.lib.trainer import PairBatches, TrainConfig, loader_workers, pairs_of, set_seed, train
 
 
 def _instances(n: int = 24, seed: int = 0) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from leakexp.models.capreolus import IdfTable
 from leakexp.models.duet import DUET
 from leakexp.models.pacrr import PACRR, kmax_pooling
 from leakexp.models.vectors import load_word_vectors
-from leakexp.stages.train import TrainConfig, set_seed, train
+from leakexp.lib.trainer import TrainConfig, set_seed, train
 
 WORDS = ["lyme", "tick", "hubble", "galaxy", "ferry", "ship", "bear", "forest"]
 NEG_TEXT = "weather sports market economy city news"
@@ -479,7 +479,7 @@ def test_transformers_use_sdpa_attention(tiny_bert, tiny_t5):
 
 
 def test_nan_loss_stops_training():
-    from leakexp.stages.train import TrainingError
+    from leakexp.lib.trainer import TrainingError
 
     set_seed(0)
     m = REGISTRY["knrm"](maxdoclen=16)
@@ -533,7 +533,7 @@ def test_bf16_autocast_makes_no_more_ties_than_fp32(name, tiny_bert, tiny_t5):
 def test_the_loss_is_fp32_under_bf16_autocast(name, tiny_bert, tiny_t5):
     import numpy as np
 
-    from leakexp.stages.train import PairBatches, batch_loss, pairs_of
+    from leakexp.lib.trainer import PairBatches, batch_loss, pairs_of
 
     set_seed(0)
     model = build(name, tiny_bert, tiny_t5, **({"dropoutrate": 0.0} if name == "duet" else {}))
@@ -587,7 +587,7 @@ def test_the_trainer_applies_z_loss_to_monot5_only(tiny_t5):
         losses.append(train(model, toy_task(8), seed=0, cfg=dataclasses.replace(cfg, z_loss=z), progress=False)
                       .history.loss.iloc[0])
     assert losses[1] - losses[0] > 1e-3  # 1e-4 * log_z^2, log_z ~ log(vocabulary size) at a random initialisation
-    from leakexp.stages.train import TrainingError
+    from leakexp.lib.trainer import TrainingError
 
     with pytest.raises(TrainingError, match="knrm: z_loss=0.0001 is Mesh TF's term"):
         train(build("knrm", None, tiny_t5), toy_task(8), seed=0, cfg=dataclasses.replace(cfg, z_loss=1e-4),

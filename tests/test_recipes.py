@@ -11,7 +11,8 @@ from omegaconf import OmegaConf
 from leakexp.lib.adafactor import MeshAdafactor
 from leakexp.runner.config import ConfigError, compose, model_recipe, resolved_model_config
 from leakexp.stages.sets import core_test_leak_note
-from leakexp.stages.train import Adafactor, PrecisionSettings, TrainConfig, make_optimizer, recipe_note
+from leakexp.lib.trainer import Adafactor, PrecisionSettings, TrainConfig, make_optimizer
+from leakexp.tables.captions import recipe_note
 
 
 def train_config(cfg, model: str) -> TrainConfig:
@@ -149,7 +150,7 @@ def test_the_trainer_runs_the_mesh_recipe_at_a_constant_learning_rate():
     import pandas as pd
 
     from leakexp.models import REGISTRY
-    from leakexp.stages.train import set_seed, train
+    from leakexp.lib.trainer import set_seed, train
 
     rows = []
     for i in range(12):

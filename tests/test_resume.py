@@ -14,14 +14,14 @@ import pandas as pd
 import pytest
 import torch
 
-import leakexp.stages.train as training
+import leakexp.lib.trainer as training
 from leakexp.models import REGISTRY
 from leakexp.models.capreolus import IdfTable
 from leakexp.runner.config import runtime
 from leakexp.runner.store import Store
 from leakexp.stages.cell import cell_from_config
 from leakexp.grid.registry import compose, runner
-from leakexp.stages.train import ResumeState, TrainConfig, set_seed, train
+from leakexp.lib.trainer import ResumeState, TrainConfig, set_seed, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -152,7 +152,7 @@ def test_a_state_of_another_run_is_never_used(reference, duet, tmp_path, monkeyp
     finally:
         signal.signal(signal.SIGUSR2, previous)
     monkeypatch.undo()
-    with caplog.at_level(logging.WARNING, logger="leakexp.stages.train"):
+    with caplog.at_level(logging.WARNING, logger="leakexp.lib.trainer"):
         model = duet()
         result = train(model, pairs(), seed=3, cfg=CFG, progress=False, resume=ResumeState(tmp_path, "key-b"))
     assert "of another run (key-a, not key-b)" in caplog.text
@@ -201,7 +201,7 @@ import os, signal, sys
 from pathlib import Path
 import pandas as pd
 from leakexp.models import get
-from leakexp.stages.train import ResumeState, TrainConfig, set_seed, train, write_history
+from leakexp.lib.trainer import ResumeState, TrainConfig, set_seed, train, write_history
 
 name, checkpoint, data, out, state, kill_at, every = sys.argv[1:]
 set_seed(3)

@@ -15,7 +15,7 @@ from leakexp.runner import config as config_module
 from leakexp.grid import registry as stages
 from leakexp.runner.config import ConfigError, compose
 from leakexp.runner.lineage import leaves
-from leakexp.stages.train import MODEL_SETTINGS
+from leakexp.models import MODEL_SETTINGS
 
 
 def _wrong_type(value):

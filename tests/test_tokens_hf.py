@@ -14,7 +14,7 @@ import torch
 from leakexp.models.monobert import MonoBERT, longest_first
 from leakexp.models.monot5 import PROMPT, MonoT5, train_embedded_tokenizer
 from leakexp.models.tokens import Tokens
-from leakexp.stages.train import set_seed
+from leakexp.lib.trainer import set_seed
 
 # -- the texts ----------------------------------------------------------------------------------------------
 HAZARDS = [

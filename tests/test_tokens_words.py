@@ -22,7 +22,7 @@ from leakexp.models.knrm import KNRM
 from leakexp.models.pacrr import PACRR
 from leakexp.models.tokens import Tokens
 from leakexp.models.vectors import TOKENIZER_VERSION, WordVectors, analyze, load_word_vectors
-from leakexp.stages.train import set_seed
+from leakexp.lib.trainer import set_seed
 
 
 # -- the reference: per-batch id maps, as every batch used to tokenise its texts ---------------------------------

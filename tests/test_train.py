@@ -11,9 +11,8 @@ from torch import nn
 
 from leakexp.models import REGISTRY
 from leakexp.runner.config import model_config
-from leakexp.stages.train import (TrainConfig, configure_precision, lr_factor, make_optimizer, micro_batches,
-                                  no_decay_parameter_names, plot_histories, read_history, set_seed, train,
-                                  write_history)
+from leakexp.lib.trainer import TrainConfig, configure_precision, lr_factor, make_optimizer, micro_batches, no_decay_parameter_names, read_history, set_seed, train, write_history
+from leakexp.tables.paper import plot_histories
 
 
 def pairs(n: int) -> pd.DataFrame:
@@ -250,7 +249,7 @@ def test_precision_is_set_from_config_and_training_leaves_it_alone():
 
 
 def test_nan_loss_is_reported_with_its_update():
-    from leakexp.stages.train import TrainingError
+    from leakexp.lib.trainer import TrainingError
 
     m = knrm()
     with torch.no_grad():

@@ -19,7 +19,7 @@ from leakexp.runner.stage import Ask
 from leakexp.stages import robustness as rb
 from leakexp.stages.cell import grid_cells, rerank_params
 from leakexp.stages.sets import NEGATIVES_CHUNK
-from leakexp.stages.train import TrainConfig
+from leakexp.lib.trainer import TrainConfig
 
 SBERT_DIM = {"bundled": 384, "sentence-transformers/paraphrase-MiniLM-L6-v2": 384}
 BENCH_FILE = Path("bench") / "gpu.json"  # under the store root; written by `benchmarks/run.py gpu`

@@ -22,7 +22,8 @@ from leakexp.runner.store import Store
 from leakexp.grid import fetch
 from leakexp.stages import (audit, cell, detect, df, docstats, eval as evaluation, firststage, graph, index,
                             memorization, rerank, robustness, sets, sources, t5vocab, tokens, train, verify)
-from leakexp.stages.train import configure_precision, resolve_device
+from leakexp.lib.trainer import PrecisionSettings, TrainBudget, configure_precision, resolve_device
+from leakexp.models import MODEL_SETTINGS
 
 STAGES = (
     sources.TOY, sources.POOL, sources.COLLECTION, docstats.DOCSTATS,
@@ -41,12 +42,12 @@ STAGES = (
 # each config section and the module whose schema it is, one line each ("model" and "corpus" by their name)
 SECTIONS = {
     "data": sources.DataSettings, "grid": cell.GridSettings, "leakage": cell.LeakageSettings,
-    "train": train.TrainBudget, "precision": train.PrecisionSettings, "bm25": index.BM25Settings,
+    "train": TrainBudget, "precision": PrecisionSettings, "bm25": index.BM25Settings,
     "detect": detect.DetectSettings, "verify": verify.VerifySettings, "build": sets.BuildSettings,
     "rerank": firststage.RerankSettings, "evaluate": evaluation.EvaluateSettings,
     "memorization": memorization.MemorizationSettings, "robustness": robustness.RobustnessSettings,
     "plan": config.PlanSettings, "report": config.ReportSettings, "fetch": fetch.FetchSettings,
-    "corpus": sources.CorpusSettings, "model": train.MODEL_SETTINGS,
+    "corpus": sources.CorpusSettings, "model": MODEL_SETTINGS,
 }
 
 
@@ -57,7 +58,7 @@ def _schemas(cfg: DictConfig) -> list:
 
     raw = OmegaConf.to_container(cfg, resolve=True)
     model = raw.get("model") or {}
-    schema_of = dict(SECTIONS, model=train.MODEL_SETTINGS.get(model.get("name"), train.MODEL_SETTINGS["knrm"]))
+    schema_of = dict(SECTIONS, model=MODEL_SETTINGS.get(model.get("name"), MODEL_SETTINGS["knrm"]))
     checked = check_sections(raw, schema_of, top=config.RunSettings)
     sections = list(checked.values())
     for name in dict.fromkeys([*cfg.grid.corpora, *config.corpus_names(cfg)]):
@@ -65,12 +66,12 @@ def _schemas(cfg: DictConfig) -> list:
             sections.append(validate(f"corpora.{name}", sources.CorpusSettings,
                                      OmegaConf.to_container(config.resolved_corpus_config(cfg, name), resolve=True)))
     for name in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
-        if name not in train.MODEL_SETTINGS:
-            raise ConfigError(f"model {name!r} has no schema; known models: {', '.join(train.MODEL_SETTINGS)}")
+        if name not in MODEL_SETTINGS:
+            raise ConfigError(f"model {name!r} has no schema; known models: {', '.join(MODEL_SETTINGS)}")
         merged = OmegaConf.to_container(config.resolved_model_config(cfg, name), resolve=True)
         overridden = (raw.get("model_overrides") or {}).get(name, {})
         try:
-            sections.append(validate(f"models.{name}", train.MODEL_SETTINGS[name], merged))
+            sections.append(validate(f"models.{name}", MODEL_SETTINGS[name], merged))
         except ConfigError as exc:  # name the override that set the bad value, where one did
             leaf = str(exc).split(":")[0].split(" ")[0].removeprefix(f"models.{name}.")
             if leaf.split(".")[0] in overridden:
@@ -149,7 +150,7 @@ def schema_of(section: str) -> type:
     """The schema of a section of the runner's settings: ``models.<name>``, ``corpora.<name>`` or a top section."""
     group, _, name = section.partition(".")
     if group == "models":
-        return train.MODEL_SETTINGS[name]
+        return MODEL_SETTINGS[name]
     if group == "corpora":
         return sources.CorpusSettings
     return SECTIONS[section]

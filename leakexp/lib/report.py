@@ -14,7 +14,6 @@ from leakexp.runner.store import atomic_write_text
 LEAKAGE_ORDER = ("none", "msm", "test")
 TABLE_MEASURES = ("nDCG@10", "MFR", "P@1")
 LEAKAGE_LABEL = {"none": "None", "msm": "MSM", "test": "Test"}
-MODEL_LABEL = {"duet": "Duet", "knrm": "KNRM", "monobert": "monoBERT", "monot5": "monoT5", "pacrr": "PACRR"}
 CORPUS_LABEL = {"robust04": "Robust04", "core17": "Common Core 2017", "core18": "Common Core 2018"}
 
 

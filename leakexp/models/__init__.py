@@ -1,4 +1,6 @@
-"""The re-rankers and their registry (name -> class); the config's ``_target_`` decides what is built."""
+"""The re-rankers and their registry (name -> class). A model is one module: its network, its settings schema
+(``Settings``), its label (``LABEL``) and what its documents' encoding reads; adding one is its module, its
+``conf/model/<name>.yaml`` and one line in :func:`_register_all`."""
 
 from __future__ import annotations
 
@@ -50,3 +52,6 @@ def _register_all() -> None:
 
 
 _register_all()
+# each model's settings schema (``models.<name>``) and how tables and captions name it, from the models themselves
+MODEL_SETTINGS = {name: cls.Settings for name, cls in REGISTRY.items()}
+MODEL_LABEL = {name: cls.LABEL for name, cls in REGISTRY.items()}

@@ -5,14 +5,16 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import nn
 
-from leakexp.models.tokens import Tokens
+from leakexp.lib.trainer import ModelTraining, to_device
+from leakexp.models.tokens import Tokens, check_source
+from leakexp.runner.schema import Name, Section
 
 
 class Reranker(nn.Module):
@@ -25,6 +27,8 @@ class Reranker(nn.Module):
     """
 
     name: str = "reranker"
+    LABEL: str = "Reranker"  # how tables and captions name the model (the one table: leakexp.models.MODEL_LABEL)
+    Settings: type["ModelSettings"]  # the schema of its settings, models.<name> (validated before any work)
     objective: str = "pairwise"  # or "pointwise"
     margin: float = 1.0
 
@@ -55,6 +59,10 @@ class Reranker(nn.Module):
         """What identifies :meth:`document_tokens`' output beyond the settings' values (e.g. the content of the
         word-vector file); stored with the tokens and compared before they are used."""
         return ""
+
+    def check_tokens(self, tokens: Tokens) -> None:
+        """Refuse stored tokens made by another encoder than this model's (:func:`~leakexp.models.tokens.check_source`)."""
+        check_source(self, tokens)
 
     def encode_docs(self, texts: Sequence[str]) -> Tokens:
         return type(self).document_tokens(self.hparams, texts)
@@ -238,12 +246,6 @@ def keep_fp32(module: nn.Module) -> nn.Module:
     return module
 
 
-def to_device(feats: dict, device: str, non_blocking: bool = False) -> dict:
-    """Tensors of ``feats`` on ``device`` (``non_blocking``: from pinned memory, the copy overlaps compute)."""
-    return {k: v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v
-            for k, v in feats.items()}
-
-
 def _pt():
     import pyterrier as pt
 
@@ -333,3 +335,27 @@ def rank_with_docno_ties(df: pd.DataFrame) -> pd.DataFrame:
     df = df.sort_values(["qid", "score", "docno"], ascending=[True, False, True], kind="mergesort")
     df["rank"] = df.groupby("qid", sort=False).cumcount().astype("int64")
     return df.reset_index(drop=True)
+
+
+class ModelSettings(Section):
+    """What every model's settings hold (``models.<name>``): its name, its ``train:`` block, how its scores are
+    stored, and its named recipes; each model extends it with its own (its module's ``Settings``)."""
+
+    name: Name
+    train: ModelTraining
+    # the precision a score is stored in before ranking (re-ranking, memorization ranks, robustness):
+    # float16 = Capreolus v0.2.x (trainer/pytorch.py:320-321 at v0.2.6, predict: score.astype(np.float16)), which
+    # makes the ties the paper breaks by docno; experiment=paper sets it for knrm, pacrr and duet
+    score_dtype: Literal["float32", "float16"] = "float32"
+    # a named recipe (conf/model/<name>.yaml `recipes:`): its values replace the file's `train:` values, and what an
+    # experiment or the command line sets in `train:` replaces the recipe's (leakexp.runner.config.apply_recipe).
+    # Both keys are read while the config resolves; the stages read the `train:` block that results.
+    recipe: Name | None = None
+    recipes: dict[str, dict] | None = None
+
+    def files(self, prefix: str = "model"):
+        # a checkpoint is a directory or a Hugging Face name ("castorini/monot5-base-msmarco"): leakexp.lib.hub checks it
+        path = getattr(self, "embeddings", None)
+        if path in (None, "bundled") or not ("/" in path or path.endswith((".txt", ".npy", ".gz"))):
+            return []  # the bundled vectors
+        return [(f"{prefix}.embeddings", Path(path))]

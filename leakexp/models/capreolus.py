@@ -18,8 +18,9 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from leakexp.models.base import Reranker
+from leakexp.models.base import ModelSettings, Reranker
 from leakexp.models.tokens import Tokens
+from leakexp.runner.schema import Name, PositiveInt
 from leakexp.models.vectors import (TOKENIZER_VERSION, analyze, batch_ids, distinct_tokens, load_word_vectors,
                                     word_ids)
 
@@ -297,3 +298,14 @@ class WordCollator:
         if self.idf:
             feats["idf"] = self.idf_tensor(q)
         return feats
+
+
+class CapreolusSettings(ModelSettings):
+    """What KNRM, PACRR and Duet share: their word vectors and input lengths (docs/models.md §1)."""
+
+    embeddings: Name  # bundled, or a GloVe text file (paper: glove.6B.300d.txt)
+    # rows scaled to unit length and quantised to 7 decimals, as Capreolus reads GloVe through pymagnitude
+    # (leakexp.models.vectors.unit_rows); experiment=paper: true
+    unit_vectors: bool = False
+    maxqlen: PositiveInt
+    maxdoclen: PositiveInt

@@ -6,15 +6,18 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Annotated, Literal
 
 import numpy as np
 import torch
 from torch import nn
+from pydantic import Field
 from torch.nn import functional as F
 
 from leakexp.models.base import fp32
-from leakexp.models.capreolus import CapreolusReranker, WordCollator
+from leakexp.models.capreolus import CapreolusReranker, CapreolusSettings, WordCollator
 from leakexp.models.tokens import Tokens
+from leakexp.runner.schema import PositiveInt
 
 
 @lru_cache(maxsize=100_000)
@@ -43,6 +46,7 @@ class DuetCollator(WordCollator):
 
 class DUET(CapreolusReranker):
     name = "duet"
+    LABEL = "Duet"
 
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800, nfilters: int = 10,
                  lmhidden: int = 30, nhidden: int = 699, idfweight: bool = True, dropoutrate: float = 0.5,
@@ -128,3 +132,15 @@ class DUET(CapreolusReranker):
 
     def config(self) -> dict:
         return dict(self.hparams)
+
+
+class DuetSettings(CapreolusSettings):
+    name: Literal["duet"]
+    nfilters: PositiveInt
+    lmhidden: PositiveInt
+    nhidden: PositiveInt
+    idfweight: bool
+    dropoutrate: Annotated[float, Field(ge=0, lt=1)]
+
+
+DUET.Settings = DuetSettings

@@ -6,7 +6,9 @@ import torch
 from torch import nn
 
 from leakexp.models.base import fp32
-from leakexp.models.capreolus import CapreolusReranker
+from typing import Literal
+
+from leakexp.models.capreolus import CapreolusReranker, CapreolusSettings
 from leakexp.models.vectors import similarity_matrix
 
 MUS = (-0.9, -0.7, -0.5, -0.3, -0.1, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
@@ -34,6 +36,7 @@ def kernel_features(sim: torch.Tensor, mus: torch.Tensor, sigmas: torch.Tensor, 
 
 class KNRM(CapreolusReranker):
     name = "knrm"
+    LABEL = "KNRM"
 
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800,
                  gradkernels: bool = True, singlefc: bool = True, scoretanh: bool = False,
@@ -65,3 +68,15 @@ class KNRM(CapreolusReranker):
 
     def config(self) -> dict:
         return dict(self.hparams)
+
+
+class KNRMSettings(CapreolusSettings):
+    name: Literal["knrm"]
+    gradkernels: bool
+    singlefc: bool
+    scoretanh: bool
+    finetune: bool
+    mask_doc_padding: bool
+
+
+KNRM.Settings = KNRMSettings

@@ -4,16 +4,17 @@ the log-probability of "relevant" (PyGaggle's inference, dl4marco-bert's trainin
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
 from leakexp.lib import hub
-from leakexp.models.base import HFReranker, fp32, keep_fp32, padding_mask_4d
+from leakexp.models.base import HFReranker, ModelSettings, fp32, keep_fp32, padding_mask_4d
 from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
 from leakexp.models.tokens import Tokens
+from leakexp.runner.schema import Name, PositiveInt
 
 
 def resolve_checkpoint(name: str) -> str:
@@ -28,6 +29,7 @@ def resolve_checkpoint(name: str) -> str:
 
 class MonoBERT(HFReranker):
     name = "monobert"
+    LABEL = "monoBERT"
     objective = "pointwise"
     hf_attr = "bert"
 
@@ -158,3 +160,14 @@ class PairCollator:
         for i, t in enumerate(types):
             token_types[i, : len(t)] = torch.from_numpy(t)
         return {"input_ids": ids, "token_type_ids": token_types, "attention_mask": mask}
+
+
+class MonoBERTSettings(ModelSettings):
+    name: Literal["monobert"]
+    checkpoint: Name
+    max_length: PositiveInt
+    layers: PositiveInt | None = None  # the checkpoint's first N encoder layers (the demo); None: all
+    attn_implementation: Literal["sdpa", "eager"]
+
+
+MonoBERT.Settings = MonoBERTSettings

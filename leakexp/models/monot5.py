@@ -11,16 +11,17 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Literal, Sequence
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
 from leakexp.lib import hub
-from leakexp.models.base import HFReranker, fp32, padding_mask_4d
+from leakexp.models.base import HFReranker, ModelSettings, fp32, padding_mask_4d
 from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
 from leakexp.models.tokens import Tokens
+from leakexp.runner.schema import Name, PositiveInt
 
 PROMPT = "Query: {q} Document: {d} Relevant:"
 # The prompt in two parts, split between "Document:" and the space that follows it: ':' then ' ' is always a
@@ -77,6 +78,7 @@ def train_embedded_tokenizer(texts: Iterable[str], out: Path, vocab_size: int = 
 
 class MonoT5(HFReranker):
     name = "monot5"
+    LABEL = "monoT5"
     objective = "pointwise"
     hf_attr = "t5"
 
@@ -255,3 +257,14 @@ class PromptCollator:
                 for i in range(len(q))]
         ids, mask = pad_rows(rows, self.pad_id)
         return {"input_ids": ids, "attention_mask": mask}
+
+
+class MonoT5Settings(ModelSettings):
+    name: Literal["monot5"]
+    checkpoint: Name  # embedded (toy world), a Hugging Face name (t5-base) or a local directory
+    max_length: PositiveInt
+    truncation: Literal["pygaggle", "keep_prompt"]
+    attn_implementation: Literal["sdpa", "eager"]
+
+
+MonoT5.Settings = MonoT5Settings

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from leakexp.models.base import fp32
-from leakexp.models.capreolus import CapreolusReranker, WordCollator
+from leakexp.models.capreolus import CapreolusReranker, CapreolusSettings, WordCollator
 from leakexp.models.vectors import similarity_matrix
+from leakexp.runner.schema import PositiveInt
 
 
 def kmax_pooling(x: torch.Tensor, k: int) -> torch.Tensor:
@@ -19,6 +22,7 @@ def kmax_pooling(x: torch.Tensor, k: int) -> torch.Tensor:
 
 class PACRR(CapreolusReranker):
     name = "pacrr"
+    LABEL = "PACRR"
 
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800, mingram: int = 1,
                  maxgram: int = 3, nfilters: int = 32, kmax: int = 2, combine: int = 32, idf: bool = True,
@@ -80,3 +84,17 @@ class PACRR(CapreolusReranker):
 
     def config(self) -> dict:
         return dict(self.hparams)
+
+
+class PACRRSettings(CapreolusSettings):
+    name: Literal["pacrr"]
+    mingram: PositiveInt
+    maxgram: PositiveInt
+    nfilters: PositiveInt
+    kmax: PositiveInt
+    combine: PositiveInt
+    idf: bool
+    idf_zero_quirk: bool
+
+
+PACRR.Settings = PACRRSettings

@@ -9,13 +9,14 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from leakexp.lib.report import CORPUS_LABEL, MODEL_LABEL, TABLE_MEASURES, incomplete_note, latex_escape, markdown_table
+from leakexp.models import MODEL_LABEL
+from leakexp.lib.report import CORPUS_LABEL, TABLE_MEASURES, incomplete_note, latex_escape, markdown_table
 from leakexp.lib.stats import evaluate_corpus, seed_average
 from leakexp.runner.store import atomic_write_text
 from leakexp.stages.cell import Cell
 from leakexp.grid.work import stored_results
 from leakexp.stages.sets import core_test_leak_note
-from leakexp.stages.train import recipe_note
+from leakexp.tables.captions import recipe_note
 from leakexp.stages.memorization import (FILE, LEAKAGE_LABEL, LEAKED, VARIANTS, cv_choice, macro_average,
                                          offset_increase, settings)
 

@@ -17,7 +17,8 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from leakexp.lib.measures import LOWER_IS_BETTER, mfr_caption, no_relevant_note
-from leakexp.lib.report import (CORPUS_LABEL, LEAKAGE_LABEL, MODEL_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
+from leakexp.models import MODEL_LABEL
+from leakexp.lib.report import (CORPUS_LABEL, LEAKAGE_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
                                 markdown_table, save_figure, seed_spread, summary, write_table, write_table as write)
 from leakexp.lib.stats import evaluate_corpus, order_swaps, seed_average
 from leakexp.runner.stage import Ask
@@ -29,7 +30,8 @@ from leakexp.stages.firststage import first_stage_caption
 from leakexp.grid.work import cell_asks, shared_asks, stored_results
 from leakexp.grid.registry import runner as make_runner
 from leakexp.stages.sets import core_test_leak_note
-from leakexp.stages.train import plot_histories, read_history, recipe_note
+from leakexp.lib.trainer import read_history
+from leakexp.tables.captions import recipe_note
 from leakexp.stages.verify import stored_leaking_topics, table2
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
 from leakexp.toolkit.audit import split_eval
@@ -220,6 +222,34 @@ def detail(results: pd.DataFrame, *, mfr: str) -> pd.DataFrame:
     """Mean and standard deviation over seeds of each cell's topic-averaged values."""
     d = seed_spread(results, ["corpus", "model", "leakage", "size", "measure"], mfr=mfr)
     return d.rename(columns={"count": "seeds"})
+
+
+def plot_histories(histories: Mapping[str, pd.DataFrame], path: str | Path, *, title: str | None = None) -> Path:
+    """Loss and learning rate against the update, one line per labelled history, as one PNG (atomic)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not histories:
+        raise ValueError("plot_histories: no histories to plot")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, (ax_loss, ax_lr) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for label, h in histories.items():
+        ax_loss.plot(h["step"], h["loss"], label=label, linewidth=1)
+        ax_lr.plot(h["step"], h["lr"], label=label, linewidth=1)
+    ax_loss.set(xlabel="update", ylabel="training loss")
+    ax_lr.set(xlabel="update", ylabel="learning rate")
+    ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+    if len(histories) <= 12:
+        ax_loss.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 class NoResults(RuntimeError):

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig
 
-from leakexp.lib.report import LEAKAGE_LABEL, MODEL_LABEL, incomplete_note, latex_table, markdown_table, save_figure
+from leakexp.models import MODEL_LABEL
+from leakexp.lib.report import LEAKAGE_LABEL, incomplete_note, latex_table, markdown_table, save_figure
 from leakexp.lib.stats import bonferroni, paired_t
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import atomic_write_text
@@ -21,7 +22,7 @@ from leakexp.stages import robustness as rb
 from leakexp.stages.cell import Cell
 from leakexp.stages.robustness import Settings, docs_ask, paired_randomization, queries_ask, settings, stored_values
 from leakexp.stages.sets import core_test_leak_note
-from leakexp.stages.train import recipe_note
+from leakexp.tables.captions import recipe_note
 from leakexp.stages.verify import stored_leaking_topics
 from leakexp.toolkit.attacks import defined_by_wu as wu
 
