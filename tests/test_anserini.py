@@ -139,7 +139,7 @@ def test_missing_jar_names_make_setup(tmp_path, monkeypatch):
 
 
 def test_anserini_offers_its_own_stemmers_only():
-    from leakexp.grid.registry import compose
+    from leakexp.grid.registry import compose_checked as compose
     from leakexp.runner.stage import ConfigError
 
     with pytest.raises(ConfigError, match="bm25.stemmer=porter2 is not one of Anserini's stemmers"):

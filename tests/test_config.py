@@ -46,7 +46,7 @@ def test_bad_values_name_the_key(override, key):
 
     extra = ["leakage=msm"] if override.startswith("size=100") else []
     with pytest.raises(ConfigError, match=key.replace("[", r"\[")):
-        stages.compose([override, *extra])  # the stages' own sections (e.g. evaluate) are checked here
+        stages.compose_checked([override, *extra])  # the stages' own sections (e.g. evaluate) are checked here
 
 
 def test_a_stage_section_is_checked_before_a_runner_exists(tmp_path):
@@ -80,9 +80,9 @@ def test_the_embedded_monot5_is_refused_for_real_data():
     from leakexp.grid import registry as stages
 
     with pytest.raises(ConfigError, match="models.monot5.checkpoint=embedded needs the toy world"):
-        stages.compose(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]",
+        stages.compose_checked(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]",
                         "model=monot5", "model_overrides.monot5.checkpoint=embedded"])
-    stages.compose(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]", "model=monot5"])
+    stages.compose_checked(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]", "model=monot5"])
 
 
 def test_corpus_overrides_change_any_corpus_of_the_grid_and_the_keys_that_read_it(tmp_path):
@@ -110,7 +110,7 @@ def test_corpus_overrides_change_any_corpus_of_the_grid_and_the_keys_that_read_i
     with pytest.raises(ConfigError, match="corpus_overrides.toy_core19 names no corpus"):
         compose([*base, "corpus_overrides.toy_core19.fixed_leak_queries=3"])
     with pytest.raises(ConfigError, match="corpora.toy_core18.fixed_leak_queries"):
-        stages.compose([*base, "corpus_overrides.toy_core18.fixed_leak_queries=-1"])
+        stages.compose_checked([*base, "corpus_overrides.toy_core18.fixed_leak_queries=-1"])
 
 
 def test_the_documents_check_and_leak_counts_re_key_neither_collection_nor_pool(tmp_path):

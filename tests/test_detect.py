@@ -200,7 +200,7 @@ def test_real_corpus_without_variants_is_an_error_that_says_how_to_fix_it(tmp_pa
                r"'variant': give a TSV file of qid<TAB>variant lines .* corpus.variants=/path/to/variants.tsv "
                r".* or search without variants on purpose with detect.fields=\[title,description\]")
     # a requirement of detection, before any data is loaded: a runner that detects refuses ...
-    cfg = stages.compose(overrides)  # composing and read-only commands (plan, status) do not refuse
+    cfg = stages.compose_checked(overrides)  # composing and read-only commands (plan, status) do not refuse
     glove = tmp_path / "glove.txt"
     glove.write_text("the 0.1 0.2\n")
     monkeypatch.setenv("LEAKEXP_GLOVE", str(glove))  # the input files are there: what lacks is the variants

@@ -178,7 +178,7 @@ def test_read_wordnet_installed_database():
 def test_wordnet_benchmark_shows_the_leak(tmp_path):
     # the paper's construction, random 70/5/25 edge split: A-parity clearly above the majority class
     edges = graph.edge_split(graph.wordnet_pairs(graph.DEFAULT_WORDNET, "adj"), seed=0, stratify=False)
-    for split, f in graph.audit(edges, tmp_path)["splits"].items():
+    for split, f in graph.graph_audit(edges, tmp_path)["splits"].items():
         assert f["applicable"] > 0.5 * f["edges"] and f["accuracy"] > f["majority_rate"] + 0.3, split
 
 
@@ -275,7 +275,7 @@ def test_audit_figures_do_not_depend_on_the_input_order(tmp_path):
     edges = graph.edge_split(graph.synthetic_graph(seed=2, concepts=80), seed=2)
     shuffled = edges.sample(frac=1.0, random_state=5).reset_index(drop=True)
     flipped = shuffled.rename(columns={"head": "tail", "tail": "head"})[edges.columns]  # every pair reversed
-    runs = [graph.audit(e, tmp_path / str(i)) for i, e in enumerate((edges, shuffled, flipped))]
+    runs = [graph.graph_audit(e, tmp_path / str(i)) for i, e in enumerate((edges, shuffled, flipped))]
     for f in runs[1:]:
         for split in ("val", "test"):
             for key in ("accuracy", "accuracy_min", "accuracy_max", "applicable", "accuracy_by_length"):
@@ -292,7 +292,7 @@ def test_accuracy_per_path_length_and_distinct_cross_split_counts(tmp_path):
     edges = _edges([("a", "b", "synonym", "train"), ("b", "c", "antonym", "train"), ("x", "y", "synonym", "train"),
                     ("b", "a", "synonym", "test"), ("a", "c", "synonym", "test"), ("x", "x", "synonym", "test"),
                     ("b", "a", "synonym", "val"), ("x", "x", "synonym", "val")])
-    f = graph.audit(edges, tmp_path)
+    f = graph.graph_audit(edges, tmp_path)
     t = f["splits"]["test"]
     # (b, a): length 1, right; (a, c): length 2, A = 1, wrong; (x, x): length 0, right
     assert t["accuracy_by_length"] == {"0": 1.0, "1": 1.0, "2": 0.0, "3": None, "4+": None}
@@ -304,7 +304,7 @@ def test_accuracy_per_path_length_and_distinct_cross_split_counts(tmp_path):
 def test_every_split_reports_class_balance_and_warns_when_degenerate(tmp_path):
     edges = _edges([("a", "b", "antonym", "train"), ("b", "c", "synonym", "train"), ("c", "d", "antonym", "train"),
                     ("d", "e", "synonym", "train"), ("a", "c", "antonym", "test"), ("b", "d", "antonym", "test")])
-    f = graph.audit(edges, tmp_path)
+    f = graph.graph_audit(edges, tmp_path)
     assert f["balance"]["train"] == {"edges": 4, "antonym_share": 0.5}
     assert f["balance"]["test"] == {"edges": 2, "antonym_share": 1.0}
     lines = "\n".join(graph.summary_lines(f))

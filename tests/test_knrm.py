@@ -7,7 +7,7 @@ import torch
 
 from leakexp.models.knrm import KNRM, kernel_features
 from leakexp.models.capreolus import WordCollator
-from leakexp.models.vectors import WordVectors, analyze, similarity_matrix, word_ids
+from leakexp.models.vectors import WordVectors, word_tokens, similarity_matrix, word_ids
 from leakexp.lib.trainer import set_seed
 
 
@@ -43,7 +43,7 @@ def test_similarity_matrix_cosine_exact_match_for_oov_and_zero_padding():
 
 
 def test_tokenizer_lowercases_and_drops_possessives():
-    assert analyze("Hubble's Telescope, NASA-built; don't") == ["hubble", "telescope", "nasa", "built", "don't"]
+    assert word_tokens("Hubble's Telescope, NASA-built; don't") == ["hubble", "telescope", "nasa", "built", "don't"]
 
 
 # Lucene's StandardTokenizer (UAX#29 word boundaries) + EnglishPossessiveFilter + LowerCaseFilter, as Anserini's
@@ -75,7 +75,7 @@ LUCENE_CASES = [
 
 @pytest.mark.parametrize("text,expected", LUCENE_CASES)
 def test_tokenizer_matches_lucene_standard_analyzer(text, expected):
-    assert analyze(text) == expected
+    assert word_tokens(text) == expected
 
 
 def test_trimmed_padding_scores_exactly_like_full_padding():

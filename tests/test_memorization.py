@@ -142,7 +142,7 @@ class _FakeRunner:
 
 
 def test_config_names_the_with_and_the_matching_without_rerank_and_waits_for_both(tmp_path):
-    from leakexp.grid.registry import compose, runner
+    from leakexp.grid.registry import compose_checked as compose, runner
 
     cfg = compose([f"store={tmp_path}"])
     r = runner(cfg)
@@ -247,11 +247,11 @@ def test_cv_choice_takes_the_most_frequent_size_and_breaks_ties_to_the_smaller()
 
 def test_bad_memorization_settings_name_the_key(tmp_path):
     from leakexp.runner.config import ConfigError
-    from leakexp.grid.registry import compose  # composes and runs every stage's config check, memorization's included
+    from leakexp.grid.registry import compose_checked as compose  # composes and runs every stage's config check, memorization's included
 
     base = [f"store={tmp_path}", "grid.sizes=[128,256]"]
-    assert M.settings(compose(base)).sizes == ["each", "cv"]
-    assert M.settings(compose([*base, "memorization.sizes=pooled"])).sizes == ["pooled"]
+    assert M.memorization_settings(compose(base)).sizes == ["each", "cv"]
+    assert M.memorization_settings(compose([*base, "memorization.sizes=pooled"])).sizes == ["pooled"]
     for override, message in (("memorization.sizes=[each,bogus]", r"memorization.sizes.1: input should be .*\(got 'bogus'\)"),
                               ("memorization.sizes=[999]", r"memorization.sizes has 999, which is not in grid.sizes \[128, 256\]"),
                               ("memorization.cv_measure=RR", "memorization.cv_measure='RR' is not one of"),
@@ -343,7 +343,7 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
     cv_sizes = pd.read_csv(tables_out / "cv_sizes.csv")
     pd.testing.assert_frame_equal(MT.stored_cv_sizes(small_cfg, r, cells), cv_sizes, check_dtype=False)
     extra = Cell("toy_core17", "msm", 128, "knrm", 9)
-    written = MT.write_tables(small_cfg, r, tmp_path, [*cells, extra], cv_sizes)
+    written = MT.write_memorization_tables(small_cfg, r, tmp_path, [*cells, extra], cv_sizes)
     names = {w.name for w in written}
     for table in ("table6", "table7", "table8"):
         for suffix in ("size128", "size256", "cv"):
@@ -373,14 +373,14 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
     assert r"$\pm$" in (tmp_path / "table8-cv.tex").read_text()
     # the same store and config give the same tables
     again = tmp_path / "again"
-    MT.write_tables(small_cfg, r, again, [*cells, extra], cv_sizes)
+    MT.write_memorization_tables(small_cfg, r, again, [*cells, extra], cv_sizes)
     for name in ("memorization.csv", "table6-size128.md", "table8-cv.tex", "table7-size256.csv"):
         assert (again / name).read_text() == (tmp_path / name).read_text()
     assert np.isfinite(pd.read_csv(tmp_path / "table8-size256.csv")["mean"]).all()
     from leakexp.runner.config import compose
 
     off = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "memorization.enabled=false"])
-    assert MT.write_tables(off, r, tmp_path / "off", cells, cv_sizes) == [] and not (tmp_path / "off").exists()
+    assert MT.write_memorization_tables(off, r, tmp_path / "off", cells, cv_sizes) == [] and not (tmp_path / "off").exists()
 
 
 def test_msm_documents_can_be_scored_with_the_leaking_training_query():

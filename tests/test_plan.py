@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from leakexp.runner.config import compose
-from leakexp.cli.plan import load_measured, plan, render
+from leakexp.cli.plan import load_measured, plan, render_plan
 from leakexp.grid.registry import runner
 
 
@@ -43,7 +43,7 @@ def test_plan_uses_the_assumed_table_without_a_bench_file(cfg):
     assert info["training_instances_per_model"] == {"knrm": cells_instances, "monot5": cells_instances}
     assumed = cfg.plan.train_instances_per_s.knrm
     assert info["train_gpu_hours"]["knrm"] == pytest.approx(cells_instances / assumed / 3600)
-    assert "not on your machine" in render(info)
+    assert "not on your machine" in render_plan(info)
 
 
 def test_plan_uses_measured_figures_from_the_bench_file(cfg, tmp_path):
@@ -57,7 +57,7 @@ def test_plan_uses_measured_figures_from_the_bench_file(cfg, tmp_path):
     topics, depth = 30 + 12 + 12, int(cfg.rerank.depth)  # the toy corpora's topics, the demo's re-ranking depth
     # every cell re-ranks its own corpus: the shared No-Leakage model re-ranks each corpus once
     assert info["rerank_gpu_hours"]["monot5"] == pytest.approx(topics * 3 * 2 * depth / 4000 / 3600)
-    assert "measured (NVIDIA H100" in render(info) and str(bench) in render(info)
+    assert "measured (NVIDIA H100" in render_plan(info) and str(bench) in render_plan(info)
 
 
 def test_an_update_budget_sets_the_training_instances(tmp_path):
@@ -92,7 +92,7 @@ def test_plan_counts_robustness_jobs_and_time_when_enabled(tmp_path):
     assert r["docs"]["knrm"] == 2 * topics * depth + 2 * cells * topics * depth + cells * 2 * topics
     assert r["gpu_hours"]["knrm"] == pytest.approx(r["docs"]["knrm"] / cfg.plan.rerank_docs_per_s.knrm / 3600)
     assert info["gpu_hours_total"] == pytest.approx(off["gpu_hours_total"] + r["gpu_hours"]["knrm"])
-    assert "robustness (robustness.enabled): own-corpus 3" in render(info)
+    assert "robustness (robustness.enabled): own-corpus 3" in render_plan(info)
 
 
 def test_each_training_process_pays_its_start_up_assumed_or_measured(cfg, tmp_path):
@@ -114,7 +114,7 @@ def test_each_training_process_pays_its_start_up_assumed_or_measured(cfg, tmp_pa
         "knrm": {"train_instances_per_s": 3000.0, "rerank_docs_per_s": 20000.0, "startup_s": 3600.0}}}))
     info = plan(cfg, fake_runner(cfg))
     assert info["startup_hours"]["knrm"] == pytest.approx(processes)  # one hour per process, as measured
-    assert "job start-up" in render(info)
+    assert "job start-up" in render_plan(info)
 
 
 def test_plan_counts_the_cpu_hours_of_negatives_and_df_tables(cfg):
@@ -123,7 +123,7 @@ def test_plan_counts_the_cpu_hours_of_negatives_and_df_tables(cfg):
     # every distinct set (7 per size) pairs the queries of one 8,192-query negatives chunk at these sizes
     assert cpu["negatives_queries"] == 2 * TRAINED_PER_SIZE * 8192
     assert cpu["negatives_cpu_hours"] == pytest.approx(cpu["negatives_queries"] / 25_000 / 3600)
-    text = render(info)
+    text = render_plan(info)
     assert "negatives (CPU, one core; plan.negatives_queries_per_s): 114,688 training queries" in text
     # KNRM (Capreolus' defaults) and monoT5 read no idf: no df table to count
     assert cpu["df_cpu_hours"] == {} and cpu["df_unknown"] == [] and "df tables" not in text
@@ -143,7 +143,7 @@ def test_plan_df_hours_at_the_papers_scale(tmp_path):
     # a 128k set reads 9 chunks of 8,192 queries (64k pairs + slack); 7 distinct sets
     assert cpu["negatives_queries"] == 7 * 9 * 8192
     assert cpu["negatives_cpu_hours"] == pytest.approx(7 * 9 * 8192 / 20_000 / 3600)
-    text = render(info)
+    text = render_plan(info)
     assert "train ~2.23 h" in text and "toy_core17 size unknown" in text
 
 

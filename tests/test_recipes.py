@@ -101,7 +101,7 @@ def test_torch_adamw_is_a_named_monobert_recipe(tmp_path):
 
 
 def test_an_unknown_recipe_names_the_choices():
-    from leakexp.grid.registry import compose as checked
+    from leakexp.grid.registry import compose_checked as checked
 
     with pytest.raises(ConfigError, match="mesh_tf, mesh_tf_train_steps"):
         checked(["experiment=paper", "model_overrides.monot5.recipe=mesh"])

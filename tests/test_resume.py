@@ -20,7 +20,7 @@ from leakexp.models.capreolus import IdfTable
 from leakexp.runner.config import runtime
 from leakexp.runner.store import Store
 from leakexp.stages.cell import cell_from_config
-from leakexp.grid.registry import compose, runner
+from leakexp.grid.registry import compose_checked as compose, runner
 from leakexp.lib.trainer import ResumeState, TrainConfig, set_seed, train
 
 ROOT = Path(__file__).resolve().parents[1]

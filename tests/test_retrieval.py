@@ -107,7 +107,7 @@ def test_the_analysis_is_part_of_the_index_config(tmp_path):
 
     from leakexp.runner.config import ConfigError, compose
     from leakexp.lib.bm25 import index_analysis
-    from leakexp.grid.registry import check
+    from leakexp.grid.registry import check_config as check
 
     corpora = {"tiny": _corpus(tmp_path, "tiny", DOCS, {"1": "lyme"})}
     index = Ask.of("index", name="tiny")

@@ -30,7 +30,7 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
     cells = rb.robustness_cells(cfg)
     assert [str(c) for c in cells] == ["toy_core17/none/64/knrm/seed-1", "toy_core17/msm/64/knrm/seed-1"]
     assert all(p.state(a)[0] == "missing" for a in rb.asks(cfg, cells[0]).values())  # nothing trained yet
-    assert rt.write_tables(cfg, p, tmp_path / "out", cells) == []
+    assert rt.write_robustness_tables(cfg, p, tmp_path / "out", cells) == []
     for cell in cells:
         assert rb.robust(cfg, p, cell) == {n: p.path(a) for n, a in rb.asks(cfg, cell).items()}
     asks = rb.asks(cfg, cells[0])
@@ -105,7 +105,7 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
     scored = pd.read_parquet(pool_part / "run.parquet")
     assert set(zip(scored.qid, scored.docno)) <= set(zip(run.qid, run.docno))
 
-    files = rt.write_tables(cfg, p, tmp_path / "out", cells)
+    files = rt.write_robustness_tables(cfg, p, tmp_path / "out", cells)
     names = {f.name for f in files}
     assert {"robustness_toy_core17.md", "robustness_toy_core17.tex", "robustness_toy_core17.csv",
             "robustness_dr_query.png", "robustness_perquery.csv", "robustness_queries_toy_core17.tsv",
@@ -117,10 +117,10 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
     assert {"nDCG@10", "VNAP", "%no", "gMAP", "worst 10% (leakexp)", "worst 25% (leakexp)", "OOD toy_core18",
             "DR_OOD toy_core18", "DR char-any-1", "DR word-synonym", "gain stuff", "median gain stuff", "top-10 stuff",
             "TC stuff", "KT stuff", "TC noise", "KT noise"} <= set(long.column)
-    assert set(long.column) - {"gain stuff (relevant)"} <= set(rt.column_order(rb.settings(cfg), ["toy_core18"]))
+    assert set(long.column) - {"gain stuff (relevant)"} <= set(rt.column_order(rb.robustness_settings(cfg), ["toy_core18"]))
     dr = long[(long.leakage == "msm") & (long.column == "DR word-synonym") & (long.subset == "all")].iloc[0]
     pq = pd.read_parquet(p.path(rb.asks(cfg, cells[1])["word-synonym"]) / "perquery.parquet")
     assert dr["mean"] == pytest.approx(rb.drop_rate(pq.attacked.mean(), pq.original.mean()))
-    pool_md = rt.write_tables(pool_cfg, p_pool, tmp_path / "pool", cells)
+    pool_md = rt.write_robustness_tables(pool_cfg, p_pool, tmp_path / "pool", cells)
     assert "INCOMPLETE" in (tmp_path / "pool" / "robustness_toy_core17.md").read_text()  # msm cell not in pool mode
     assert any(f.name == "robustness_toy_core17.md" for f in pool_md)

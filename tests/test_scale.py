@@ -13,7 +13,7 @@ import pytest
 from leakexp.stages import sets as build
 from leakexp.stages.sets import Negatives, build_set
 from leakexp.models.capreolus import IdfTable
-from leakexp.models.vectors import analyze
+from leakexp.models.vectors import word_tokens
 from leakexp.lib.seeded import draw_two, first_output, stable_seeds
 from leakexp.runner.stage import Ask
 from leakexp.grid.registry import runner
@@ -66,7 +66,7 @@ def ref_pairs_from_queries(queries, negatives, need, origin):
 def ref_df(texts) -> IdfTable:
     df, n = Counter(), 0
     for t in texts:
-        df.update(set(analyze(t)))
+        df.update(set(word_tokens(t)))
         n += 1
     return IdfTable(dict(df), n)
 
@@ -202,7 +202,7 @@ def test_distinct_tokens_are_the_analyzers_sets_with_any_memo():
     from leakexp.models.vectors import distinct_tokens
 
     texts = TRICKY + synthetic_docs(200, seed=1)
-    assert list(distinct_tokens(texts)) == [set(analyze(t)) for t in texts]
+    assert list(distinct_tokens(texts)) == [set(word_tokens(t)) for t in texts]
     memo = {}
-    assert list(distinct_tokens(texts, memo=memo, memo_size=50)) == [set(analyze(t)) for t in texts]
-    assert 0 < len(memo) <= 50 + max(len(set(analyze(t))) * 3 for t in texts)
+    assert list(distinct_tokens(texts, memo=memo, memo_size=50)) == [set(word_tokens(t)) for t in texts]
+    assert 0 < len(memo) <= 50 + max(len(set(word_tokens(t))) * 3 for t in texts)

@@ -83,7 +83,7 @@ def test_the_command_marks_unused_stages_and_writes_a_png(tmp_path, capsys):
     rows = {line.split()[0]: line.split() for line in out.splitlines()[1:] if line and not line[0].isspace()}
     assert all(s.name in rows for s in STAGES), out
     assert rows["train"][1:4] == [str(train.TRAIN.version), "leakexp.stages.train", "yes"]
-    unused = [s for s in robustness.STAGES]
+    unused = [s for s in robustness.ROBUSTNESS_STAGES]
     for s in unused:
         assert rows[s.name][3] == "no", rows[s.name]
         if not callable(s.reads):  # a tuple: listed as declared

@@ -159,3 +159,44 @@ def test_the_layout_page_lists_every_module():
     unknown = {f"{folder}{name}" for folder, names in listed.items() for name in names - modules.get(folder, set())}
     assert missing == set(), f"modules not on the Layout page of docs/development.md: {sorted(missing)}"
     assert unknown == set(), f"the Layout page lists modules that do not exist: {sorted(unknown)}"
+
+
+def _module_level_names() -> dict[str, list[str]]:
+    """Public name -> the package modules that define it at module level (functions, classes, assignments)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            else:
+                continue
+            for name in names:
+                if not name.startswith("_") and name != "log":  # every module's logger is `log`
+                    found.setdefault(name, []).append(path.relative_to(ROOT.parent).as_posix())
+    return found
+
+
+def test_no_two_modules_define_the_same_public_name():
+    """A name leads to one thing: three STAGES or three settings() would send a reader to the wrong one."""
+    shared = {name: paths for name, paths in _module_level_names().items() if len(paths) > 1}
+    assert shared == {}
+
+
+def test_model_labels_are_defined_once_by_the_models():
+    """How a table names a model comes from the model's module (LABEL), never from a dict written elsewhere."""
+    from leakexp.models import MODEL_LABEL
+
+    labels = set(MODEL_LABEL.values()) | {"DUET"}
+    elsewhere = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if path.parent.name == "models":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Dict) and any(isinstance(v, ast.Constant) and v.value in labels for v in node.values):
+                elsewhere.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    assert elsewhere == []
+    assert MODEL_LABEL == {"monot5": "monoT5", "monobert": "monoBERT", "knrm": "KNRM", "duet": "Duet", "pacrr": "PACRR"}

@@ -21,7 +21,7 @@ from leakexp.models.duet import DUET
 from leakexp.models.knrm import KNRM
 from leakexp.models.pacrr import PACRR
 from leakexp.models.tokens import Tokens
-from leakexp.models.vectors import TOKENIZER_VERSION, WordVectors, analyze, load_word_vectors
+from leakexp.models.vectors import TOKENIZER_VERSION, WordVectors, word_tokens, load_word_vectors
 from leakexp.lib.trainer import set_seed
 
 
@@ -36,7 +36,7 @@ class TextIds:
 
     def ids(self, text: str, length: int) -> list[int]:
         out = []
-        for tok in analyze(text)[:length]:
+        for tok in word_tokens(text)[:length]:
             i = self.vectors.vocab.get(tok)
             if i is None:
                 i = self.oov.setdefault(tok, -(len(self.oov) + 1))
@@ -59,7 +59,7 @@ def old_idf(model: CapreolusReranker, queries: list[str]) -> torch.Tensor:
     table = model.idf_table
     rows = []
     for t in queries:
-        v = [table.idf(tok) for tok in analyze(t)[: model.maxqlen]]
+        v = [table.idf(tok) for tok in word_tokens(t)[: model.maxqlen]]
         rows.append(v + [0.0] * (model.maxqlen - len(v)))
     return torch.tensor(rows, dtype=torch.float32)
 
@@ -133,7 +133,7 @@ def world(tmp_path_factory):
         queries += [t.title, *t.variants[:2]]
     for source in ("msmarco", "orcas"):
         queries += read_queries(root / "train" / f"{source}.queries.tsv").text.tolist()[:30]
-    assert "" in docs and max(len(analyze(d)) for d in docs) > 800
+    assert "" in docs and max(len(word_tokens(d)) for d in docs) > 800
     return docs, queries
 
 
@@ -306,5 +306,5 @@ def test_scores_in_small_batches_equal_the_former_scores_of_the_same_batches(nam
     m = models[name]
     qs, ds = score_pairs(world)
     new = m.score(qs, ds, batch_size=5)
-    assert new == old_score(m, qs, ds, batch_size=5, length=lambda d: len(analyze(d)))
+    assert new == old_score(m, qs, ds, batch_size=5, length=lambda d: len(word_tokens(d)))
     assert np.allclose(new, old_score(m, qs, ds, batch_size=5), rtol=1e-5, atol=1e-6)

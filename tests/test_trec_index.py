@@ -93,7 +93,7 @@ def test_trec_collection_needs_anserini(tmp_path, monkeypatch):
 
     from leakexp.runner.config import compose
     from leakexp.runner.stage import ConfigError
-    from leakexp.grid.registry import compose as checked
+    from leakexp.grid.registry import compose_checked as checked
 
     assert compose([]).bm25.collection == "json"
     with pytest.raises(ConfigError, match=r"^bm25\.collection=trec .*TrecCollection, which bm25\.backend=pisa does "

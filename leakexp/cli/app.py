@@ -20,7 +20,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from leakexp.runner.config import conf_dir, validate
+from leakexp.runner.config import conf_dir, validate_config
 from leakexp.runner.jobs import record_failure, size_torch_threads
 from leakexp.runner.loop import each
 from leakexp.stages import robustness
@@ -43,11 +43,11 @@ def _summary() -> None:
 
 
 @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> dict:
+def run(cfg: DictConfig) -> dict:
     size_torch_threads()  # the job's CPUs, not every core of the node
 
     def work(cell: Cell) -> dict:
-        validate(cfg)
+        validate_config(cfg)
         r = runner(cfg)
         means = run_cell(cfg, r, cell)
         if cfg.robustness.get("enabled", False) and cell in robustness.robustness_cells(cfg):
@@ -71,4 +71,4 @@ def main(cfg: DictConfig) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run()

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from leakexp.cli.plan import plan, render
+from leakexp.cli.plan import plan, render_plan
 from leakexp.data.files import DataUnavailable, read_topic_ids
 from leakexp.lib.report import markdown_table, plot_calibration, write_table
 from leakexp.lib.trec import read_run, run_overlap
@@ -91,7 +91,7 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     cfg, r = _runner((["experiment=demo"] if demo else []) + overrides)
     r.store.require_writable("leakexp demo" if demo else "leakexp grid")
     if cfg.robustness.get("enabled", False):
-        robustness.settings(cfg)  # bad settings fail before any work
+        robustness.robustness_settings(cfg)  # bad settings fail before any work
     cells = grid_cells(cfg)
     # the cells, the robustness cells and the demo's audits in one pool of workers (cells in processes at once,
     # each computing what the store lacks, shared work once)
@@ -124,7 +124,7 @@ def cmd_memorization(overrides: list[str]) -> int:
     r.store.require_writable("leakexp memorization")
     cells = grid_cells(cfg)
     _, failed = memorization.compute_all(cfg, r, cells)
-    written = memorization_tables.write_tables(cfg, r, tables_dir(cfg), cells,
+    written = memorization_tables.write_memorization_tables(cfg, r, tables_dir(cfg), cells,
                                                memorization_tables.stored_cv_sizes(cfg, r, cells))
     for path in written:
         print(path)
@@ -135,11 +135,11 @@ def cmd_memorization(overrides: list[str]) -> int:
 
 def cmd_robustness(overrides: list[str]) -> int:
     cfg, r = _runner(overrides)
-    robustness.settings(cfg)  # bad settings fail before any work
+    robustness.robustness_settings(cfg)  # bad settings fail before any work
     r.store.require_writable("leakexp robustness")
     cells = robustness.robustness_cells(cfg)
     failed = robustness.robust_all(cfg, r, cells)
-    for path in robustness_tables.write_tables(cfg, r, tables_dir(cfg), cells):
+    for path in robustness_tables.write_robustness_tables(cfg, r, tables_dir(cfg), cells):
         print(path)
     for cell, exc in failed:
         print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -216,7 +216,7 @@ def cmd_stages(overrides: list[str], graph: str | None = None) -> int:
     """The registry's stages as the configuration uses them (read-only); ``graph``: also their graph, drawn."""
     cfg = compose(overrides)
     infos = overview.stages(cfg)
-    print(overview.render(infos))
+    print(overview.render_stages(infos))
     if graph:
         print(f"graph: {overview.draw(infos, Path(graph))}")
     return 0
@@ -275,7 +275,7 @@ def cmd_plan(overrides: list[str]) -> int:
 
     cfg = compose(overrides)
     r = runner(cfg, files=False)  # a plan reads no input file: it may be made before the data is in place
-    print(render(plan(cfg, r)))
+    print(render_plan(plan(cfg, r)))
     if cfg.bm25.get("backend") == "anserini":
         print("  first stage: Anserini 0.22.1 (bm25.backend=anserini) needs Java 11 or 17 "
               "(Debian 12: apt-get install openjdk-17-jre-headless) and its jar, installed by `make setup`")
@@ -546,7 +546,7 @@ def cmd_measure(args) -> int:
     runs = [a for a, o in zip(args.runs, is_override) if not o]
     if not runs:
         raise ConfigError("measure: give at least one run file besides the overrides")
-    settings = measure.Settings.of(compose([a for a, o in zip(args.runs, is_override) if o]))
+    settings = measure.MeasureSettings.of(compose([a for a, o in zip(args.runs, is_override) if o]))
     if args.out and Path(args.out).is_dir():
         raise IsADirectoryError(f"--out {args.out} is a folder; give the CSV file to write")
     means, per_topic, empty = measure.measure_runs(runs, args.qrels, settings)

@@ -18,7 +18,7 @@ import signal
 import sys
 import traceback
 
-STAGES = {
+PIPELINE_COMMANDS = {
     "toy": "generate the toy world into the store and print where it is",
     "index": "build the BM25 indexes the grid reads: the training pool's and those of the corpora whose first "
              "stage is leakexp's BM25 (not a bundled or file run)",
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log what each stage reads and writes")
     # the commands are listed once, grouped, in the epilog (argparse's own list would be one flat block)
     sub = parser.add_subparsers(dest="command", required=True, metavar="command", help=argparse.SUPPRESS, prog="leakexp")
-    for name, help_text in STAGES.items():
+    for name, help_text in PIPELINE_COMMANDS.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. corpus=toy_core17 seed=2")
         if name == "build":

@@ -102,7 +102,7 @@ def robustness_jobs(cfg: DictConfig, runner, grid_reranks: list, topics: dict[st
     lacks (a No-Leakage model's re-ranking of another grid corpus is the grid's own run: not counted), each query
     attack's re-ranking of every topic's candidates (an upper bound: topics an attack cannot change are not
     re-scored), and the manipulated documents re-scored before and after (stuff: one per topic; noise: the pool)."""
-    s = rb.settings(cfg)
+    s = rb.robustness_settings(cfg)
     depth = int(cfg.rerank.depth)
     grid = set(grid_reranks)
     jobs: dict[str, set] = {}
@@ -218,7 +218,7 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
     }
 
 
-def render(info: dict) -> str:
+def render_plan(info: dict) -> str:
     head = (f"leakexp plan (throughput measured by the GPU benchmark where marked: {info['bench_file']})"
             if info.get("bench_file") else
             "leakexp plan (throughput from the config's plan: table, measured on one H100, not on your machine; "

@@ -78,7 +78,7 @@ def pool_requests(msmarco_id: str, orcas_id: str) -> list:
 
 
 # -- the docstore: built once, under a lock --------------------------------------------------------------------
-WAIT_NOTICE_S = 30.0
+DOWNLOAD_WAIT_NOTICE_S = 30.0
 SIDECAR = "leakexp.json"  # in the docstore's folder: the identity of the files it was built from
 
 
@@ -183,7 +183,7 @@ def open_docstore(dataset_id: str, ds):
     while True:
         try:
             lock_path.parent.mkdir(parents=True, exist_ok=True)
-            lock.acquire(timeout=WAIT_NOTICE_S)
+            lock.acquire(timeout=DOWNLOAD_WAIT_NOTICE_S)
             break
         except Timeout:
             log.info("waiting for another worker to build the ir_datasets docstore of '%s' (%.0fs; lock %s)",

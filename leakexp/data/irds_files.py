@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from leakexp.data.files import file_identity
 
-PARTS = ("docs", "queries", "qrels")
+DATASET_PARTS = ("docs", "queries", "qrels")
 WHAT = {"docs": "documents", "queries": "queries", "qrels": "qrels"}
 
 # Licensed collections: where ir_datasets reads them and what a person has to put there.
@@ -119,7 +119,7 @@ def _handlers(ds: Any, found: dict[str, Any]) -> None:
                 found[part] = inner
 
 
-def dataset_files(dataset_id: str, parts: Iterable[str] = PARTS) -> dict[str, list[IrdsFile]]:
+def dataset_files(dataset_id: str, parts: Iterable[str] = DATASET_PARTS) -> dict[str, list[IrdsFile]]:
     """Per part of ``dataset_id`` (docs, queries, qrels), the files ir_datasets reads for it; a part whose files
     cannot be found (a dataset built another way) maps to an empty list."""
     import ir_datasets
@@ -149,7 +149,7 @@ def shown(path: Path) -> str:
         return str(path)
 
 
-def fingerprint(dataset_id: str, parts: Iterable[str] = PARTS) -> dict:
+def fingerprint(dataset_id: str, parts: Iterable[str] = DATASET_PARTS) -> dict:
     """The identity of the files ir_datasets reads for ``parts`` of ``dataset_id`` (part of the keys of whatever
     reads them), with ir_datasets' version (its parsers make the text); a part it cannot locate is 'unknown'."""
     import ir_datasets
@@ -164,7 +164,7 @@ def fingerprint(dataset_id: str, parts: Iterable[str] = PARTS) -> dict:
 Request = tuple[str, tuple[str, ...]]  # (dataset id, the parts of it that are read)
 
 
-def missing_files(dataset_id: str, parts: Iterable[str] = PARTS) -> list[IrdsFile]:
+def missing_files(dataset_id: str, parts: Iterable[str] = DATASET_PARTS) -> list[IrdsFile]:
     return [f for fs in dataset_files(dataset_id, parts).values() for f in fs if not f.exists()]
 
 

@@ -124,7 +124,7 @@ def _inputs_cell(s: StageInfo) -> str:
     return ", ".join([*s.inputs, "(some not known yet: below)"])
 
 
-def render(infos: list[StageInfo], width: int = 60) -> str:
+def render_stages(infos: list[StageInfo], width: int = 60) -> str:
     """A table, one row per stage (long lists of reads wrapped at ``width``, of inputs at 40), then the inputs not
     resolved and the stages not used."""
     head = ("stage", "version", "module", "used", "inputs", "reads")

@@ -34,7 +34,7 @@ STAGES = (
     df.DF, t5vocab.T5_VOCAB, tokens.TOKENS,
     train.TRAIN, rerank.RERANK, evaluation.EVAL,
     memorization.MEMORIZATION,
-    *robustness.STAGES,
+    *robustness.ROBUSTNESS_STAGES,
     audit.PAIR_AUDIT, graph.GRAPH_DEMO,
 )
 
@@ -80,7 +80,7 @@ def _schemas(cfg: DictConfig) -> list:
     return sections
 
 
-def check(cfg: DictConfig, *, files: bool = False, needs: Iterable[str] | None = None) -> None:
+def check_config(cfg: DictConfig, *, files: bool = False, needs: Iterable[str] | None = None) -> None:
     """The whole configuration before any work: every section against its schema, then every stage's own
     checks (each once); with ``files`` (a run that computes), every file a run reads exists and is readable, and
     the stages named in ``needs`` (None: every stage) have what they require (``Stage.require``: annotation files,
@@ -126,10 +126,10 @@ def unmet_requirements(cfg: DictConfig) -> list[str]:
     return list(dict.fromkeys(unmet))
 
 
-def compose(overrides: list[str] | None = None) -> DictConfig:
+def compose_checked(overrides: list[str] | None = None) -> DictConfig:
     """The configuration of ``overrides``, composed and checked, the stages' sections included."""
     cfg = compose_config(overrides)
-    check(cfg)
+    check_config(cfg)
     return cfg
 
 
@@ -139,7 +139,7 @@ def runner(cfg: DictConfig, *, readonly: bool = False, files: bool | None = None
     ``needs``: the stages whose requirements a computing command must meet before any work (None: every stage;
     a command that computes only indexes or candidates needs no annotations and no re-ranker weights)."""
     # a run that computes needs its input files, and what its stages require
-    check(cfg, files=not readonly if files is None else files, needs=needs)
+    check_config(cfg, files=not readonly if files is None else files, needs=needs)
     device = resolve_device(str(cfg.get("device", "auto")))
     configure_precision(cfg.precision)  # process-wide, from config, before any model runs
     return Runner(settings(cfg), STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device),

@@ -65,7 +65,7 @@ def needed_indexes(cfg: DictConfig, runner: Runner | None = None) -> list[Ask]:
     asks = [Ask.of("negatives", part="0"), *(Ask.of("firststage", corpus=c) for c in dict.fromkeys(cfg.grid.corpora))]
     if cfg.robustness.get("enabled", False):
         corpora = dict.fromkeys(c.corpus for c in robustness.robustness_cells(cfg))
-        asks += [robustness.queries_ask(cfg, c, a) for c in corpora for a in robustness.settings(cfg).query_attacks]
+        asks += [robustness.queries_ask(cfg, c, a) for c in corpora for a in robustness.robustness_settings(cfg).query_attacks]
     found = [r.normal(b) for a in asks for v in r.inputs(a).values() for b in (v if isinstance(v, list) else [v])
              if b.stage == "index"]
     return list(dict.fromkeys(found))

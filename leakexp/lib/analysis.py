@@ -28,7 +28,7 @@ def clean_query(text: str) -> str:
 
 # -- analysis ------------------------------------------------------------------------------------------
 STEMMERS = ("porter2", "porter", "krovetz", "none")
-STOPWORDS = ("terrier", "lucene", "none")
+STOPWORD_LISTS = ("terrier", "lucene", "none")
 DEFAULT_ANALYSIS = {"stemmer": "porter2", "stopwords": "terrier"}  # pyterrier-pisa's defaults
 ANSERINI_ANALYSIS = {"stemmer": "porter", "stopwords": "lucene"}  # Anserini's / Capreolus' default (the paper)
 
@@ -51,8 +51,8 @@ def check_analysis(stemmer: str, stopwords: str) -> None:
     """Fail early, naming the key, on an analysis leakexp does not offer."""
     if stemmer not in STEMMERS:
         raise ValueError(f"bm25.stemmer={stemmer!r} is unknown; use one of {', '.join(STEMMERS)}")
-    if stopwords not in STOPWORDS:
-        raise ValueError(f"bm25.stopwords={stopwords!r} is unknown; use one of {', '.join(STOPWORDS)}")
+    if stopwords not in STOPWORD_LISTS:
+        raise ValueError(f"bm25.stopwords={stopwords!r} is unknown; use one of {', '.join(STOPWORD_LISTS)}")
 
 
 def _stop_set(stopwords: str) -> frozenset[str]:

@@ -25,12 +25,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
 import torch
-from omegaconf import OmegaConf
 from pydantic import Field, ValidationError
 from torch import nn
 from tqdm.auto import tqdm
@@ -294,14 +293,14 @@ class PairBatches(torch.utils.data.Dataset):
     "labels": labels}`` with each query's positive and negative side by side for a pointwise one.
     """
 
-    def __init__(self, collate, queries: Tokens, docs: Tokens, query: np.ndarray, pos: np.ndarray, neg: np.ndarray,
+    def __init__(self, collate, queries: Any, docs: Any, query: np.ndarray, pos: np.ndarray, neg: np.ndarray,
                  batches: list[np.ndarray], pointwise: bool):
         self.collate, self.queries, self.docs, self.pointwise = collate, queries, docs, pointwise
         self.query, self.pos, self.neg, self.batches = query, pos, neg, batches
 
     @classmethod
-    def of(cls, model: Reranker, pos: pd.DataFrame, neg: pd.DataFrame, batches: list[np.ndarray],
-           docs: Tokens | None = None) -> "PairBatches":
+    def of(cls, model: nn.Module, pos: pd.DataFrame, neg: pd.DataFrame, batches: list[np.ndarray],
+           docs: Any | None = None) -> "PairBatches":
         """The batches of aligned positive and negative rows; ``docs``: the stored tokens of the set's documents
         (keyed by docno), else the documents are encoded here."""
         if docs is None:
@@ -516,8 +515,8 @@ def _fits(state: dict, model: nn.Module, total: int, micro: int) -> str:
     return "" if mine == theirs else "its weights are of another model"
 
 
-def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConfig, device: str = "cpu",
-          progress: bool | None = True, sync_every: int = SYNC_EVERY, docs: Tokens | None = None,
+def train(model: nn.Module, instances: pd.DataFrame, *, seed: int, cfg: TrainConfig, device: str = "cpu",
+          progress: bool | None = True, sync_every: int = SYNC_EVERY, docs: Any | None = None,
           workers: int = 0, resume: ResumeState | None = None) -> TrainResult:
     """Train ``model`` in place within ``cfg``'s budget; returns the manifest's figures and the history.
 
@@ -628,7 +627,7 @@ def train(model: Reranker, instances: pd.DataFrame, *, seed: int, cfg: TrainConf
     return TrainResult(figures, hist)
 
 
-def batch_loss(model: Reranker, batch: dict, device: str, amp: bool, z_loss: float = 0.0) -> torch.Tensor:
+def batch_loss(model: nn.Module, batch: dict, device: str, amp: bool, z_loss: float = 0.0) -> torch.Tensor:
     """The loss of one micro-batch of :class:`PairBatches` (``amp``: bf16 autocast, on CUDA only; ``z_loss``: Mesh
     TF's term, monoT5 only); copies to the device do not block (the batch is in pinned memory on CUDA)."""
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp and str(device).startswith("cuda")):

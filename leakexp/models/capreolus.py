@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from leakexp.models.base import ModelSettings, Reranker
 from leakexp.models.tokens import Tokens
 from leakexp.runner.schema import Name, PositiveInt
-from leakexp.models.vectors import (TOKENIZER_VERSION, analyze, batch_ids, distinct_tokens, load_word_vectors,
+from leakexp.models.vectors import (TOKENIZER_VERSION, word_tokens, batch_ids, distinct_tokens, load_word_vectors,
                                     word_ids)
 
 
@@ -43,7 +43,7 @@ class IdfTable:
         self.tokenizer = tokenizer
 
     @classmethod
-    def from_docs(cls, texts: Iterable[str], *, analyzer: Callable[[str], list[str]] = analyze,
+    def from_docs(cls, texts: Iterable[str], *, analyzer: Callable[[str], list[str]] = word_tokens,
                   progress: bool = False, processes: int = 1, chunk: int = 2000,
                   parallel_from: int = PARALLEL_FROM) -> "IdfTable":
         """Count df over ``texts`` (one per document) with the models' analyzer; N = number of documents.
@@ -55,7 +55,7 @@ class IdfTable:
         df: Counter = Counter()
         n = 0
         bar = tqdm(desc="document frequencies", unit="doc", disable=not progress)
-        if analyzer is not analyze:
+        if analyzer is not word_tokens:
             for t in texts:
                 df.update(set(analyzer(t)))
                 n += 1
@@ -90,7 +90,7 @@ class IdfTable:
         """(n, length) float32 idf of each text's first ``length`` tokens; padded positions get idf 0."""
         out = np.zeros((len(texts), length), dtype=np.float32)
         for i, t in enumerate(texts):
-            v = [self.idf(tok) for tok in analyze(t)[:length]]
+            v = [self.idf(tok) for tok in word_tokens(t)[:length]]
             out[i, : len(v)] = v
         return out
 

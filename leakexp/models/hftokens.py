@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from leakexp.lib import hub
 from leakexp.models.tokens import Tokens
 
-CHUNK = 1000  # texts per tokenizer call
+TEXTS_PER_CALL = 1000  # texts per tokenizer call
 
 
 @functools.lru_cache(maxsize=4)
@@ -46,13 +46,13 @@ def tokenizer_id(tokenizer) -> str:
 def encode_texts(tokenizer, texts: Sequence[str], cut: int, *, progress: bool = False, desc: str = "tokens",
                  wrap: Callable[[str], str] | None = None) -> Tokens:
     """Token ids (no special tokens) of each text (``wrap(text)`` when given), each row cut to its first ``cut``
-    ids; ``full`` = the uncut length. Tokenised ``CHUNK`` texts per call."""
+    ids; ``full`` = the uncut length. Tokenised ``TEXTS_PER_CALL`` texts per call."""
     texts = list(texts)
     full = np.zeros(len(texts), dtype=np.int64)
     parts: list[np.ndarray] = []
     with tqdm(total=len(texts), desc=desc, unit="text", disable=not progress) as bar:
-        for s in range(0, len(texts), CHUNK):
-            chunk = texts[s : s + CHUNK]
+        for s in range(0, len(texts), TEXTS_PER_CALL):
+            chunk = texts[s : s + TEXTS_PER_CALL]
             if wrap is not None:
                 chunk = [wrap(t) for t in chunk]
             rows = tokenizer(chunk, add_special_tokens=False, return_attention_mask=False,

@@ -91,7 +91,7 @@ class MonoBERT(HFReranker):
 
 
 # -- token ids -> the tensors of ``tokenizer(queries, docs, max_length=..., truncation=True, padding="longest")`` --
-SPECIAL = 3  # [CLS] q [SEP] d [SEP]
+SPECIAL_TOKENS = 3  # [CLS] q [SEP] d [SEP]
 
 
 def _tokenizer(settings: dict):
@@ -101,9 +101,9 @@ def _tokenizer(settings: dict):
 def _content(settings: dict) -> int:
     """The most ids of a query or a document the model reads: max_length less [CLS] and two [SEP]."""
     max_length = int(settings.get("max_length", 512))
-    if max_length <= SPECIAL:
+    if max_length <= SPECIAL_TOKENS:
         raise ValueError(f"monobert: max_length={max_length} leaves no room for text beside [CLS] and two [SEP]")
-    return max_length - SPECIAL
+    return max_length - SPECIAL_TOKENS
 
 
 def _doc_tokens(tokenizer, settings: dict, texts: Sequence[str], progress: bool) -> Tokens:
@@ -147,7 +147,7 @@ class PairCollator:
     def __call__(self, q: Tokens, d: Tokens) -> dict[str, torch.Tensor]:
         if len(q) != len(d):
             raise ValueError(f"{len(q)} query rows but {len(d)} document rows")
-        k1, k2 = longest_first(q.full, d.full, self.max_length - SPECIAL)
+        k1, k2 = longest_first(q.full, d.full, self.max_length - SPECIAL_TOKENS)
         check_rows(q, k1, "query")
         check_rows(d, k2, "document")
         rows, types = [], []

@@ -87,7 +87,7 @@ def compose(overrides: list[str] | None = None) -> DictConfig:
         raise ConfigError(str(exc).splitlines()[0] + _suggestion(str(exc))) from None
     except ValueError as exc:  # OmegaConf's, from an override Hydra composes whole (a sweep beside a bad key)
         raise ConfigError(f"an override could not be set ({exc}); check {' '.join(overrides)}") from None
-    validate(cfg)
+    validate_config(cfg)
     return cfg
 
 
@@ -190,13 +190,13 @@ def validate_device(device) -> None:
     raise ConfigError(f"device={device} is unknown; use auto, cpu, cuda or cuda:N")
 
 
-def validate(cfg: DictConfig) -> None:
+def validate_config(cfg: DictConfig) -> None:
     """Fail early, naming the key, on values that cannot work together. The grid, the cell and the models are
-    checked here; each stage checks its own section (``Stage.check``, run by ``leakexp.grid.registry.check``)."""
+    checked here; each stage checks its own section (``Stage.check``, run by ``leakexp.grid.registry.check_config``)."""
     for group in ("data", "corpus", "leakage", "model", "grid"):
         if group not in cfg:
             raise ConfigError(f"config has no '{group}'")
-    # leakage.name, grid.* and detect.threshold are checked by their schemas (leakexp.grid.registry.check);
+    # leakage.name, grid.* and detect.threshold are checked by their schemas (leakexp.grid.registry.check_config);
     # the cell's seed and size are checked here, where the cell's cross-field checks below need them
     for key in ("seed", "size"):
         if not _is_int(cfg.get(key)):

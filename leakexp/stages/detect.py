@@ -138,7 +138,7 @@ def open_embeddings(path: Path) -> np.ndarray:
     return np.memmap(path / "emb.f32", dtype=np.float32, mode="r", shape=(max(meta["n"], 1), meta["dim"]))[: meta["n"]]
 
 
-def require_sbert(cfg) -> None:
+def require_detection_model(cfg) -> None:
     """The SBERT model ``detect.sbert`` names loads without a download (leakexp.lib.hub)."""
     require(str(cfg.detect.sbert), "detect.sbert")
 
@@ -146,7 +146,7 @@ def require_sbert(cfg) -> None:
 EMBED = Stage(
     "embed", version=1, reads=("detect.sbert",), inputs=lambda p, c: {"pool": Ask.of("pool")}, compute=_embed,
     opener=open_embeddings, path=lambda p, c: [sbert_slug(str(c.at("detect.sbert"))), p["source"]],
-    require=require_sbert,
+    require=require_detection_model,
     describe="SBERT embeddings of one source's training queries",
 )
 

@@ -25,7 +25,7 @@ from leakexp.runner.stage import Ask, ConfigError, Context, Stage
 from leakexp.stages.cell import rerank_params, rerank_path
 
 
-def check(cfg) -> None:
+def check_evaluation(cfg) -> None:
     """The measure names, which only ir_measures can parse (every other domain is :class:`EvaluateSettings`')."""
     try:
         check_mfr(cfg.evaluate.mfr, cfg.evaluate.mfr_missing)
@@ -59,7 +59,7 @@ EVAL = Stage(
     "eval", version=2,
     reads=("evaluate.measures", "evaluate.mfr_missing", "evaluate.no_relevant", "rerank.depth"),
     inputs=_eval_inputs, compute=_evaluate, normalise=rerank_params, path=lambda p, c: rerank_path(p),
-    opener=lambda path: pd.read_parquet(path / "perquery.parquet"), check=check,
+    opener=lambda path: pd.read_parquet(path / "perquery.parquet"), check=check_evaluation,
     describe="per-query nDCG@10, P@1 and MFR of a re-ranking",
 )
 

@@ -82,7 +82,7 @@ def _index(ctx: Context, tmp: Path) -> dict:
     return {**figures, **stats, "collection": "TrecCollection"}
 
 
-def check(cfg) -> None:
+def check_bm25(cfg) -> None:
     """The stemmers Anserini offers, when it is the backend, and TrecCollection only with Anserini (each setting's
     own domain is :class:`BM25Settings`')."""
     if cfg.bm25.collection == "trec" and cfg.bm25.backend != "anserini":
@@ -100,7 +100,7 @@ INDEX = Stage(
     # 2: leakexp's own analysis (analyze(), for stemmer=porter); 3: Lucene's Porter (bli->ble, logi->log), backend
     "index", version=3,
     reads=_reads, inputs=lambda p, c: {"docs": _docs_input(p["name"]), "stats": docstats_input(p["name"])},
-    compute=_index, check=check,
+    compute=_index, check=check_bm25,
     external=index_identity,
     describe="BM25 index (PISA or Anserini, bm25.backend) of a test collection or of the training pool (name=train)",
 )

@@ -56,7 +56,6 @@ SIZE_SELECTORS = ("each", "cv", "pooled")
 MSM_QUERIES = ("topic", "training")  # what an MSM-leaked document is scored with (memorization.msm_query)
 ROW_COLUMNS = ["corpus", "leakage", "size", "model", "seed", "variant", "topic", "query", "pair", "train_qid",
                "train_query", "source", "docno", "label", "score", "rank", "in_run", "depth"]
-LEAKAGE_LABEL = {"msm": "MSM", "test": "Test"}
 
 
 # -- pure parts ---------------------------------------------------------------------------------------
@@ -246,7 +245,7 @@ def cv_choice(cv_sizes: pd.DataFrame, measure: str) -> pd.DataFrame:
 
 
 # -- config ---------------------------------------------------------------------------------------------
-def settings(cfg: DictConfig) -> "MemorizationSettings":
+def memorization_settings(cfg: DictConfig) -> "MemorizationSettings":
     """The ``memorization`` section validated by its schema (every domain), sizes always a list."""
     m = validate("memorization", MemorizationSettings, OmegaConf.to_container(cfg.memorization, resolve=True))
     return m.model_copy(update={"sizes": m.sizes if isinstance(m.sizes, list) else [m.sizes]})
@@ -254,7 +253,7 @@ def settings(cfg: DictConfig) -> "MemorizationSettings":
 
 def validate_settings(cfg: DictConfig) -> None:
     """What the schema cannot say: the sizes named must be sizes of the grid, the CV measure one of the measures."""
-    s = settings(cfg)
+    s = memorization_settings(cfg)
     grid_sizes = [int(x) for x in cfg.grid.sizes]
     for v in s.sizes:
         if isinstance(v, int) and v not in grid_sizes:
@@ -266,7 +265,7 @@ def validate_settings(cfg: DictConfig) -> None:
 
 def wanted(cfg: DictConfig, cell: "Cell") -> bool:
     """Whether the grid computes the memorization stage for ``cell`` (a leaked cell, stage enabled)."""
-    return cell.leakage in LEAKED and settings(cfg).enabled
+    return cell.leakage in LEAKED and memorization_settings(cfg).enabled
 
 
 # -- the stage ------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Robustness of the trained re-rankers, with and without leakage (Wu et al., "Are Neural Ranking Models
 Robust?", ACM TOIS 2022), and whether leakage makes a model more brittle.
 
-Per grid cell (a trained model), each part is its own stage, keyed by what it reads (``STAGES``):
+Per grid cell (a trained model), each part is its own stage, keyed by what it reads (``ROBUSTNESS_STAGES``):
 
 - ``robustness/own-corpus``: per-topic effectiveness (``robustness.measure``, nDCG@10), AP and P@10 of the cell's
   re-ranking of its own corpus (the RERANK artifact; the test corpus its training set was built for, Wu et al.'s
@@ -265,10 +265,10 @@ def kendall_tau_distance(before: Sequence[str], after: Sequence[str]) -> float:
 
 
 # =========================================================================================================
-# Settings
+# The options, as the stages read them
 # =========================================================================================================
 @dataclass(frozen=True)
-class Settings:
+class RobustnessOptions:
     """The ``robustness:`` block of the config, checked."""
 
     corpora: tuple[str, ...] | None
@@ -290,7 +290,7 @@ class Settings:
     ood_topics: str
 
 
-def settings(cfg: DictConfig) -> Settings:
+def robustness_settings(cfg: DictConfig) -> RobustnessOptions:
     """The robustness settings of ``cfg``: the section validated by its schema (:class:`RobustnessSettings`: every
     domain), then what only code can check (attack names, the measure, word lists) and the grid it applies to."""
     r = cfg.get("robustness")
@@ -322,7 +322,7 @@ def settings(cfg: DictConfig) -> Settings:
                 attacks.load_wordlist(getattr(v, key))
             except attacks.AttackError as exc:
                 raise ConfigError(f"robustness.{key}: {exc}") from None
-    return Settings(
+    return RobustnessOptions(
         corpora=None if v.corpora is None else tuple(v.corpora), sizes=None if sizes is None else tuple(sizes),
         query_attacks=qa, first_stage=v.first_stage, doc_manipulations=dm, stuff_repeats=v.stuff.repeats,
         stuff_from_rank=v.stuff.from_rank, noise_rate=v.noise.rate, ood=None if v.ood is None else tuple(v.ood),
@@ -333,7 +333,7 @@ def settings(cfg: DictConfig) -> Settings:
 
 def robustness_cells(cfg: DictConfig) -> list[Cell]:
     """The grid cells that get robustness artifacts (``robustness.corpora`` / ``robustness.sizes``)."""
-    s = settings(cfg)
+    s = robustness_settings(cfg)
     return [c for c in grid_cells(cfg) if (s.corpora is None or c.corpus in s.corpora)
             and (s.sizes is None or c.size in s.sizes)]
 
@@ -411,7 +411,7 @@ def _attacked_queries(ctx: Context, tmp: Path) -> dict:
 
 ATTACKED_QUERIES = Stage(
     QUERIES, version=1, reads=_queries_reads, inputs=_queries_inputs, compute=_attacked_queries,
-    external=_wordlists_external, path=lambda p, c: [p["corpus"], p["attack"], p["first_stage"]], check=settings,
+    external=_wordlists_external, path=lambda p, c: [p["corpus"], p["attack"], p["first_stage"]], check=robustness_settings,
     describe="a corpus's test queries under one seeded query attack, and the first-stage pool for them",
 )
 
@@ -619,20 +619,20 @@ DOC_STAGE = Stage(
     describe="a cell's rankings before and after manipulated documents (Top Change, Kendall-tau distance)",
 )
 
-STAGES = (ATTACKED_QUERIES, MANIPULATED_DOCS, OWN_STAGE, OOD_STAGE, QUERY_STAGE, DOC_STAGE)
+ROBUSTNESS_STAGES = (ATTACKED_QUERIES, MANIPULATED_DOCS, OWN_STAGE, OOD_STAGE, QUERY_STAGE, DOC_STAGE)
 
 
 # =========================================================================================================
 # Requests of a cell's robustness, and running them through a runner
 # =========================================================================================================
-def ood_targets(s: Settings, cfg: DictConfig, cell: Cell) -> list[str]:
+def ood_targets(s: RobustnessOptions, cfg: DictConfig, cell: Cell) -> list[str]:
     targets = s.ood if s.ood is not None else tuple(cfg.grid.corpora)
     return [c for c in dict.fromkeys(targets) if c != cell.corpus]
 
 
 def asks(cfg: DictConfig, cell: Cell) -> dict[str, Ask]:
     """Every part of ``cell``'s robustness: part name (own, ood-<corpus>, <attack>, doc-<kind>) -> request."""
-    s = settings(cfg)
+    s = robustness_settings(cfg)
     out = {"own": cell.ask(OWN)}
     out.update({f"ood-{t}": cell.ask(OOD, target=t) for t in ood_targets(s, cfg, cell)})
     out.update({a: cell.ask(QUERY, attack=a) for a in s.query_attacks})
@@ -642,7 +642,7 @@ def asks(cfg: DictConfig, cell: Cell) -> dict[str, Ask]:
 
 def queries_ask(cfg: DictConfig, corpus: str, attack: str) -> Ask:
     """The shared attacked queries of ``corpus`` under ``attack`` (with this config's first stage)."""
-    return Ask.of(QUERIES, corpus=corpus, attack=attack, first_stage=settings(cfg).first_stage)
+    return Ask.of(QUERIES, corpus=corpus, attack=attack, first_stage=robustness_settings(cfg).first_stage)
 
 
 def docs_ask(corpus: str, kind: str) -> Ask:
@@ -677,7 +677,7 @@ def stored_values(cfg: DictConfig, runner, cells: list[Cell]) -> tuple[pd.DataFr
     own corpus), relevant_target (stuffing: the stuffed document is judged relevant). Document parts give TC and
     KT per topic, stuffing also ``gain`` (ranks climbed) and ``top10`` (1 if the stuffed document reaches the top
     10). Also the state of every cell lacking a part. Reads finished artifacts only."""
-    measure = settings(cfg).measure
+    measure = robustness_settings(cfg).measure
     frames, states = [], {}
     for cell in cells:
         parts = {name: runner.state(ask) for name, ask in asks(cfg, cell).items()}

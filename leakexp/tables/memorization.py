@@ -10,23 +10,23 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from leakexp.models import MODEL_LABEL
-from leakexp.lib.report import CORPUS_LABEL, TABLE_MEASURES, incomplete_note, latex_escape, markdown_table
+from leakexp.lib.report import CORPUS_LABEL, LEAKAGE_LABEL, TABLE_MEASURES, incomplete_note, latex_escape, markdown_table
 from leakexp.lib.stats import evaluate_corpus, seed_average
 from leakexp.runner.store import atomic_write_text
 from leakexp.stages.cell import Cell
 from leakexp.grid.work import stored_results
 from leakexp.stages.sets import core_test_leak_note
 from leakexp.tables.captions import recipe_note
-from leakexp.stages.memorization import (FILE, LEAKAGE_LABEL, LEAKED, VARIANTS, cv_choice, macro_average,
-                                         offset_increase, settings)
+from leakexp.stages.memorization import (FILE, LEAKED, VARIANTS, cv_choice, macro_average,
+                                         offset_increase, memorization_settings)
 
 log = logging.getLogger(__name__)
 
 
 # -- tables ---------------------------------------------------------------------------------------------
 def stored_cv_sizes(cfg: DictConfig, runner, cells: list[Cell]) -> pd.DataFrame | None:
-    """The cross-validation's size choices (as ``tables.write_tables`` makes them for Tables 3-5) from the
-    stored evaluations of ``cells``; None when none is finished. For callers outside ``write_tables``."""
+    """The cross-validation's size choices (as ``tables.paper.write_tables`` makes them for Tables 3-5) from the
+    stored evaluations of ``cells``; None when none is finished. For callers outside ``tables.paper.write_tables``."""
     results, _ = stored_results(runner, cells)
     if len(results) == 0:
         return None
@@ -177,11 +177,11 @@ def _table_sets(s: dict, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd
     return sets
 
 
-def write_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[Cell],
+def write_memorization_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[Cell],
                  cv_sizes: pd.DataFrame | None) -> list[Path]:
     """Tables 6-8 per configured size selection and the per-instance CSV, from the stored memorization
     artifacts alone (no scoring). Returns the written files (none when no artifact is finished)."""
-    s = settings(cfg)
+    s = memorization_settings(cfg)
     if not s.enabled:
         log.info("memorization.enabled is false: Tables 6-8 are not written")
         return []

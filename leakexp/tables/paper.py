@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -383,8 +384,8 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
     if all_rows:
         atomic_write_text(out / "cv_sizes.csv", pd.concat(all_sizes).to_csv(index=False))
 
-    memorization_tables.write_tables(cfg, runner, out, cells, pd.concat(all_sizes) if all_sizes else None)
-    robustness_tables.write_tables(cfg, runner, out, robustness.robustness_cells(cfg))
+    memorization_tables.write_memorization_tables(cfg, runner, out, cells, pd.concat(all_sizes) if all_sizes else None)
+    robustness_tables.write_robustness_tables(cfg, runner, out, robustness.robustness_cells(cfg))
     write_training_curves(runner, cells, out)
 
     leaking = stored_leaking_topics(runner)

@@ -12,7 +12,7 @@ Example::
 
     from leakexp.toolkit import graph
     edges = graph.edge_split(graph.synthetic_graph(seed=0), seed=0)
-    figures = graph.audit(edges, Path("out/graph"))          # tables, figure, per-edge CSV
+    figures = graph.graph_audit(edges, Path("out/graph"))          # tables, figure, per-edge CSV
     figures["splits"]["test"]["accuracy"]                     # A-parity accuracy on applicable test edges
 """
 
@@ -311,7 +311,7 @@ def plot_path_lengths(paths: pd.DataFrame, path: Path, title: str = "") -> Path:
     return path
 
 
-def audit(edges: pd.DataFrame, out_dir: Path, *, train_split: str = "train",
+def graph_audit(edges: pd.DataFrame, out_dir: Path, *, train_split: str = "train",
           antonym_labels: Sequence[str] = ANTONYM_LABELS, name: str = "benchmark") -> dict:
     """Audit one split benchmark and write Tables 3-5, the cross-split pairs, per-edge paths and the figure
     into ``out_dir``; returns the key figures (per held-out split, plus timings)."""
@@ -419,7 +419,7 @@ def audit_with_resplit(edges: pd.DataFrame, out_dir: Path, *, resplit: str | Non
     """Audit ``edges``; with ``resplit`` (vertices | components) also re-split the same graph, write it as
     ``resplit-<how>/edges.tsv`` and audit it there. Returns {"audit": ..., "resplit": ... or None}."""
     out_dir = Path(out_dir)
-    result = {"audit": audit(edges, out_dir, train_split=train_split, antonym_labels=antonym_labels, name=name),
+    result = {"audit": graph_audit(edges, out_dir, train_split=train_split, antonym_labels=antonym_labels, name=name),
               "resplit": None}
     if resplit:
         if resplit not in RESPLITS:
@@ -429,7 +429,7 @@ def audit_with_resplit(edges: pd.DataFrame, out_dir: Path, *, resplit: str | Non
         sub = out_dir / f"resplit-{resplit}"
         write_edges(again, sub / "edges.tsv")
         base = name.split(",")[0]
-        figs = audit(again, sub, antonym_labels=antonym_labels, name=f"{base}, re-split on {resplit}")
+        figs = graph_audit(again, sub, antonym_labels=antonym_labels, name=f"{base}, re-split on {resplit}")
         figs["dropped_edges"] = len(graph) - len(again)
         _write_summary(sub, figs)
         result["resplit"] = figs

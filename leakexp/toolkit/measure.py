@@ -24,7 +24,7 @@ from leakexp.runner.stage import ConfigError
 from leakexp.toolkit.audit import source_name
 
 @dataclass(frozen=True)
-class Settings:
+class MeasureSettings:
     """The evaluation settings a run is scored under (``evaluate.*`` and ``rerank.depth`` of the configuration)."""
 
     measures: tuple[str, ...]
@@ -34,7 +34,7 @@ class Settings:
     depth: int
 
     @classmethod
-    def of(cls, cfg) -> "Settings":
+    def of(cls, cfg) -> "MeasureSettings":
         e = cfg.evaluate
         s = cls(tuple(e.measures), str(e.mfr), str(e.mfr_missing), str(e.no_relevant), int(cfg.rerank.depth))
         try:
@@ -54,7 +54,7 @@ def _existing(path: Path, option: str) -> Path:
     return path
 
 
-def measure_runs(runs: Sequence[str], qrels: str, settings: Settings) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+def measure_runs(runs: Sequence[str], qrels: str, settings: MeasureSettings) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """(means: run, measure, value, topics), (per topic: run, qid, measure, value), topics without a relevant
     judgment. A run is ``PATH``, ``NAME=PATH`` or ``bundled:<file>``; every file is read (and refused with its name
     and line) before any is scored."""
@@ -82,7 +82,7 @@ def measure_runs(runs: Sequence[str], qrels: str, settings: Settings) -> tuple[p
     return pd.DataFrame(means), pd.concat(per_topic, ignore_index=True), without_relevant(judgments)
 
 
-def report(means: pd.DataFrame, settings: Settings, empty: list[str]) -> list[str]:
+def report(means: pd.DataFrame, settings: MeasureSettings, empty: list[str]) -> list[str]:
     """The lines ``leakexp measure`` prints: the settings, then per run one ``measure: value`` line each."""
     lines = [f"settings: {settings.line()}"]
     for name, g in means.groupby("run", sort=False):

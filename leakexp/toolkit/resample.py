@@ -38,7 +38,7 @@ from leakexp.toolkit.audit import (AuditOptions, Embedder, QuerySide, SbertEmbed
 
 log = logging.getLogger(__name__)
 
-KINDS = ("interpolate", "extrapolate")
+SET_KINDS = ("interpolate", "extrapolate")
 
 
 def _clean(text: str) -> str:
