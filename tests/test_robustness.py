@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from leakexp.lib import robustness_stats
 from leakexp.stages import robustness as rb
 from leakexp.tables import robustness as rt
 from leakexp.runner.config import ConfigError, compose
@@ -15,46 +16,46 @@ from leakexp.runner.config import ConfigError, compose
 
 def test_vnap_is_the_population_variance_of_ap_over_its_mean():
     # NAP = [0.5, 1, 1.5]: mean 1, variance (0.25 + 0 + 0.25) / 3
-    assert rb.vnap([0.2, 0.4, 0.6]) == pytest.approx(1 / 6)
-    assert rb.vnap([0.1, 0.2, 0.3]) == pytest.approx(1 / 6)  # normalised: the mean does not matter
-    assert rb.vnap([0.3, 0.3]) == 0.0
-    assert math.isnan(rb.vnap([0.0, 0.0])) and math.isnan(rb.vnap([]))
+    assert robustness_stats.vnap([0.2, 0.4, 0.6]) == pytest.approx(1 / 6)
+    assert robustness_stats.vnap([0.1, 0.2, 0.3]) == pytest.approx(1 / 6)  # normalised: the mean does not matter
+    assert robustness_stats.vnap([0.3, 0.3]) == 0.0
+    assert math.isnan(robustness_stats.vnap([0.0, 0.0])) and math.isnan(robustness_stats.vnap([]))
 
 
 def test_worst_queries_take_the_ceiling_of_the_fraction_with_ties_by_qid():
     v = pd.Series({"q1": 0.5, "q3": 0.1, "q2": 0.1, "q4": 0.9, "q5": np.nan})
-    assert rb.worst_queries(v, 0.25) == ["q2"]  # ceil(0.25 * 4) = 1 topic; q2 before q3 at equal value
-    assert rb.worst_queries(v, 0.1) == ["q2"]  # ceil(0.4) = 1
-    assert rb.worst_queries(v, 0.5) == ["q2", "q3"]
-    assert rb.worst_queries(v, 1.0) == ["q2", "q3", "q1", "q4"]
+    assert robustness_stats.worst_queries(v, 0.25) == ["q2"]  # ceil(0.25 * 4) = 1 topic; q2 before q3 at equal value
+    assert robustness_stats.worst_queries(v, 0.1) == ["q2"]  # ceil(0.4) = 1
+    assert robustness_stats.worst_queries(v, 0.5) == ["q2", "q3"]
+    assert robustness_stats.worst_queries(v, 1.0) == ["q2", "q3", "q1", "q4"]
     with pytest.raises(ValueError):
-        rb.worst_queries(v, 0)
+        robustness_stats.worst_queries(v, 0)
 
 
 def test_drop_rates_and_their_per_topic_terms():
-    assert rb.drop_rate(0.3, 0.4) == pytest.approx(-0.25)
-    assert rb.drop_rate(0.5, 0.4) == pytest.approx(0.25)
-    assert math.isnan(rb.drop_rate(0.1, 0.0))
+    assert robustness_stats.drop_rate(0.3, 0.4) == pytest.approx(-0.25)
+    assert robustness_stats.drop_rate(0.5, 0.4) == pytest.approx(0.25)
+    assert math.isnan(robustness_stats.drop_rate(0.1, 0.0))
     new, ref = pd.Series({"a": 0.2, "b": 0.4}), pd.Series({"a": 0.4, "b": 0.4})
-    terms = rb.drop_contributions(new, ref)
+    terms = robustness_stats.drop_contributions(new, ref)
     assert terms.tolist() == pytest.approx([-0.5, 0.0])
-    assert terms.mean() == pytest.approx(rb.drop_rate(new.mean(), ref.mean()))
-    ood = rb.drop_contributions(pd.Series({"x": 0.1, "y": 0.3}), 0.4)  # DR_OOD against a scalar P_IID
-    assert ood.tolist() == pytest.approx([-0.75, -0.25]) and ood.mean() == pytest.approx(rb.drop_rate(0.2, 0.4))
+    assert terms.mean() == pytest.approx(robustness_stats.drop_rate(new.mean(), ref.mean()))
+    ood = robustness_stats.drop_contributions(pd.Series({"x": 0.1, "y": 0.3}), 0.4)  # DR_OOD against a scalar P_IID
+    assert ood.tolist() == pytest.approx([-0.75, -0.25]) and ood.mean() == pytest.approx(robustness_stats.drop_rate(0.2, 0.4))
 
 
 def test_top_change_and_kendall_tau_distance_on_hand_made_rankings():
     before = ["a", "b", "c", "d"]
-    assert rb.top_change(before, ["b", "a", "d", "c"]) == 1 and rb.top_change(before, ["a", "c", "b", "d"]) == 0
-    assert rb.kendall_tau_distance(before, before) == 0.0
-    assert rb.kendall_tau_distance(before, ["b", "a", "d", "c"]) == pytest.approx(2 / 6)  # (a,b), (c,d)
-    assert rb.kendall_tau_distance(before, ["a", "c", "b", "d"]) == pytest.approx(1 / 6)
-    assert rb.kendall_tau_distance(before, before[::-1]) == pytest.approx(1.0)
-    assert math.isnan(rb.kendall_tau_distance(["a"], ["a"]))
+    assert robustness_stats.top_change(before, ["b", "a", "d", "c"]) == 1 and robustness_stats.top_change(before, ["a", "c", "b", "d"]) == 0
+    assert robustness_stats.kendall_tau_distance(before, before) == 0.0
+    assert robustness_stats.kendall_tau_distance(before, ["b", "a", "d", "c"]) == pytest.approx(2 / 6)  # (a,b), (c,d)
+    assert robustness_stats.kendall_tau_distance(before, ["a", "c", "b", "d"]) == pytest.approx(1 / 6)
+    assert robustness_stats.kendall_tau_distance(before, before[::-1]) == pytest.approx(1.0)
+    assert math.isnan(robustness_stats.kendall_tau_distance(["a"], ["a"]))
     with pytest.raises(ValueError, match="same documents"):
-        rb.kendall_tau_distance(["a", "b"], ["a", "c"])
+        robustness_stats.kendall_tau_distance(["a", "b"], ["a", "c"])
     with pytest.raises(ValueError, match="twice"):
-        rb.kendall_tau_distance(["a", "a"], ["a", "a"])
+        robustness_stats.kendall_tau_distance(["a", "a"], ["a", "a"])
 
 
 def test_kendall_tau_distance_counts_discordant_pairs():
@@ -65,22 +66,22 @@ def test_kendall_tau_distance_counts_discordant_pairs():
             after = rng.sample(docs, n)
             pos = {d: i for i, d in enumerate(after)}
             discordant = sum(pos[x] > pos[y] for x, y in itertools.combinations(docs, 2))
-            assert rb.kendall_tau_distance(docs, after) == pytest.approx(discordant / (n * (n - 1) / 2))
+            assert robustness_stats.kendall_tau_distance(docs, after) == pytest.approx(discordant / (n * (n - 1) / 2))
 
 
 def test_rankings_break_score_ties_by_docno_and_rescore_only_the_manipulated_document():
     run = pd.DataFrame({"docno": ["d3", "d1", "d2", "d4"], "score": [3.0, 2.0, 2.0, 1.0]})
-    assert rb.strict_ranking(run) == ["d3", "d1", "d2", "d4"]
+    assert robustness_stats.strict_ranking(run) == ["d3", "d1", "d2", "d4"]
     # d4 stuffed: its re-scored original keeps it last; its stuffed text scores 2.0, tying d1 and d2 -> after d2
-    before, after = rb.rescored_rankings(run, {"d4": 1.0}, {"d4": 2.0})
+    before, after = robustness_stats.rescored_rankings(run, {"d4": 1.0}, {"d4": 2.0})
     assert (before, after) == (["d3", "d1", "d2", "d4"], ["d3", "d1", "d2", "d4"])
-    before, after = rb.rescored_rankings(run, {"d4": 1.0}, {"d4": 3.5})
+    before, after = robustness_stats.rescored_rankings(run, {"d4": 1.0}, {"d4": 3.5})
     assert after == ["d4", "d3", "d1", "d2"]
-    assert rb.top_change(before, after) == 1 and rb.kendall_tau_distance(before, after) == pytest.approx(3 / 6)
-    before, after = rb.rescored_rankings(run, {"d2": 2.0}, {"d2": 2.5})  # overtakes d1 only
-    assert rb.top_change(before, after) == 0 and rb.kendall_tau_distance(before, after) == pytest.approx(1 / 6)
+    assert robustness_stats.top_change(before, after) == 1 and robustness_stats.kendall_tau_distance(before, after) == pytest.approx(3 / 6)
+    before, after = robustness_stats.rescored_rankings(run, {"d2": 2.0}, {"d2": 2.5})  # overtakes d1 only
+    assert robustness_stats.top_change(before, after) == 0 and robustness_stats.kendall_tau_distance(before, after) == pytest.approx(1 / 6)
     with pytest.raises(ValueError):
-        rb.rescored_rankings(run, {"d9": 1.0}, {"d9": 2.0})
+        robustness_stats.rescored_rankings(run, {"d9": 1.0}, {"d9": 2.0})
 
 
 @pytest.fixture(scope="module")
@@ -106,12 +107,12 @@ def yaml_value(text: str):
 
 def test_settings_check_every_key(demo_cfg):
     s = rb.robustness_settings(demo_cfg)  # the demo's scope (conf/experiment/demo.yaml)
-    assert s.first_stage == "pool" and s.measure == "nDCG@10" and s.worst == (0.1, 0.25)
+    assert s.first_stage == "pool" and s.measure == "nDCG@10" and s.worst == [0.1, 0.25]
     assert (s.gmap_epsilon, s.bootstrap, s.ood_topics) == (1e-5, 1000, "disjoint")
-    assert s.query_attacks == ("char-any-1", "word-any") and s.doc_manipulations == ("stuff",)
-    assert (s.corpora, s.sizes, s.ood) == (("toy_core17",), (384,), ("toy_core18",))
+    assert s.query_attacks == ["char-any-1", "word-any"] and s.doc_manipulations == ["stuff"]
+    assert (s.corpora, s.sizes, s.ood) == (["toy_core17"], [384], ["toy_core18"])
     full = rb.robustness_settings(_with(_with(demo_cfg, "robustness.query_attacks=null"), "robustness.doc_manipulations=null"))
-    assert full.query_attacks == () and full.doc_manipulations == ()
+    assert full.query_attacks == [] and full.doc_manipulations == []
     for override, message in (
         ("robustness.first_stage=rerun", "robustness.first_stage: input should be 'bm25' or 'pool'"),
         ("robustness.gmap_epsilon=0", "robustness.gmap_epsilon: input should be greater than 0"),
@@ -197,8 +198,8 @@ def test_robustness_frame_computes_each_column_from_per_topic_values(demo_cfg):
     assert set(long.subset) == {"all"}  # no verified leaks given: no split
     got = long.set_index(["leakage", "column"])["mean"]
     assert got["none", "nDCG@10"] == pytest.approx(0.4) and got["msm", "nDCG@10"] == pytest.approx(0.45)
-    assert got["none", "VNAP"] == pytest.approx(rb.vnap([0.2, 0.4, 0.6, 0.4]))
-    assert got["msm", "VNAP"] == pytest.approx(rb.vnap([0.5, 0.5, 0.5, 0.0]))
+    assert got["none", "VNAP"] == pytest.approx(robustness_stats.vnap([0.2, 0.4, 0.6, 0.4]))
+    assert got["msm", "VNAP"] == pytest.approx(robustness_stats.vnap([0.5, 0.5, 0.5, 0.0]))
     # %no (Eq. 8): none has q2, q4 without a relevant document in the top 10, msm only q2
     assert got["none", "%no"] == pytest.approx(50.0) and got["msm", "%no"] == pytest.approx(25.0)
     # gMAP (Eq. 9) by hand with eps = 0.01
@@ -293,26 +294,26 @@ def test_pct_no_is_the_percentage_of_queries_without_a_relevant_document_in_the_
                           ("q3", "q3-d0", 0)], columns=["qid", "docno", "label"])
     p10 = per_query(run, qrels, ["P@10"]).set_index("qid").value
     assert p10.to_dict() == pytest.approx({"q1": 0.1, "q2": 0.0, "q3": 0.0, "q4": 0.1})
-    assert rb.pct_no(p10) == pytest.approx(50.0)  # q2 and q3 of 4 queries: Eq. 8 in percent
-    assert rb.pct_no([0.3, 0.1]) == 0.0 and rb.pct_no([0.0]) == 100.0 and math.isnan(rb.pct_no([]))
+    assert robustness_stats.pct_no(p10) == pytest.approx(50.0)  # q2 and q3 of 4 queries: Eq. 8 in percent
+    assert robustness_stats.pct_no([0.3, 0.1]) == 0.0 and robustness_stats.pct_no([0.0]) == 100.0 and math.isnan(robustness_stats.pct_no([]))
 
 
 def test_gmap_is_the_geometric_mean_of_ap_with_epsilon():
     # exp(mean(log(AP + eps))) - eps by hand: AP = 0.5, 0.125, 0 with eps = 0.01
     by_hand = math.exp((math.log(0.51) + math.log(0.135) + math.log(0.01)) / 3) - 0.01
-    assert rb.gmap([0.5, 0.125, 0.0], 0.01) == pytest.approx(by_hand)
-    assert rb.gmap([0.25, 0.25], 1e-5) == pytest.approx(0.25)
-    assert rb.gmap([0.5, 0.125], 1e-9) == pytest.approx(0.25)  # the plain geometric mean as eps -> 0
-    assert rb.gmap([0.0, 0.9], 1e-5) < 0.01 < np.mean([0.0, 0.9])  # a zero AP dominates, as Eq. 9 intends
+    assert robustness_stats.gmap([0.5, 0.125, 0.0], 0.01) == pytest.approx(by_hand)
+    assert robustness_stats.gmap([0.25, 0.25], 1e-5) == pytest.approx(0.25)
+    assert robustness_stats.gmap([0.5, 0.125], 1e-9) == pytest.approx(0.25)  # the plain geometric mean as eps -> 0
+    assert robustness_stats.gmap([0.0, 0.9], 1e-5) < 0.01 < np.mean([0.0, 0.9])  # a zero AP dominates, as Eq. 9 intends
     with pytest.raises(ValueError):
-        rb.gmap([0.1], 0)
+        robustness_stats.gmap([0.1], 0)
 
 
 def test_rank_gain_and_own_worst_mean_by_hand():
-    assert rb.rank_gain([25, 12, 3], [0, 12, 5]).tolist() == [25, 0, -2]
-    assert rb.own_worst_mean([0.8, 0.1, 0.5, 0.2], 0.5) == pytest.approx(0.15)  # its own two lowest
-    assert rb.own_worst_mean([0.8, 0.1, 0.5, np.nan], 0.25) == pytest.approx(0.1)  # ceil(0.25 * 3) = 1
-    stat = rb.own_worst_stat(0.5)
+    assert robustness_stats.rank_gain([25, 12, 3], [0, 12, 5]).tolist() == [25, 0, -2]
+    assert robustness_stats.own_worst_mean([0.8, 0.1, 0.5, 0.2], 0.5) == pytest.approx(0.15)  # its own two lowest
+    assert robustness_stats.own_worst_mean([0.8, 0.1, 0.5, np.nan], 0.25) == pytest.approx(0.1)  # ceil(0.25 * 3) = 1
+    stat = robustness_stats.own_worst_stat(0.5)
     assert stat(np.array([[0.8, 0.1, 0.5, 0.2], [0.4, 0.4, 0.0, 1.0]])).tolist() == pytest.approx([0.15, 0.2])
 
 
@@ -322,18 +323,18 @@ def test_shared_topics_are_the_same_id_and_text_or_the_same_text():
                            "query": ["international  organized crime", "hubble telescope", "X", "new topic"]})
     # 301: same id and text (case, spacing ignored); 302: a reused id with another text is another topic;
     # 900: the same text under another id
-    assert rb.shared_topics(source, target) == {"301", "900"}
+    assert robustness_stats.shared_topics(source, target) == {"301", "900"}
 
 
 def test_bootstrap_ci_is_seeded_and_covers_the_mean():
     x = np.random.default_rng(3).normal(0.5, 0.1, size=(1, 40, 1))
     mean = lambda a: np.nanmean(a[..., 0], axis=-1)  # noqa: E731
-    lo, hi = rb.bootstrap_ci([x], mean, B=1000, seed=7)
-    assert (lo, hi) == rb.bootstrap_ci([x], mean, B=1000, seed=7)  # seeded
+    lo, hi = robustness_stats.bootstrap_ci([x], mean, B=1000, seed=7)
+    assert (lo, hi) == robustness_stats.bootstrap_ci([x], mean, B=1000, seed=7)  # seeded
     assert lo < x.mean() < hi
     se = x.std(ddof=1) / math.sqrt(40)  # the normal interval, within bootstrap noise
     assert hi - lo == pytest.approx(2 * 1.96 * se, rel=0.15)
-    assert all(math.isnan(v) for v in rb.bootstrap_ci([np.zeros((1, 0, 1))], mean, B=10, seed=0))
+    assert all(math.isnan(v) for v in robustness_stats.bootstrap_ci([np.zeros((1, 0, 1))], mean, B=10, seed=0))
 
 
 def test_worst_topic_comparison_has_no_regression_to_the_mean_bias():
@@ -345,14 +346,14 @@ def test_worst_topic_comparison_has_no_regression_to_the_mean_bias():
     rng = np.random.default_rng(2024)
     sims, n, frac, alpha = 300, 50, 0.25, 0.05
     old = new = 0
-    stat = rb.own_worst_stat(frac)
+    stat = robustness_stats.own_worst_stat(frac)
     for i in range(sims):
         difficulty = rng.uniform(0.1, 0.7, n)
         none = np.clip(difficulty + rng.normal(0, 0.15, n), 0, 1)
         leaked = np.clip(difficulty + rng.normal(0, 0.15, n), 0, 1)
         worst = np.argsort(none, kind="stable")[:math.ceil(frac * n)]  # the old selection: None's worst topics
         old += paired_t(pd.Series(leaked[worst]), pd.Series(none[worst]))[0] < alpha
-        new += rb.paired_randomization(leaked, none, stat, B=400, seed=i) < alpha
+        new += robustness_stats.paired_randomization(leaked, none, stat, B=400, seed=i) < alpha
     assert old / sims > 0.5  # the biased design: most comparisons come out "significant"
     assert 0.02 <= new / sims <= 0.09, new / sims  # ~ alpha
 
@@ -360,6 +361,6 @@ def test_worst_topic_comparison_has_no_regression_to_the_mean_bias():
 def test_paired_randomization_detects_a_real_difference():
     rng = np.random.default_rng(1)
     base = rng.uniform(0.1, 0.7, 60)
-    p = rb.paired_randomization(base + 0.1, base, lambda x: x.mean(axis=-1), B=999, seed=0)
+    p = robustness_stats.paired_randomization(base + 0.1, base, lambda x: x.mean(axis=-1), B=999, seed=0)
     assert p == pytest.approx(1 / 1000)
-    assert rb.paired_randomization(base, base, lambda x: x.mean(axis=-1), B=99, seed=0) == 1.0
+    assert robustness_stats.paired_randomization(base, base, lambda x: x.mean(axis=-1), B=99, seed=0) == 1.0

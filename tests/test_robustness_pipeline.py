@@ -5,6 +5,7 @@ import re
 import pandas as pd
 import pytest
 
+from leakexp.lib import robustness_stats
 from leakexp.stages import robustness as rb
 from leakexp.tables import robustness as rt
 from leakexp.grid import registry as stages
@@ -72,7 +73,7 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
     # OOD topics are marked shared when toy_core17 has them too (same id and title)
     ood_pq = pd.read_parquet(parts["ood-toy_core18"] / "perquery.parquet")
     field = cfg.rerank.query_field
-    shared = rb.shared_topics(p.get(Ask.of("collection", corpus="toy_core17")).topics_frame(field),
+    shared = robustness_stats.shared_topics(p.get(Ask.of("collection", corpus="toy_core17")).topics_frame(field),
                               p.get(Ask.of("collection", corpus="toy_core18")).topics_frame(field))
     assert set(ood_pq.qid[ood_pq.shared].astype(str)) == shared
     assert {"nDCG@10", "AP", "P@10"} == set(ood_pq.measure)
@@ -120,7 +121,7 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
     assert set(long.column) - {"gain stuff (relevant)"} <= set(rt.column_order(rb.robustness_settings(cfg), ["toy_core18"]))
     dr = long[(long.leakage == "msm") & (long.column == "DR word-synonym") & (long.subset == "all")].iloc[0]
     pq = pd.read_parquet(p.path(rb.asks(cfg, cells[1])["word-synonym"]) / "perquery.parquet")
-    assert dr["mean"] == pytest.approx(rb.drop_rate(pq.attacked.mean(), pq.original.mean()))
+    assert dr["mean"] == pytest.approx(robustness_stats.drop_rate(pq.attacked.mean(), pq.original.mean()))
     pool_md = rt.write_robustness_tables(pool_cfg, p_pool, tmp_path / "pool", cells)
     assert "INCOMPLETE" in (tmp_path / "pool" / "robustness_toy_core17.md").read_text()  # msm cell not in pool mode
     assert any(f.name == "robustness_toy_core17.md" for f in pool_md)

@@ -16,11 +16,11 @@ from omegaconf import DictConfig
 from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import LEAKAGE_LABEL, incomplete_note, latex_table, markdown_table, save_figure
 from leakexp.lib.stats import bonferroni, paired_t
-from leakexp.runner.stage import Ask
 from leakexp.runner.store import atomic_write_text
-from leakexp.stages import robustness as rb
 from leakexp.stages.cell import Cell
-from leakexp.stages.robustness import RobustnessOptions, docs_ask, paired_randomization, queries_ask, robustness_settings, stored_values
+from leakexp.lib import robustness_stats
+from leakexp.lib.robustness_stats import paired_randomization
+from leakexp.stages.robustness import RobustnessSettings, docs_ask, queries_ask, robustness_settings, stored_values
 from leakexp.stages.sets import core_test_leak_note
 from leakexp.tables.captions import recipe_note
 from leakexp.stages.verify import stored_leaking_topics
@@ -101,7 +101,7 @@ class Figure:
             return pd.Series(np.nanmean(fn(self.arrays[0]), axis=0), index=self.qids)
 
 
-def figures(values: pd.DataFrame, s: RobustnessOptions, leaked: set[str] | None = None, subset: str = "all") -> dict[str, Figure]:
+def figures(values: pd.DataFrame, s: RobustnessSettings, leaked: set[str] | None = None, subset: str = "all") -> dict[str, Figure]:
     """The figures of one (corpus, size, model, leakage) -> {column: Figure}, on all topics or (``subset``
     leaked / other) on the topics with verified leaks (``leaked``) or the others. An OOD target's topic counts as
     leaked when it is shared with the own corpus (:func:`leakexp.stages.robustness.shared_topics`) and its id leaked."""
@@ -128,8 +128,8 @@ def figures(values: pd.DataFrame, s: RobustnessOptions, leaked: set[str] | None 
     fig("gMAP", _by_measure(own, "AP"), ["value"], _gmap(s.gmap_epsilon),
         terms=lambda x: np.log(x[..., 0] + s.gmap_epsilon))
     for frac in s.worst:
-        fig(worst_column(frac), eff, ["value"], lambda x, f=frac: rb.own_worst_stat(f)(x[..., 0]),
-            randomization=rb.own_worst_stat(frac))
+        fig(worst_column(frac), eff, ["value"], lambda x, f=frac: robustness_stats.own_worst_stat(f)(x[..., 0]),
+            randomization=robustness_stats.own_worst_stat(frac))
     ood_all = values[values.kind == "ood"]
     for target in sorted(ood_all.target.unique()):
         o = keep(_by_measure(ood_all[ood_all.target == target], m), ood=True)
@@ -162,7 +162,7 @@ def worst_column(fraction: float) -> str:
     return f"worst {round(fraction * 100):g}% (leakexp)"
 
 
-def _compare(figs: dict[str, dict[str, Figure]], col: str, s: RobustnessOptions) -> dict[str, tuple[float, float, int, str]]:
+def _compare(figs: dict[str, dict[str, Figure]], col: str, s: RobustnessSettings) -> dict[str, tuple[float, float, int, str]]:
     """Each leaked type against None on ``col``: (p, Bonferroni-corrected p over the leaked types, topics, test)."""
     base = figs.get("none", {}).get(col)
     leaked = [l for l in ("msm", "test") if col in figs.get(l, {})]
@@ -181,7 +181,7 @@ def _compare(figs: dict[str, dict[str, Figure]], col: str, s: RobustnessOptions)
     return {l: (raw[l][0], corrected[l], raw[l][1], raw[l][2]) for l in leaked}
 
 
-def robustness_frame(values: pd.DataFrame, s: RobustnessOptions, alpha: float = 0.05,
+def robustness_frame(values: pd.DataFrame, s: RobustnessSettings, alpha: float = 0.05,
                      leaking: dict[str, list[str]] | None = None) -> pd.DataFrame:
     """Long table: one row per (corpus, size, model, leakage, column, subset) with the mean over seeds of the
     figure, its standard deviation over seeds, the number of seeds and topics, the percentile bootstrap CI over
@@ -206,7 +206,7 @@ def robustness_frame(values: pd.DataFrame, s: RobustnessOptions, alpha: float = 
                     with np.errstate(all="ignore"), warnings.catch_warnings():
                         warnings.simplefilter("ignore", RuntimeWarning)
                         per_seed = np.asarray(f.statistic(*f.arrays), dtype=float)
-                        lo, hi = rb.bootstrap_ci(f.arrays, f.statistic, s.bootstrap, s.seed)
+                        lo, hi = robustness_stats.bootstrap_ci(f.arrays, f.statistic, s.bootstrap, s.seed)
                     finite = per_seed[np.isfinite(per_seed)]
                     p, pc, n, test = tests.get(leakage, (np.nan, np.nan, 0, ""))
                     rows.append({"corpus": corpus, "size": int(size), "model": model, "leakage": leakage,
@@ -224,7 +224,7 @@ LONG_COLUMNS = ["corpus", "size", "model", "leakage", "column", "subset", "mean"
                 "ci_high", "bootstrap", "p", "p_bonferroni", "paired_topics", "test", "significant"]
 
 
-def column_order(s: RobustnessOptions, targets: list[str] = ()) -> list[str]:
+def column_order(s: RobustnessSettings, targets: list[str] = ()) -> list[str]:
     return ([s.measure, "VNAP", "%no", "gMAP"] + [worst_column(f) for f in s.worst]
             + [c for t in targets for c in (f"OOD {t}", f"DR_OOD {t}")]
             + [f"DR {a}" for a in s.query_attacks]
@@ -233,7 +233,7 @@ def column_order(s: RobustnessOptions, targets: list[str] = ()) -> list[str]:
                 + [f"TC {k}", f"KT {k}"])])
 
 
-def _ordered(long: pd.DataFrame, s: RobustnessOptions) -> list[str]:
+def _ordered(long: pd.DataFrame, s: RobustnessSettings) -> list[str]:
     targets = sorted({c[4:] for c in long.column if c.startswith("OOD ")})
     known = column_order(s, targets)
     return [c for c in known if c in set(long.column)] + sorted(set(long.column) - set(known))
@@ -243,7 +243,7 @@ def _fmt(col: str, v: float) -> str:
     return f"{v:.1f}" if col == "%no" or "gain" in col else f"{v:.3f}"
 
 
-def wide_table(long: pd.DataFrame, s: RobustnessOptions, models: list[str], subsets: tuple[str, ...] = ("all",)) -> pd.DataFrame:
+def wide_table(long: pd.DataFrame, s: RobustnessSettings, models: list[str], subsets: tuple[str, ...] = ("all",)) -> pd.DataFrame:
     """One row per (model, [size,] leakage[, subset]); cells "0.123 [0.101, 0.140]" (mean over seeds, bootstrap CI
     over topics) with † where the test against None is significant; "–" where no value exists."""
     long = long[long.subset.isin(subsets)]
@@ -282,7 +282,7 @@ def _model_label(m: str) -> str:
     return MODEL_LABEL.get(m, m)
 
 
-def brittleness_notes(long: pd.DataFrame, s: RobustnessOptions) -> list[str]:
+def brittleness_notes(long: pd.DataFrame, s: RobustnessSettings) -> list[str]:
     """The answer the table gives to "does leakage make a model more brittle?": per leaked type, in how many
     (model, attack) pairs DR_query is lower (a larger drop) than without leakage, and how many significantly;
     the same for the document manipulations' KT."""
@@ -307,7 +307,7 @@ def brittleness_notes(long: pd.DataFrame, s: RobustnessOptions) -> list[str]:
     return notes
 
 
-def figure(long: pd.DataFrame, s: RobustnessOptions, models: list[str], out: Path, caption: str) -> Path | None:
+def figure(long: pd.DataFrame, s: RobustnessSettings, models: list[str], out: Path, caption: str) -> Path | None:
     """DR_query by leakage type per model: one panel per (corpus, attack), bars None / MSM / Test, error bars
     = standard deviation over seeds. PNG, with the plotted values as CSV."""
     import matplotlib
@@ -351,15 +351,15 @@ def figure(long: pd.DataFrame, s: RobustnessOptions, models: list[str], out: Pat
     return out / "robustness_dr_query.png"
 
 
-def _caption(s: RobustnessOptions, corpus: str, seeds: int, alpha: float, depth: int, values: pd.DataFrame,
+def _caption(s: RobustnessSettings, corpus: str, seeds: int, alpha: float, depth: int, values: pd.DataFrame,
              no_relevant: str) -> str:
     first = ("the re-ranker re-scores the original BM25 candidates for the attacked query (BM25 unchanged, as Wu et "
              "al.)" if s.first_stage == "pool" else "BM25 re-run with the attacked query (robustness.first_stage=bm25: "
              "the first stage's brittleness and the re-ranker's together)")
     worst = ", ".join(worst_column(f) for f in s.worst)
-    manipulations = {"stuff": f"stuff = the query inserted {s.stuff_repeats} times into one document per topic from "
-                              f"first-stage rank {s.stuff_from_rank + 1} down",
-                     "noise": f"noise = one internal character edit in {s.noise_rate:.0%} of the words of every "
+    manipulations = {"stuff": f"stuff = the query inserted {s.stuff.repeats} times into one document per topic from "
+                              f"first-stage rank {s.stuff.from_rank + 1} down",
+                     "noise": f"noise = one internal character edit in {s.noise.rate:.0%} of the words of every "
                               "document"}
     described = "; ".join(manipulations[k] for k in s.doc_manipulations) or "none configured"
     ood = values[(values.corpus == corpus) & (values.kind == "ood")].drop_duplicates(["target", "qid"])
