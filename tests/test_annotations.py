@@ -5,8 +5,7 @@ import pandas as pd
 import pytest
 
 from leakexp.cli.main import main
-from leakexp.stages.verify import (calibrate, cohen_kappa, detection_quality, kappa, read_annotations,
-                            stratified_sample, table2)
+from leakexp.toolkit.annotations import calibrate, cohen_kappa, detection_quality, kappa, read_annotations, stratified_sample, table2
 
 
 def _rec(i, qid, topic, labels, sim=0.95):

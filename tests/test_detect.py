@@ -125,7 +125,7 @@ def test_table1_and_leak_pairs_count_a_reused_id_for_the_corpus_whose_text_match
 
 
 def test_verified_leaks_of_a_reused_topic_id_go_to_the_corpus_whose_text_matched():
-    from leakexp.stages.verify import verified_leaks
+    from leakexp.toolkit.annotations import verified_leaks
 
     ann = pd.DataFrame([
         (0, "q1", "obesity in children", "330", True), (1, "q2", "iran nuclear program", "330", True),
@@ -140,7 +140,7 @@ def test_verified_leaks_of_a_reused_topic_id_go_to_the_corpus_whose_text_matched
 
 
 def test_truth_labels_follow_the_source_of_a_shared_query_id():
-    from leakexp.stages.verify import truth_labels
+    from leakexp.toolkit.annotations import truth_labels
 
     review = pd.DataFrame([("7", "msmarco", "301"), ("7", "orcas", "301")], columns=["train_qid", "source", "topic_qid"])
     truth = pd.DataFrame([("7", "orcas", "301", "Identical")], columns=["train_qid", "source", "topic_qid", "type"])

@@ -149,7 +149,7 @@ def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_onc
     from test_hub import fake_cache
 
     from leakexp.runner.stage import ConfigError
-    from leakexp.stages.verify import FINAL_NAMES
+    from leakexp.toolkit.annotations import FINAL_NAMES
 
     cache = tmp_path / "hub"
     cache.mkdir()

@@ -172,7 +172,7 @@ def test_an_external_first_stage_run_is_what_the_models_rerank(small_run, small_
 
 
 def test_leaked_and_other_topics_split_the_cross_validated_values(small_run, small_cfg):
-    from leakexp.stages.verify import stored_leaking_topics as leaking_topics
+    from leakexp.stages.verify import stored_leaking_topics, as, leaking_topics
 
     r, cells, _, out = small_run
     t = pd.read_csv(out / "leaked_vs_other.csv", dtype={"qid": str})

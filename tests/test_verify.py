@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from leakexp.data.files import DataFormatError
-from leakexp.stages.verify import read_annotations, review_candidates, verified_leaks
+from leakexp.toolkit.annotations import read_annotations, review_candidates, verified_leaks
 
 
 def _rec(i, qid, topic, labels, text="lyme disease"):
@@ -111,7 +111,7 @@ def test_a_query_verified_for_two_topics_is_a_leak_of_each_as_table_2a_counts(tm
     389's only leak. Table 2 (a) counts 648 leaks for 172 topics (642 distinct queries): one per query and topic."""
     from leakexp.stages.sets import leaking_queries, training_queries
     from leakexp.data.types import DictDocStore, TrainPool
-    from leakexp.stages.verify import table2
+    from leakexp.toolkit.annotations import table2
 
     f = _write(tmp_path / "a.jsonl", [
         _rec(45760, "12107344", "311", ["Title-Identical", "Variant-Identical"], "industrial espionage"),
@@ -140,7 +140,7 @@ def test_a_query_verified_for_two_topics_is_a_leak_of_each_as_table_2a_counts(tm
 def test_table_2a_attributes_a_reused_topic_id_to_the_corpus_whose_text_matched(tmp_path):
     """Core 2018 may reuse a Robust04 id with another text (the toy world's 330): a candidate counts for the corpus
     whose topic text it matched, in Table 2 (a) as in the verified leaks."""
-    from leakexp.stages.verify import table2
+    from leakexp.toolkit.annotations import table2
 
     f = _write(tmp_path / "a.jsonl", [_rec(0, "1", "330", ["Title-Identical"], "obesity in children"),
                                       _rec(1, "2", "330", ["Title-Identical"], "iran nuclear program")])

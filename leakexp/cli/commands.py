@@ -21,7 +21,8 @@ from leakexp.runner.loop import each
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, read_json
 from leakexp.grid import overview
-from leakexp.stages import detect as d, memorization, robustness, verify as verification
+from leakexp.stages import detect as d, memorization, robustness
+from leakexp.toolkit import annotations
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.docstats import corpus_stats
 from leakexp.stages.firststage import first_stage_file
@@ -302,8 +303,8 @@ def cmd_annotations(args) -> int:
 
 
     if args.action == "table2":
-        ann = verification.read_annotations([Path(f) for f in args.annotations])
-        a, b = verification.table2(ann, _corpus_topics(args.corpus))
+        ann = annotations.read_annotations([Path(f) for f in args.annotations])
+        a, b = annotations.table2(ann, _corpus_topics(args.corpus))
         out = Path(args.out)
         write_table(a, out, "table2a", "Table 2 (a). Manually annotated leakage candidates: true and false "
                     "candidates as queries and topics per corpus.")
@@ -313,26 +314,26 @@ def cmd_annotations(args) -> int:
         print(f"table 2: {out}")
         return 0
     if args.action == "kappa":
-        k = verification.kappa(verification.read_annotations([Path(args.first)]), verification.read_annotations([Path(args.second)]))
+        k = annotations.kappa(annotations.read_annotations([Path(args.first)]), annotations.read_annotations([Path(args.second)]))
         print(f"candidates: {k['candidates']}")
         print(f"kappa_leak: {k['kappa_leak']:.4f}")
         print(f"kappa_type: {k['kappa_type']:.4f}")
         print(f"kappa_labels: {k['kappa_labels']:.4f}")
         return 0
     if args.action == "import":
-        ann = verification.read_annotations([Path(f) for f in args.annotations])
+        ann = annotations.read_annotations([Path(f) for f in args.annotations])
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         for name, ids in _corpus_topics(args.corpus).items():
-            leaks = verification.verified_leaks(ann, ids)
+            leaks = annotations.verified_leaks(ann, ids)
             atomic_write_text(out / f"verified-{name}.csv",
                               leaks[["train_qid", "query", "topic_qid", "type", "similarity"]].to_csv(index=False))
             print(f"{name}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics")
         print(f"verified leaks: {out}")
         return 0
     if args.action == "calibrate":
-        ann = verification.read_annotations([Path(f) for f in args.judged])
-        threshold, curve = verification.calibrate(ann, args.target)
+        ann = annotations.read_annotations([Path(f) for f in args.judged])
+        threshold, curve = annotations.calibrate(ann, args.target)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "calibration.csv", curve.to_csv(index=False))
@@ -348,17 +349,17 @@ def cmd_annotations(args) -> int:
     collections = [r.get(Ask.of("collection", corpus=c)) for c in cfg.data.corpora]
     if args.action == "sample":
         pairs = d.leak_pairs(r.get(Ask.of("detect")), args.lower)
-        chosen = verification.stratified_sample(pairs, n=args.n, lower=args.lower, seed=args.seed)
+        chosen = annotations.stratified_sample(pairs, n=args.n, lower=args.lower, seed=args.seed)
     else:
         pairs = d.leak_pairs(r.get(Ask.of("detect")), float(cfg.detect.threshold))
-        chosen = verification.review_candidates(pairs, int(cfg.verify.review_top_k))
+        chosen = annotations.review_candidates(pairs, int(cfg.verify.review_top_k))
     labels = None
     if args.label_with_truth:
         if cfg.data.kind != "toy":
             raise SystemExit("leakexp: --label-with-truth needs the toy world (data=toy)")
         truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
-        labels = verification.truth_labels(chosen, truth)
-    records = verification.to_annotation_records(chosen, collections, labels)
+        labels = annotations.truth_labels(chosen, truth)
+    records = annotations.to_annotation_records(chosen, collections, labels)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(args.out), "".join(__import__("json").dumps(r) + "\n" for r in records))
     print(f"{len(records)} candidates for annotation: {args.out}")
@@ -373,7 +374,7 @@ def cmd_verify(overrides: list[str]) -> int:
         import pandas as pd
 
         from leakexp.stages.detect import leak_pairs
-        from leakexp.stages.verify import detection_quality
+        from leakexp.toolkit.annotations import detection_quality
 
         truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
         q = detection_quality(leak_pairs(r.get(Ask.of("detect")), float(cfg.detect.threshold)), truth)

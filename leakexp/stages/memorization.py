@@ -44,7 +44,7 @@ from leakexp.runner.stage import Ask, ConfigError, Context, Stage
 from leakexp.stages.cell import Cell, cell_path, memorization_params, rerank_params, set_params, train_params
 from leakexp.stages.rerank import load_model, scoring
 from leakexp.stages.train import reads_idf
-from leakexp.stages.verify import verified_leaks
+from leakexp.toolkit.annotations import verified_leaks
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,8 @@ from leakexp.grid.registry import runner as make_runner
 from leakexp.stages.sets import core_test_leak_note
 from leakexp.lib.trainer import read_history
 from leakexp.tables.captions import recipe_note
-from leakexp.stages.verify import stored_leaking_topics, table2
+from leakexp.stages.verify import stored_leaking_topics
+from leakexp.toolkit.annotations import table2
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
 from leakexp.toolkit.audit import split_eval
 
