@@ -3,8 +3,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from leakexp.stages.sets import (NEGATIVES_CHUNK, BuildError, Negatives, _negatives, build_set, export_monot5,
-                                  filler_order)
+from leakexp.stages.sets import NEGATIVES_CHUNK, _negatives
+from leakexp.lib.training_sets import BuildError, Negatives, build_set, export_monot5, filler_order
 from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
 
 
@@ -242,7 +242,7 @@ def _shared_id_pool():
 
 
 def test_verified_leaks_find_their_source_by_query_text():
-    from leakexp.stages.sets import leaking_queries
+    from leakexp.lib.training_sets import leaking_queries
 
     pool = _shared_id_pool()
     leaks = pd.DataFrame([("7", "Ferry  Sinkings", "303", "Identical"), ("8", "hubble", "302", "Generalization"),
@@ -258,7 +258,7 @@ def test_verified_leaks_find_their_source_by_query_text():
 
 
 def test_no_leakage_excludes_annotated_candidates_whatever_their_similarity_and_verified_leaks():
-    from leakexp.stages.sets import excluded_queries
+    from leakexp.lib.training_sets import excluded_queries
 
     pool = _shared_id_pool()
     above = pd.DataFrame([("msmarco", "8")], columns=["source", "train_qid"])
@@ -275,7 +275,7 @@ def test_toy_pipeline_meets_and_handles_the_real_datas_hazards(small_cfg):
     """On the toy world (shared store with the pipeline tests): the sets and leaks the hazards affect."""
     import json
 
-    from leakexp.stages.sets import excluded_queries
+    from leakexp.lib.training_sets import excluded_queries
     from leakexp.stages.detect import above_threshold
     from leakexp.runner.stage import Ask
     from leakexp.grid.registry import runner

@@ -25,7 +25,7 @@ def _set(r, corpus, leakage, size):
 def _excluded(r):
     """(source, qid) of every training query that No-Leakage sets must not use: above the threshold for any
     topic of any corpus, annotated (whatever its recomputed similarity), or a verified leak."""
-    from leakexp.stages.sets import excluded_queries
+    from leakexp.lib.training_sets import excluded_queries
     from leakexp.stages.detect import above_threshold
 
     pairs = above_threshold(r.get(Ask.of("detect")), float(r.settings["detect"]["threshold"]))
@@ -172,7 +172,7 @@ def test_an_external_first_stage_run_is_what_the_models_rerank(small_run, small_
 
 
 def test_leaked_and_other_topics_split_the_cross_validated_values(small_run, small_cfg):
-    from leakexp.stages.verify import stored_leaking_topics, as, leaking_topics
+    from leakexp.stages.verify import stored_leaking_topics as leaking_topics
 
     r, cells, _, out = small_run
     t = pd.read_csv(out / "leaked_vs_other.csv", dtype={"qid": str})

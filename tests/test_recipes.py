@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from leakexp.lib.adafactor import MeshAdafactor
 from leakexp.runner.config import ConfigError, compose, model_recipe, resolved_model_config
-from leakexp.stages.sets import core_test_leak_note
+from leakexp.tables.captions import core_test_leak_note
 from leakexp.lib.trainer import Adafactor, PrecisionSettings, TrainConfig, make_optimizer
 from leakexp.tables.captions import recipe_note
 

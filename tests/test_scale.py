@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leakexp.stages import sets as build
-from leakexp.stages.sets import Negatives, build_set
+from leakexp.lib import training_sets as build
+from leakexp.lib.training_sets import Negatives, build_set
 from leakexp.models.capreolus import IdfTable
 from leakexp.models.vectors import word_tokens
 from leakexp.lib.seeded import draw_two, first_output, stable_seeds

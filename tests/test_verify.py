@@ -109,7 +109,7 @@ def test_an_empty_file_may_be_allowed_for_the_toy_truth(tmp_path):
 def test_a_query_verified_for_two_topics_is_a_leak_of_each_as_table_2a_counts(tmp_path):
     """SPIRE-22's 12107344 "industrial espionage": Title-Identical for Robust04 311, Title-Generalization for 389,
     389's only leak. Table 2 (a) counts 648 leaks for 172 topics (642 distinct queries): one per query and topic."""
-    from leakexp.stages.sets import leaking_queries, training_queries
+    from leakexp.lib.training_sets import leaking_queries, training_queries
     from leakexp.data.types import DictDocStore, TrainPool
     from leakexp.toolkit.annotations import table2
 

@@ -30,7 +30,8 @@ from leakexp.data.judgments import run_path
 from leakexp.grid.work import (cell_workers, complete, grid_jobs, grid_status, lineage, needed_indexes, render_status,
                                   run_cell, run_job, run_job_in_worker, scheduler_notes)
 from leakexp.grid.registry import runner, unmet_requirements
-from leakexp.stages.sets import check_size, export_monot5, training_queries
+from leakexp.stages.sets import check_size
+from leakexp.lib.training_sets import export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
 from leakexp.tables.paper import tables_dir, write_table1, write_table2, write_tables
 from leakexp.toolkit import audit, graph, resample

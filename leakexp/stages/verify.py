@@ -15,7 +15,7 @@ from leakexp.runner.schema import Name, PositiveInt, Section
 from leakexp.runner.stage import Ask, ConfigError, Stage
 from leakexp.runner.store import atomic_write_json, read_json
 from leakexp.stages.detect import leak_pairs
-from leakexp.stages.sets import leaking_queries
+from leakexp.lib.training_sets import leaking_queries
 from leakexp.toolkit.annotations import (FINAL_FILES, FINAL_NAMES, SPIRE22_ANNOTATIONS, read_annotations, review_candidates,
                                          to_annotation_records, truth_labels, verified_leaks, write_annotations)
 

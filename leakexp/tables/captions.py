@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 
 from leakexp.lib.trainer import TrainConfig
 from leakexp.models import MODEL_LABEL
-from leakexp.runner.config import model_recipe, resolved_model_config
+from leakexp.runner.config import model_recipe, resolved_corpus_config, resolved_model_config
 
 _MESH_TF = ("the SPIRE-22 authors' recipe (webis-de/SPIRE-22 train-mono-t5.sh: Mesh TensorFlow's Adafactor with "
             "parameter-scaled updates, constant learning rate, z-loss; ")
@@ -64,3 +64,30 @@ def scoring_note(cfg, models) -> str:
         out += (f" {', '.join(unit)} read GloVe rows at unit length, as pymagnitude gives them to Capreolus "
                 "(unit_vectors=true).")
     return out
+
+
+# Test leakage on the Common Core corpora: the paper's text against the authors' training-set names
+# (webis-de/SPIRE-22 @ f3ab030, src/main/resources/run-files/create-static-run-files.ipynb lines 36 and 38:
+# '…-and-400-explicit-nyt-train-leakage', '…-and-400-explicit-wapo-train-leakage', sizes counted in instances as in
+# '1k-…' / '2k-…'); Robust04's '…-and-1k-robust04' (line 34) agrees with the paper's 500 queries = 1,000 instances.
+PAPER_TEST_LEAK_QUERIES = {"core17": 100, "core18": 100, "robust04": 500}
+AUTHORS_SETS_TEST_LEAK_QUERIES = {"core17": 200, "core18": 200, "robust04": 500}
+
+
+def core_test_leak_note(cfg, corpora) -> str:
+    """What a caption says about the test-leakage size of the Core corpora among ``corpora``: the count that ran and
+    whether it is the paper's text (100 queries = 200 instances: each topic twice) or the authors' set names (400
+    instances: each topic four times)."""
+    out = []
+    for corpus in corpora:
+        if corpus not in ("core17", "core18"):
+            continue
+        n = int(resolved_corpus_config(cfg, corpus).test_leak_queries)
+        which = ("the paper's text" if n == PAPER_TEST_LEAK_QUERIES[corpus] else "the authors' set names, "
+                 "'...-and-400-explicit-(nyt|wapo)-train-leakage'" if n == AUTHORS_SETS_TEST_LEAK_QUERIES[corpus] else
+                 "neither the paper's 200 instances nor the authors' sets' 400")
+        out.append(f"{corpus} {n} queries = {2 * n} instances ({which})")
+    if not out:
+        return ""
+    return (" Test leakage on Common Core: " + "; ".join(out) + "; the paper says 100 queries (200 instances), the "
+            "authors' set names 400 instances (corpus_overrides.<corpus>.test_leak_queries=200).")

@@ -15,7 +15,7 @@ from leakexp.lib.stats import evaluate_corpus, seed_average
 from leakexp.runner.store import atomic_write_text
 from leakexp.stages.cell import Cell
 from leakexp.grid.work import stored_results
-from leakexp.stages.sets import core_test_leak_note
+from leakexp.tables.captions import core_test_leak_note
 from leakexp.tables.captions import recipe_note
 from leakexp.stages.memorization import (FILE, LEAKED, VARIANTS, cv_choice, macro_average,
                                          offset_increase, memorization_settings)

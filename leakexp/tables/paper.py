@@ -30,7 +30,7 @@ from leakexp.stages.detect import leak_pairs, table1, table1_wide
 from leakexp.stages.firststage import first_stage_caption
 from leakexp.grid.work import cell_asks, shared_asks, stored_results
 from leakexp.grid.registry import runner as make_runner
-from leakexp.stages.sets import core_test_leak_note
+from leakexp.tables.captions import core_test_leak_note
 from leakexp.lib.trainer import read_history
 from leakexp.tables.captions import recipe_note
 from leakexp.stages.verify import stored_leaking_topics

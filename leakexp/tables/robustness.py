@@ -21,7 +21,7 @@ from leakexp.stages.cell import Cell
 from leakexp.lib import robustness_stats
 from leakexp.lib.robustness_stats import paired_randomization
 from leakexp.stages.robustness import RobustnessSettings, docs_ask, queries_ask, robustness_settings, stored_values
-from leakexp.stages.sets import core_test_leak_note
+from leakexp.tables.captions import core_test_leak_note
 from leakexp.tables.captions import recipe_note
 from leakexp.stages.verify import stored_leaking_topics
 from leakexp.toolkit.attacks import defined_by_wu as wu
