@@ -13,6 +13,7 @@ from conftest import paper_env
 from leakexp.models.base import Reranker, rank_with_docno_ties, round_scores, ties_per_query
 from leakexp.models.vectors import load_word_vectors, unit_rows
 from leakexp.runner.config import compose, resolved_model_config
+from leakexp.lib import memorization as pure
 from leakexp.stages import memorization as M
 from leakexp.stages.cell import Cell
 from leakexp.grid.registry import runner as make_runner
@@ -81,7 +82,7 @@ def test_memorization_ranks_a_leaked_document_by_its_rounded_score():
     ranks = {}
     for dtype in ("float32", "float16"):
         run = rerank(TextScore(), _bm25(), docs, score_dtype=dtype)
-        out = M.rank_leaked(leaked, run, {"1": "q"},
+        out = pure.rank_leaked(leaked, run, {"1": "q"},
                             lambda q, t, dtype=dtype: TextScore().score(q, t, score_dtype=dtype), always_score=False)
         ranks[dtype] = (float(out.score.iloc[0]), int(out["rank"].iloc[0]))
     assert ranks["float32"] == (pytest.approx(1.0003, abs=1e-6), 2)  # after b only

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+from leakexp.lib import memorization as pure
 from leakexp.stages import memorization as M
 from leakexp.tables import memorization as MT
 from leakexp.stages.cell import Cell
@@ -28,16 +29,16 @@ RUN_DOCNOS = ["d1", "d2", "d4", "d5"]
     (0.5, "d0", 5),  # loses to all: depth + 1
 ])
 def test_hypothetical_rank_inserts_like_the_ranking(score, docno, rank):
-    assert M.hypothetical_rank(score, docno, RUN_SCORES, RUN_DOCNOS) == rank
+    assert pure.hypothetical_rank(score, docno, RUN_SCORES, RUN_DOCNOS) == rank
     run = pd.DataFrame({"qid": "t", "docno": RUN_DOCNOS + [docno], "score": RUN_SCORES + [score]})
     ranked = rank_with_docno_ties(run)  # the re-ranking's own tie rule, with the document inserted
     assert int(ranked.loc[ranked.docno == docno, "rank"].iloc[0]) + 1 == rank
 
 
 def test_hypothetical_rank_of_an_empty_run_is_one_and_lengths_must_match():
-    assert M.hypothetical_rank(-7.0, "x", [], []) == 1
+    assert pure.hypothetical_rank(-7.0, "x", [], []) == 1
     with pytest.raises(ValueError, match="differ in length"):
-        M.hypothetical_rank(1.0, "x", [1.0, 2.0], ["a"])
+        pure.hypothetical_rank(1.0, "x", [1.0, 2.0], ["a"])
 
 
 # -- leaked documents and their topics ------------------------------------------------------------------
@@ -55,34 +56,34 @@ def _instances(origin="msm-leak"):
 
 
 def test_msm_query_leaking_for_two_topics_counts_for_each():
-    pairs = M.leaked_pairs(_instances(), "msm")
+    pairs = pure.leaked_pairs(_instances(), "msm")
     assert list(pairs.pair) == [0, 1, 2] and list(pairs.pos_docno) == ["P1", "P2", "P3"]
     verified = pd.DataFrame({
         "train_qid": ["q1", "q2", "q2", "q3"],
         "query": ["lyme disease", "hubble", "hubble", "Hubble Telescope"],  # q3: text normalised differently
         "topic_qid": ["301", "302", "310", "302"],
     })
-    topics = M.msm_topics(pairs, verified, "toy")
+    topics = pure.msm_topics(pairs, verified, "toy")
     assert list(map(tuple, topics.values)) == [(0, "301"), (1, "302"), (1, "310"), (2, "302")]
-    docs = M.leaked_documents(pairs, topics)
+    docs = pure.leaked_documents(pairs, topics)
     assert len(docs) == 8  # 4 (query, topic) pairs x relevant + non-relevant
     assert list(docs[docs.pair == 1].topic) == ["302", "302", "310", "310"]
     assert list(docs[docs.topic == "310"].label) == [1, 0] and list(docs[docs.topic == "310"].docno) == ["P2", "N2"]
 
 
 def test_msm_query_without_a_verified_topic_is_an_error_naming_it():
-    pairs = M.leaked_pairs(_instances(), "msm")
+    pairs = pure.leaked_pairs(_instances(), "msm")
     verified = pd.DataFrame({"train_qid": ["q1", "q2"], "query": ["lyme disease", "hubble"], "topic_qid": ["301", "302"]})
     with pytest.raises(ValueError, match=r"corpus toy: leaked training query q3 \('hubble telescope'\)"):
-        M.msm_topics(pairs, verified, "toy")
+        pure.msm_topics(pairs, verified, "toy")
 
 
 def test_leaked_pairs_needs_a_leaked_type_and_complete_pairs():
     with pytest.raises(ValueError, match="leakage='none' has no leaked instances"):
-        M.leaked_pairs(_instances(), "none")
+        pure.leaked_pairs(_instances(), "none")
     broken = _instances().drop(index=1)
     with pytest.raises(ValueError, match="one relevant and one non-relevant document per pair"):
-        M.leaked_pairs(broken, "msm")
+        pure.leaked_pairs(broken, "msm")
 
 
 # -- ranking in a stored run ----------------------------------------------------------------------------
@@ -105,7 +106,7 @@ def test_rank_leaked_reuses_the_run_and_scores_only_documents_outside_it_once():
         calls.append((list(queries), list(texts)))
         return [{"tz": 2.0, "tb": 0.5}[t] for t in texts]
 
-    out = M.rank_leaked(_docs(), _run(), {"t1": "q one", "t2": "q two"}, score, always_score=False)
+    out = pure.rank_leaked(_docs(), _run(), {"t1": "q one", "t2": "q two"}, score, always_score=False)
     assert calls == [(["q one", "q two"], ["tz", "tb"])]  # one batched call, the topic's query
     assert list(out["rank"]) == [3, 4, 2, 3]  # c: stored rank 2 (0-based) + 1; z ties c (2.0) but "z" > "c"
     assert list(out.score) == [2.0, 2.0, 8.0, 0.5]
@@ -120,7 +121,7 @@ def test_rank_leaked_always_scores_msm_documents_even_with_a_docno_in_the_run():
         calls.append(list(texts))
         return [10.0] * len(texts)
 
-    out = M.rank_leaked(_docs(), _run(), {"t1": "q one", "t2": "q two"}, score, always_score=True)
+    out = pure.rank_leaked(_docs(), _run(), {"t1": "q one", "t2": "q two"}, score, always_score=True)
     assert calls == [["tc", "tz", "te", "tb"]]
     assert list(out["rank"]) == [1, 1, 1, 1] and not out.in_run.any()
 
@@ -181,20 +182,20 @@ def _rows(spec):
 def test_paired_matches_with_and_without_rows_of_the_same_seed_and_document():
     rows = _rows([(1, "with", "t", 0, 1, 2, 0.9), (1, "without", "t", 0, 1, 5, 0.1),
                   (2, "with", "t", 0, 1, 3, 0.8), (2, "without", "t", 0, 1, 7, 0.2)])
-    both = M.paired(rows).set_index("seed")
+    both = pure.paired(rows).set_index("seed")
     assert both.loc[1, ["rank_with", "rank_without"]].tolist() == [2, 5]
     assert both.loc[2, ["rank_with", "rank_without"]].tolist() == [3, 7]
     with pytest.raises(ValueError, match="lack a with- or without-leakage row"):
-        M.paired(rows.iloc[:3])
+        pure.paired(rows.iloc[:3])
 
 
 def test_macro_average_weighs_a_topic_with_three_leaked_queries_like_one_with_one():
     rows = _rows([(1, "with", "A", 0, 1, 1, 0.0), (1, "with", "A", 1, 1, 1, 0.0), (1, "with", "A", 2, 1, 1, 0.0),
                   (1, "with", "B", 3, 1, 10, 0.0)])
-    mean, std, topics = M.macro_average(rows, "rank")
+    mean, std, topics = pure.macro_average(rows, "rank")
     assert (mean, topics) == (5.5, 2)  # the micro average would be 13 / 4 = 3.25
     assert std == pytest.approx(math.sqrt(2 * 4.5 ** 2))
-    assert math.isnan(M.macro_average(rows[rows.topic == "A"], "rank")[1])  # one topic: no spread
+    assert math.isnan(pure.macro_average(rows[rows.topic == "A"], "rank")[1])  # one topic: no spread
 
 
 def test_offset_is_nonrelevant_minus_relevant_and_the_increase_is_with_minus_without():
@@ -204,11 +205,11 @@ def test_offset_is_nonrelevant_minus_relevant_and_the_increase_is_with_minus_wit
         (1, "with", "B", 1, 1, 9, 0.0), (1, "with", "B", 1, 0, 3, 0.0),        # offset -6: relevant behind
         (1, "without", "B", 1, 1, 4, 0.0), (1, "without", "B", 1, 0, 4, 0.0),  # offset 0
     ])
-    off = M.rank_offsets(rows).set_index(["variant", "topic"]).offset
+    off = pure.rank_offsets(rows).set_index(["variant", "topic"]).offset
     assert (off[("with", "A")], off[("without", "A")], off[("with", "B")]) == (8, 1, -6)
-    inc = M.offset_increase(rows).set_index("topic").increase
+    inc = pure.offset_increase(rows).set_index("topic").increase
     assert (inc["A"], inc["B"]) == (7, -6)
-    assert M.macro_average(M.offset_increase(rows), "increase")[0] == 0.5
+    assert pure.macro_average(pure.offset_increase(rows), "increase")[0] == 0.5
 
 
 def test_table_rows_report_tables_6_7_8_per_leakage_model_and_corpus():
@@ -241,7 +242,7 @@ def test_cv_choice_takes_the_most_frequent_size_and_breaks_ties_to_the_smaller()
              for k, s in enumerate([512, 128, 512, 128, 1024])]
     rows += [{"corpus": "c", "model": "knrm", "measure": "P@1", "leakage": "msm", "fold": k, "size": 1024} for k in range(5)]
     rows += [{"corpus": "c", "model": "knrm", "measure": "nDCG@10", "leakage": "none", "fold": 0, "size": 64}]
-    choice = M.cv_choice(pd.DataFrame(rows), "nDCG@10")
+    choice = pure.cv_choice(pd.DataFrame(rows), "nDCG@10")
     assert list(map(tuple, choice.values)) == [("c", "knrm", "msm", 256, 3, 5), ("c", "knrm", "test", 128, 2, 5)]
 
 
@@ -287,7 +288,7 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
     assert M.ready_cells(small_cfg, r, absent) == []  # neither of its re-rankings is there: nothing to compute
     assert not r.path(absent.ask("memorization")).exists()
     assert r.state(absent.ask("memorization"))[0] == "missing"
-    leaked = [c for c in cells if c.corpus == "toy_core17" and c.leakage in M.LEAKED]
+    leaked = [c for c in cells if c.corpus == "toy_core17" and c.leakage in pure.LEAKED]
     assert len(leaked) == 4
     nones = [c for c in cells if c.corpus == "toy_core17" and c.leakage == "none"]
     ready = [x for c in nones for x in M.ready_cells(small_cfg, r, c)]  # the none cell completes its siblings
@@ -299,7 +300,7 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
         assert path == r.path(cell.ask("memorization")) and r.state(cell.ask("memorization"))[0] == "done"
         rows = pd.read_parquet(path / M.FILE)
         set_rows = pd.read_parquet(r.ensure(cell.ask("sets")) / "instances.parquet")
-        leaked_pairs = set_rows[set_rows.origin == M.ORIGIN[cell.leakage]].pair.nunique()
+        leaked_pairs = set_rows[set_rows.origin == pure.ORIGIN[cell.leakage]].pair.nunique()
         assert rows.groupby("variant").pair.nunique().to_dict() == {"with": leaked_pairs, "without": leaked_pairs}
         assert rows["rank"].between(1, depth + 1).all() and (rows.depth == depth).all()
         for variant, run_cell in (("with", cell), ("without", M.without_cell(cell))):
@@ -313,7 +314,7 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
             outside = side[~side.in_run]
             for row in outside.itertuples():
                 topic_run = run[run.qid == row.topic]
-                assert row.rank == M.hypothetical_rank(row.score, row.docno, topic_run.score, topic_run.docno)
+                assert row.rank == pure.hypothetical_rank(row.score, row.docno, topic_run.score, topic_run.docno)
             if cell.leakage == "msm":
                 assert not side.in_run.any()
                 row = outside.iloc[0]
@@ -395,10 +396,10 @@ def test_msm_documents_can_be_scored_with_the_leaking_training_query():
         seen.append(list(queries))
         return [2.5 if q == "leak two" else 0.5 for q in queries]
 
-    topic = M.rank_leaked(docs, run, {"301": "the title"}, score, always_score=True)
+    topic = pure.rank_leaked(docs, run, {"301": "the title"}, score, always_score=True)
     assert seen[-1] == ["the title", "the title"] and list(topic["rank"]) == [4, 4]
-    training = M.rank_leaked(docs, run, {"301": "the title"}, score, always_score=True, query_source="training")
+    training = pure.rank_leaked(docs, run, {"301": "the title"}, score, always_score=True, query_source="training")
     assert seen[-1] == ["leak one", "leak two"] and list(training["rank"]) == [4, 2]
     assert list(training["query"]) == ["leak one", "leak two"]
     with pytest.raises(ValueError, match="memorization.msm_query='bogus'"):
-        M.rank_leaked(docs, run, {"301": "the title"}, score, always_score=True, query_source="bogus")
+        pure.rank_leaked(docs, run, {"301": "the title"}, score, always_score=True, query_source="bogus")

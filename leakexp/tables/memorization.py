@@ -17,8 +17,8 @@ from leakexp.stages.cell import Cell
 from leakexp.grid.work import stored_results
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.tables.captions import recipe_note
-from leakexp.stages.memorization import (FILE, LEAKED, VARIANTS, cv_choice, macro_average,
-                                         offset_increase, memorization_settings)
+from leakexp.stages.memorization import FILE, memorization_settings
+from leakexp.lib.memorization import LEAKED, VARIANTS, cv_choice, macro_average, offset_increase
 
 log = logging.getLogger(__name__)
 
