@@ -432,53 +432,6 @@ def cell_state(cfg: DictConfig, runner, cell: Cell) -> str:
     return "done"
 
 
-def stored_values(cfg: DictConfig, runner, cells: list[Cell]) -> tuple[pd.DataFrame, dict[Cell, str]]:
-    """Per-topic values of every finished robustness part: columns corpus, leakage, size, model, seed, part,
-    kind (own, ood, query, doc), target (the ranked corpus), qid, measure, value, original (query attacks),
-    applied (query attacks: the attack changed the topic), shared (OOD: the topic is also a topic of the model's
-    own corpus), relevant_target (stuffing: the stuffed document is judged relevant). Document parts give TC and
-    KT per topic, stuffing also ``gain`` (ranks climbed) and ``top10`` (1 if the stuffed document reaches the top
-    10). Also the state of every cell lacking a part. Reads finished artifacts only."""
-    measure = robustness_settings(cfg).measure
-    frames, states = [], {}
-    for cell in cells:
-        parts = {name: runner.state(ask) for name, ask in asks(cfg, cell).items()}
-        st = next((s for s in ("failed", "damaged", "stale", "running", "missing", "data missing")
-                   if s in {v[0] for v in parts.values()}), "done")
-        if st != "done":
-            states[cell] = st
-        for name, (state, path, _) in parts.items():
-            if state != "done":
-                continue
-            pq = pd.read_parquet(path / "perquery.parquet")
-            if name == "own":
-                f = pq.assign(kind="own", target=cell.corpus, applied=True)
-            elif name.startswith("ood-"):
-                f = pq.assign(kind="ood", target=name[4:], applied=True)
-            elif name.startswith("doc-"):
-                if pq.empty:
-                    continue
-                if "gain" in pq:
-                    pq = pq.assign(top10=(pq.rank_after < 10).astype(float), relevant_target=pq.relevant)
-                ms = [m for m in ("TC", "KT", "gain", "top10") if m in pq]
-                keep = ["qid"] + (["relevant_target"] if "relevant_target" in pq else [])
-                f = pd.concat([pq[keep].assign(measure=m, value=pq[m].astype(float)) for m in ms])
-                f = f.assign(kind="doc", target=cell.corpus, applied=True)
-            else:
-                f = pq.rename(columns={"attacked": "value"}).assign(kind="query", target=cell.corpus, measure=measure)
-            frames.append(f.assign(part=name, corpus=cell.corpus, leakage=cell.leakage, size=cell.size,
-                                   model=cell.model, seed=cell.seed))
-    if not frames:
-        return pd.DataFrame(columns=VALUE_COLUMNS), states
-    out = pd.concat(frames, ignore_index=True).reindex(columns=VALUE_COLUMNS)
-    out["qid"] = out.qid.astype(str)
-    return out, states
-
-
-VALUE_COLUMNS = ["corpus", "leakage", "size", "model", "seed", "part", "kind", "target", "qid", "measure", "value",
-                 "original", "applied", "shared", "relevant_target"]
-
-
 class _Stuff(Section):
     repeats: PositiveInt
     from_rank: PositiveInt
