@@ -134,7 +134,7 @@ def test_duplicate_query_ids_in_one_file(tmp_path, caplog):
 
 
 def test_local_collection_rejects_duplicate_docnos_and_an_empty_documents_file(tmp_path):
-    from leakexp.stages.sources import load_local_collection
+    from leakexp.data.sources import load_local_collection
 
     (tmp_path / "topics.txt").write_text(TOPICS)
     (tmp_path / "qrels.txt").write_text("301 0 d1 1\n301 0 d2 0\n")
@@ -163,7 +163,7 @@ def _pool_files(tmp_path, msmarco="7\twhat is lyme disease\n8\thubble telescope\
 
 
 def test_local_train_pool_keys_queries_and_judgments_by_source(tmp_path, caplog):
-    from leakexp.stages.sources import load_local_train_pool
+    from leakexp.data.sources import load_local_train_pool
 
     with caplog.at_level("WARNING"):
         pool = load_local_train_pool(**_pool_files(tmp_path))
@@ -174,7 +174,7 @@ def test_local_train_pool_keys_queries_and_judgments_by_source(tmp_path, caplog)
 
 
 def test_local_train_pool_duplicate_query_id_in_a_source_names_the_file(tmp_path):
-    from leakexp.stages.sources import load_local_train_pool
+    from leakexp.data.sources import load_local_train_pool
 
     files = _pool_files(tmp_path, orcas="7\tferry sinkings\n9\tpolio vaccine\n7\tferry disasters\n")
     with pytest.raises(DataFormatError, match=r"orcas.tsv:3: query id '7' is already on line 1 with another text"):

@@ -11,7 +11,7 @@ import pytest
 from leakexp.toolkit import resample as R
 from leakexp.toolkit.audit import TEXT_COLUMNS, QuerySide
 from leakexp.data.files import read_qrels, read_queries
-from leakexp.stages.sources import load_local_train_pool
+from leakexp.data.sources import load_local_train_pool
 
 
 class FakeEmbedder:

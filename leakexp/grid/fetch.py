@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
 from leakexp.data.files import DataUnavailable
-from leakexp.data.irds import collection_requests, pool_requests
+from leakexp.data.sources import source_of
 from leakexp.data.irds_files import LICENSED, dataset_files, home
 from leakexp.data.judgments import BUNDLED, BUNDLED_RUNS
 from leakexp.lib import hub
@@ -262,13 +262,11 @@ def _run(fs: FetchSettings, f: SourceFile, dest: Path) -> str:
 def irds_needs(cfg: DictConfig) -> list[Need]:
     """The files ir_datasets reads for the training pool and the test collections: public ones fetched by ir_datasets
     itself, licensed and local ones listed."""
-    requests = []
-    if str(cfg.data.kind) == "irds":
-        requests += pool_requests(str(cfg.data.msmarco), str(cfg.data.orcas))
+    data = OmegaConf.to_container(cfg.data, resolve=True)
+    requests = list(source_of(data["kind"]).pool_datasets(data))
     for name in corpus_names(cfg):
-        corpus = resolved_corpus_config(cfg, name)
-        if str(corpus.get("kind")) == "irds":
-            requests += collection_requests(str(corpus.irds_id))
+        corpus = OmegaConf.to_container(resolved_corpus_config(cfg, name), resolve=True)
+        requests += source_of(corpus["kind"], "corpus.kind").corpus_datasets(corpus)
     return irds_file_needs(requests)
 
 

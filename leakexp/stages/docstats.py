@@ -19,7 +19,7 @@ import numpy as np
 from leakexp.data.files import DataFormatError
 from leakexp.runner.config import corpus_names, resolved_corpus_config
 from leakexp.runner.stage import Ask, Config, Context, Stage
-from leakexp.stages.sources import load_collection, load_train_pool
+from leakexp.stages.sources import collection_source, pool_source
 
 # The lowest plausible median length, in white-space words, per kind of document. News articles (Robust04, NYT, WaPo)
 # and web documents (MS MARCO) have medians of hundreds of words; a median under 20 means the body was not read.
@@ -153,19 +153,18 @@ def corpus_stats(cfg, toy: Path | None = None) -> tuple[list[tuple[str, object]]
     """
     from omegaconf import OmegaConf
 
-
     data = OmegaConf.to_container(cfg.data, resolve=True)
     lines: list[tuple[str, object]] = []
     errors: list[str] = []
     for name in corpus_names(cfg):
         corpus = OmegaConf.to_container(resolved_corpus_config(cfg, name), resolve=True)
-        c = load_collection(data, corpus, toy)
+        c = collection_source(corpus).collection(corpus, data, toy)
         fig = document_figures(c.docs)
         judged = set(c.qrels.qid) & set(c.topics)
         relevant = set(c.qrels[c.qrels.label >= 1].qid) & set(c.topics)
         lines += _lines(name, fig, len(c.topics), len(judged), len(relevant))
         errors += _errors(name, fig, corpus)
-    pool = load_train_pool(data, toy)
+    pool = pool_source(data).pool(data, toy)
     fig = document_figures(pool.docs)
     judged = len(pool.qrels[["source", "qid"]].drop_duplicates())
     lines += _lines("train", fig, len(pool.queries), judged, judged)
