@@ -440,7 +440,7 @@ def bench_audit(root: Path) -> None:
     import faiss
     import numpy as np
 
-    from leakexp.toolkit.audit import nearest, train_best_match
+    from leakexp.toolkit.overlap import nearest, train_best_match
     from leakexp.toolkit.resample import kmeans_buckets
 
     n_train = int(os.environ.get("LEAKEXP_BENCH_AUDIT_TRAIN", 1_000_000))

@@ -12,6 +12,7 @@ import pytest
 from scipy import stats as sps
 
 from leakexp.toolkit import audit as A
+from leakexp.toolkit import overlap, queries, split_eval
 from leakexp.cli.main import main
 
 
@@ -78,28 +79,28 @@ def files(tmp_path):
 
 
 def sides(files):
-    train = A.load_side([str(files / "train.tsv")], [str(files / "train.qrels")], role="train")
-    test = A.load_side([str(files / "dev.tsv")], [str(files / "dev.qrels")])
+    train = queries.load_side([str(files / "train.tsv")], [str(files / "train.qrels")], role="train")
+    test = queries.load_side([str(files / "dev.tsv")], [str(files / "dev.qrels")])
     return train, test
 
 
 # -- normalisation and lexical overlap -----------------------------------------------------------------------
 def test_normalize_case_punctuation_whitespace_unicode():
-    assert A.normalize("  Hubble,  TELESCOPE\timages!! ") == "hubble telescope images"
-    assert A.normalize("\ufb01sh") == "fish"  # NFKC ligature
-    assert A.normalize("\uff21\uff22\uff23 \u00bfqu\u00e9?") == "abc qué"  # full-width letters, Spanish punctuation
-    assert A.normalize("Straße") == "strasse"  # case folding, not just lower()
-    assert A.normalize("c++ & c#") == "c c"  # symbols go, as string.punctuation does in lm-eval
+    assert overlap.normalize("  Hubble,  TELESCOPE\timages!! ") == "hubble telescope images"
+    assert overlap.normalize("\ufb01sh") == "fish"  # NFKC ligature
+    assert overlap.normalize("\uff21\uff22\uff23 \u00bfqu\u00e9?") == "abc qué"  # full-width letters, Spanish punctuation
+    assert overlap.normalize("Straße") == "strasse"  # case folding, not just lower()
+    assert overlap.normalize("c++ & c#") == "c c"  # symbols go, as string.punctuation does in lm-eval
 
 
 def test_word_ngrams_none_when_shorter():
-    assert A.word_ngrams("a b c d".split(), 3) == ["a b c", "b c d"]
-    assert A.word_ngrams("a b".split(), 3) == []
+    assert overlap.word_ngrams("a b c d".split(), 3) == ["a b c", "b c d"]
+    assert overlap.word_ngrams("a b".split(), 3) == []
 
 
 def test_lexical_overlap_known_answers():
     test = list(TEST.values())
-    lex = A.lexical_overlap(list(TRAIN.values()), test, np.arange(len(test)), len(test), ngrams=(13, 3))
+    lex = overlap.lexical_overlap(list(TRAIN.values()), test, np.arange(len(test)), len(test), ngrams=(13, 3))
     assert lex.exact_duplicate.tolist() == [True, False, True, False, False, False]
     assert lex.exact_train_row.tolist() == [0, -1, 2, -1, -1, -1]
     assert lex.ngram3_total.tolist() == [1, 5, 0, 1, 12, 1]
@@ -113,7 +114,7 @@ def test_lexical_overlap_known_answers():
 
 def test_lexical_overlap_unions_the_texts_of_a_query():
     # two texts of query 0 (title + description); the second shares a 3-gram
-    lex = A.lexical_overlap(["x y z w"], ["a b c", "x y z"], np.array([0, 0]), 1, ngrams=(3,))
+    lex = overlap.lexical_overlap(["x y z w"], ["a b c", "x y z"], np.array([0, 0]), 1, ngrams=(3,))
     assert lex.ngram3_total.tolist() == [2]
     assert lex.ngram3_found.tolist() == [1]
 
@@ -122,24 +123,24 @@ def test_ngrams_of_stop_words_only_are_no_overlap():
     # "what is the" and "of the the" are stop words only: sharing them is no overlap; "capital of peru" is
     test = ["what is the capital of peru", "in the of the the"]
     train = ["what is the tallest tower", "of the the", "capital of peru today"]
-    lex = A.lexical_overlap(train, test, np.arange(2), 2, ngrams=(3,))
+    lex = overlap.lexical_overlap(train, test, np.arange(2), 2, ngrams=(3,))
     # test 0's 3-grams: what is the (stop only), is the capital, the capital of, capital of peru
     assert lex.ngram3_total.tolist() == [3, 0] and lex.ngram3_found.tolist() == [1, 0]
     assert lex.ngram3_any.tolist() == [True, False]
-    lex = A.lexical_overlap(train[:2], test, np.arange(2), 2, ngrams=(3,))
+    lex = overlap.lexical_overlap(train[:2], test, np.arange(2), 2, ngrams=(3,))
     assert lex.ngram3_any.tolist() == [False, False]
-    assert len(A.NLTK_ENGLISH_STOPWORDS) == 179 and len(A.stopwords()) == 178  # "it's" and "its" meet
-    assert {"what", "is", "the", "dont"} <= A.stopwords()
+    assert len(overlap.NLTK_ENGLISH_STOPWORDS) == 179 and len(overlap.stopwords()) == 178  # "it's" and "its" meet
+    assert {"what", "is", "the", "dont"} <= overlap.stopwords()
 
 
 # -- label overlap ------------------------------------------------------------------------------------------------
 def qrels_frame(text: str, source: str) -> pd.DataFrame:
     rows = [line.split() for line in text.strip().splitlines()]
-    return pd.DataFrame([(source, q, d, int(l)) for q, _, d, l in rows], columns=A.QREL_COLUMNS)
+    return pd.DataFrame([(source, q, d, int(l)) for q, _, d, l in rows], columns=queries.QREL_COLUMNS)
 
 
 def test_label_overlap_counts_one_shared_document():
-    lab = A.label_overlap(qrels_frame(TRAIN_QRELS, "tr"), qrels_frame(TEST_QRELS, "dev"))
+    lab = overlap.label_overlap(qrels_frame(TRAIN_QRELS, "tr"), qrels_frame(TEST_QRELS, "dev"))
     by = lab.set_index("qid")
     assert by.loc["q1", "relevant"] == 2 and by.loc["q1", "shared"] == 1  # exactly one document shared
     assert bool(by.loc["q1", "label_overlap"]) and not bool(by.loc["q1", "reference_rule"])
@@ -147,24 +148,24 @@ def test_label_overlap_counts_one_shared_document():
     assert by.loc["q4", "relevant"] == 0  # judged, nothing relevant: still in the denominator
     assert not bool(by.loc["q5", "label_overlap"])  # D7 is not relevant (label 0) for training
     assert lab.label_overlap.tolist() == [True, True, True, False, False, False]
-    assert A.label_overlap_line(lab) == "label_overlap: 3 of 6 test queries (50.0%)"
+    assert overlap.label_overlap_line(lab) == "label_overlap: 3 of 6 test queries (50.0%)"
     assert int(lab.reference_rule.sum()) == 1
     assert by.loc["q3", "shared_docs"] == "D4 D5" and by.loc["q3", "shared_train"] == "c"
 
 
 def test_label_overlap_graded_thresholds():
     train, test = qrels_frame(TRAIN_QRELS, "tr"), qrels_frame(TEST_QRELS, "dev")
-    strict_test = A.label_overlap(train, test, test_rel=2)  # D2, D3, D7, D8 are not relevant enough
+    strict_test = overlap.label_overlap(train, test, test_rel=2)  # D2, D3, D7, D8 are not relevant enough
     assert strict_test.label_overlap.tolist() == [True, False, True, False, False, False]
-    strict_train = A.label_overlap(train, test, train_rel=2)  # only c's D4 is relevant enough for training
+    strict_train = overlap.label_overlap(train, test, train_rel=2)  # only c's D4 is relevant enough for training
     assert strict_train.label_overlap.tolist() == [False, False, True, False, False, False]
     assert strict_train.set_index("qid").loc["q3", "shared"] == 1
-    assert A.label_overlap_line(strict_train) == "label_overlap: 1 of 6 test queries (16.7%)"
+    assert overlap.label_overlap_line(strict_train) == "label_overlap: 1 of 6 test queries (16.7%)"
 
 
 def test_label_overlap_keeps_sources_apart():
     test = pd.concat([qrels_frame("q1 0 D1 1\n", "robust"), qrels_frame("q1 0 X9 1\n", "core")])
-    lab = A.label_overlap(qrels_frame("t 0 D1 1\n", "tr"), test)
+    lab = overlap.label_overlap(qrels_frame("t 0 D1 1\n", "tr"), test)
     assert lab.set_index("source").label_overlap.to_dict() == {"robust": True, "core": False}
 
 
@@ -176,9 +177,9 @@ def test_train_best_match_is_exact_when_top_k_saturates():
     train = np.concatenate([near, rng.standard_normal((170, 16)).astype(np.float32)])
     test /= np.linalg.norm(test, axis=1, keepdims=True)
     train /= np.linalg.norm(train, axis=1, keepdims=True)
-    sims, ids = A.nearest(train, test, k=5)
+    sims, ids = overlap.nearest(train, test, k=5)
     assert sims[0, -1] > 0.9  # top-5 of test 0 is saturated
-    best, row = A.train_best_match(train, test, sims, ids, 0.9, chunk_size=64)
+    best, row = overlap.train_best_match(train, test, sims, ids, 0.9, chunk_size=64)
     full = train @ test.T
     want = full.max(axis=1)
     above = want > 0.9
@@ -237,10 +238,10 @@ def test_audit_with_bundled_sbert(tmp_path):
     """The real model: a paraphrase leaks, an unrelated query does not; embeddings are cached in the store."""
     from leakexp.runner.store import Store
 
-    train = A.QuerySide(pd.DataFrame([("tr", "1", "title", -1, "how do I bake sourdough bread at home"),
-                                      ("tr", "2", "title", -1, "population of canada")], columns=A.TEXT_COLUMNS))
-    test = A.QuerySide(pd.DataFrame([("dev", "a", "title", -1, "how to bake sourdough bread at home"),
-                                     ("dev", "b", "title", -1, "symptoms of a broken wrist")], columns=A.TEXT_COLUMNS))
+    train = queries.QuerySide(pd.DataFrame([("tr", "1", "title", -1, "how do I bake sourdough bread at home"),
+                                      ("tr", "2", "title", -1, "population of canada")], columns=queries.TEXT_COLUMNS))
+    test = queries.QuerySide(pd.DataFrame([("dev", "a", "title", -1, "how to bake sourdough bread at home"),
+                                     ("dev", "b", "title", -1, "symptoms of a broken wrist")], columns=queries.TEXT_COLUMNS))
     store = Store(tmp_path / "store")
     embed = A.SbertEmbedder(store, "bundled")
     figures = A.audit(train, test, embed, tmp_path / "out", A.AuditOptions(k=2, threshold=0.8))
@@ -260,7 +261,7 @@ def test_load_side_topics_fields_variants_and_names(tmp_path):
     (tmp_path / "t.txt").write_text("<top>\n<num> Number: 301\n<title> oil spills\n<desc> Description:\nOil spill damage.\n"
                                     "<narr> Narrative:\nx\n</top>\n<top>\n<num> Number: 302\n<title> bees\n<desc>\n</top>\n")
     (tmp_path / "v.tsv").write_text("301\toil spill\n301\tspilled oil\n")
-    side = A.load_side([f"robust={tmp_path / 't.txt'}"], fields=["title", "description", "variant"],
+    side = queries.load_side([f"robust={tmp_path / 't.txt'}"], fields=["title", "description", "variant"],
                        variants=[str(tmp_path / "v.tsv")])
     assert side.sources == ["robust"]
     assert side.texts[["qid", "field", "variant_index", "text"]].values.tolist() == [
@@ -268,26 +269,26 @@ def test_load_side_topics_fields_variants_and_names(tmp_path):
         ["301", "variant", 0, "oil spill"], ["301", "variant", 1, "spilled oil"], ["302", "title", -1, "bees"]]
     assert side.queries.qid.tolist() == ["301", "302"]
     assert side.owner.tolist() == [0, 0, 0, 0, 1]
-    assert A.load_side([str(tmp_path / "t.txt")], fields=["description"]).texts.qid.tolist() == ["301"]
+    assert queries.load_side([str(tmp_path / "t.txt")], fields=["description"]).texts.qid.tolist() == ["301"]
 
 
 def test_load_side_pairs_qrels_and_rejects_bad_input(tmp_path, files):
     (tmp_path / "b.tsv").write_text("q1\tsame id, other source\n")
     (tmp_path / "b.qrels").write_text("q1 0 Z1 1\n")
-    side = A.load_side([str(files / "dev.tsv"), str(tmp_path / "b.tsv")],
+    side = queries.load_side([str(files / "dev.tsv"), str(tmp_path / "b.tsv")],
                        [str(files / "dev.qrels"), str(tmp_path / "b.qrels")])
     assert side.sources == ["dev", "b"]
     assert side.qrels[side.qrels.source == "b"].docno.tolist() == ["Z1"]
     assert len(side.queries) == 7  # q1 twice, once per source
     with pytest.raises(ValueError, match="one qrels file per local query file"):
-        A.load_side([str(files / "dev.tsv"), str(tmp_path / "b.tsv")], [str(files / "dev.qrels")] * 3)
+        queries.load_side([str(files / "dev.tsv"), str(tmp_path / "b.tsv")], [str(files / "dev.qrels")] * 3)
     (tmp_path / "dup.tsv").write_text("x\tone\nx\ttwo\n")
     with pytest.raises(ValueError, match="'x' appears twice"):
-        A.load_side([str(tmp_path / "dup.tsv")])
+        queries.load_side([str(tmp_path / "dup.tsv")])
     with pytest.raises(FileNotFoundError, match="missing.tsv"):
-        A.load_side([str(tmp_path / "missing.tsv")])
+        queries.load_side([str(tmp_path / "missing.tsv")])
     with pytest.raises(ValueError, match="fields"):
-        A.load_side([str(files / "dev.tsv")], fields=["body"])
+        queries.load_side([str(files / "dev.tsv")], fields=["body"])
 
 
 def test_load_side_from_ir_datasets(files, tmp_path):
@@ -303,12 +304,12 @@ def test_load_side_from_ir_datasets(files, tmp_path):
         ir_datasets.registry.register(name, Dataset(
             TsvQueries(LocalDownload(files / "dev.tsv"), namespace="leakexp-audit-test", lang="en"),
             TrecQrels(LocalDownload(files / "dev.qrels"), {0: "no", 1: "yes", 2: "very"})))
-    side = A.load_side([name])
+    side = queries.load_side([name])
     assert side.sources == [name]
     assert side.queries.qid.tolist() == list(TEST)
     assert len(side.qrels) == 8 and set(side.qrels.source) == {name}
     with pytest.raises(DataUnavailable, match="no-such/dataset"):
-        A.load_side(["no-such/dataset"])
+        queries.load_side(["no-such/dataset"])
 
 
 # -- leaked vs other -------------------------------------------------------------------------------------------
@@ -319,7 +320,7 @@ def test_split_eval_paired_tests_and_bonferroni():
     perquery = pd.DataFrame([(q, "nDCG@10", v, s) for s, vs in values.items() for q, v in zip(qids, vs)],
                             columns=["qid", "measure", "value", "system"])
     leaked = {"q1", "q2", "q3"}
-    t = A.split_eval(perquery, leaked)
+    t = split_eval.split_eval(perquery, leaked)
     t = t.set_index(["system", "group"])
     assert t.loc[("A", "leaked"), "mean"] == pytest.approx(np.mean([0.5, 0.6, 0.2]))
     assert t.loc[("B", "other"), "mean"] == pytest.approx(np.mean([0.7, 0.5, 0.3]))
@@ -342,7 +343,7 @@ def test_split_eval_families_baseline_and_per_corpus_leaks():
                     rows.append((q, "P@1", v + (bump if q in leaks else 0.0) + (0.01 * int(q) if leakage == "msm" else 0),
                                  corpus, model, leakage))
     df = pd.DataFrame(rows, columns=["qid", "measure", "value", "corpus", "model", "leakage"])
-    t = A.split_eval(df, {"robust": ["1", "2"], "core": ["3"]}, leaked_key="corpus", by=["corpus", "model"],
+    t = split_eval.split_eval(df, {"robust": ["1", "2"], "core": ["3"]}, leaked_key="corpus", by=["corpus", "model"],
                      baseline={"leakage": "none"})
     row = t[(t.corpus == "robust") & (t.model == "knrm") & (t.leakage == "msm") & (t.group == "leaked")].iloc[0]
     assert row.queries == 2 and row.delta == pytest.approx(0.1 + 0.015)
@@ -350,7 +351,7 @@ def test_split_eval_families_baseline_and_per_corpus_leaks():
     assert core.queries == 1
     assert t[(t.leakage == "none")].p.isna().all()
     with pytest.raises(ValueError, match="baseline"):
-        A.split_eval(df, {"1"}, by=["corpus", "model"], baseline={"leakage": "bm25"})
+        split_eval.split_eval(df, {"1"}, by=["corpus", "model"], baseline={"leakage": "bm25"})
 
 
 def write_run(path, ranking: dict[str, list[str]]):
@@ -366,7 +367,7 @@ def test_split_eval_command_rescores_runs_against_an_audit(files, tmp_path, caps
                                        "q6": ["D8", "X"]})
     b = write_run(tmp_path / "b.run", {"q1": ["X", "D1"], "q2": ["X", "D3"], "q3": ["D4", "X"], "q5": ["D7", "X"],
                                        "q6": ["X", "D8"]})
-    table = A.run_split_eval([f"A={a}", f"B={b}"], qrels=files / "dev.qrels", audit_dir=tmp_path / "audit",
+    table = split_eval.run_split_eval([f"A={a}", f"B={b}"], qrels=files / "dev.qrels", audit_dir=tmp_path / "audit",
                              measures=["P@1"])
     t = table.set_index(["run", "group"])
     assert t.loc[("A", "leaked"), "mean"] == 1.0 and t.loc[("B", "leaked"), "mean"] == 0.0
@@ -375,9 +376,9 @@ def test_split_eval_command_rescores_runs_against_an_audit(files, tmp_path, caps
     assert t.loc[("B", "other"), "mean"] == 1.0
     assert t.loc[("A", "leaked"), "queries"] == 3 and t.loc[("B", "other"), "queries"] == 2
     assert (tmp_path / "audit" / "split-eval" / "split_eval.csv").exists()
-    assert A.read_leaked(tmp_path / "audit", rule="exact") == {"q1", "q3"}
-    assert A.read_leaked(tmp_path / "audit", rule="label") == {"q1", "q2", "q3"}
-    assert A.read_leaked(tmp_path / "audit", rule="any") == {"q1", "q2", "q3", "q6"}
+    assert split_eval.read_leaked(tmp_path / "audit", rule="exact") == {"q1", "q3"}
+    assert split_eval.read_leaked(tmp_path / "audit", rule="label") == {"q1", "q2", "q3"}
+    assert split_eval.read_leaked(tmp_path / "audit", rule="any") == {"q1", "q2", "q3", "q6"}
     rc = main(["split-eval", str(a), str(b), "--qrels", str(files / "dev.qrels"), "--audit", str(tmp_path / "audit"),
                "--measures", "P@1", "--baseline", "b", "--out", str(tmp_path / "se")])
     capsys.readouterr()

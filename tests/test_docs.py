@@ -988,6 +988,7 @@ CASES = {
     "leakexp measure": ("name", case_name),
     "leakexp fetch": ("name", case_name),
     "leakexp measure RUN... --qrels QRELS": ("name", lambda ctx, c: case_name(ctx, "leakexp measure")),
+    "leakexp split-eval": ("name", lambda ctx, c: case_name(ctx, "leakexp split-eval")),
     "leakexp measure bundled:core17.bm25-anserini.top100.run.gz --qrels bundled:qrels.core17.txt.gz experiment=paper":
         ("files", case_measure_bundled),
     "leakexp split-eval A=runA.trec.gz B=runB.trec.gz --qrels test.qrels --audit audit [--leaked-by "

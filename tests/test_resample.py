@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from leakexp.toolkit import resample as R
-from leakexp.toolkit.audit import TEXT_COLUMNS, QuerySide
+from leakexp.toolkit.queries import TEXT_COLUMNS, QuerySide
 from leakexp.data.files import read_qrels, read_queries
 from leakexp.data.sources import load_local_train_pool
 

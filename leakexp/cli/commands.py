@@ -34,7 +34,7 @@ from leakexp.stages.sets import check_size
 from leakexp.lib.training_sets import export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
 from leakexp.tables.paper import tables_dir, write_table1, write_table2, write_tables
-from leakexp.toolkit import audit, graph, resample
+from leakexp.toolkit import audit, graph, resample, split_eval
 from leakexp.toolkit.audit import PAPER_DEFAULTS, PAPER_DEFAULTS_SOURCE, AuditOptions
 from leakexp.toolkit.graph import audit_command
 
@@ -567,7 +567,7 @@ def cmd_pair(args) -> int:
             from leakexp.runner.config import compose
 
             e = compose([]).evaluate
-            table = audit.run_split_eval(args.runs, qrels=Path(args.qrels), audit_dir=Path(args.audit),
+            table = split_eval.run_split_eval(args.runs, qrels=Path(args.qrels), audit_dir=Path(args.audit),
                                          measures=args.measures or list(e.measures), baseline=args.baseline,
                                          leaked_by=args.leaked_by, source=args.source,
                                          out=Path(args.out) if args.out else None, mfr_missing=str(e.mfr_missing),
@@ -599,7 +599,7 @@ def cmd_pair(args) -> int:
             print(markdown_table(table, floatfmt="{:.4f}"))
             print(f"{args.method}: {kwargs['out'] / args.method}")
         return 0
-    except audit.NothingToCompare as exc:
+    except split_eval.NothingToCompare as exc:
         print(f"leakexp: {exc}", file=sys.stderr)
         return 1
     except (ValueError, DataUnavailable) as exc:

@@ -11,6 +11,7 @@ import numpy as np
 from leakexp.data.types import SOURCES
 from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.toolkit import audit, resample
+from leakexp.toolkit.queries import side_from_collections, side_from_pool
 
 
 class _Once:
@@ -44,8 +45,8 @@ def _stored_vectors(ctx: Context) -> dict[str, np.ndarray]:
 def _pair_audit(ctx: Context, tmp: Path) -> dict:
     """The toy world's training pool against its test collections: audit, decontaminate and resample."""
     d = ctx.settings("detect")
-    train = audit.side_from_pool(ctx.inputs["pool"])
-    test = audit.side_from_collections(ctx.inputs["collections"], fields=list(d.fields))
+    train = side_from_pool(ctx.inputs["pool"])
+    test = side_from_collections(ctx.inputs["collections"], fields=list(d.fields))
     embed = _Once(audit.SbertEmbedder(None, d.sbert, batch_size=int(ctx.runtime.get("embed_batch_size", 256))),
                   _stored_vectors(ctx))
     options = audit.AuditOptions(k=d.k, threshold=d.threshold)

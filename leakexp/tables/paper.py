@@ -36,7 +36,7 @@ from leakexp.tables.captions import recipe_note
 from leakexp.stages.verify import stored_leaking_topics
 from leakexp.toolkit.annotations import table2
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
-from leakexp.toolkit.audit import split_eval
+from leakexp.toolkit.split_eval import split_eval
 
 
 def table_number(corpus: str, position: int) -> int:

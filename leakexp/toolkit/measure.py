@@ -21,7 +21,7 @@ from leakexp.data.judgments import qrels_path, run_path
 from leakexp.lib.measures import average, check_mfr, mfr_caption, no_relevant_note, per_query, without_relevant
 from leakexp.lib.trec import read_run
 from leakexp.runner.stage import ConfigError
-from leakexp.toolkit.audit import source_name
+from leakexp.toolkit.queries import source_name
 
 @dataclass(frozen=True)
 class MeasureSettings:

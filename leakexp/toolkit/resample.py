@@ -33,8 +33,9 @@ from tqdm.auto import tqdm
 from leakexp.lib.dense import exact_topk
 from leakexp.lib.report import write_table
 from leakexp.runner.store import Store, atomic_write_json, atomic_write_text
-from leakexp.toolkit.audit import (AuditOptions, Embedder, QuerySide, SbertEmbedder, label_pairs, load_side, nearest,
-                                   normalize, train_best_match)
+from leakexp.toolkit.audit import AuditOptions, Embedder, SbertEmbedder
+from leakexp.toolkit.overlap import label_pairs, nearest, normalize, train_best_match
+from leakexp.toolkit.queries import QuerySide, load_side
 
 log = logging.getLogger(__name__)
 
