@@ -220,7 +220,8 @@ def test_the_authors_core_runs_are_shipped_50_topics_by_100():
 
 def test_experiment_paper_re_ranks_the_authors_core_runs_and_anserini_for_robust04():
     from leakexp.runner.config import compose
-    from leakexp.stages.firststage import BUNDLED_RUNS, RerankSettings, first_stage_file
+    from leakexp.stages.firststage import BUNDLED_RUNS, first_stage_file
+    from leakexp.stages.rerank import RerankSettings
 
     paper = compose(["experiment=paper"])
     spec = paper.rerank.first_stage

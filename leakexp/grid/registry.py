@@ -44,7 +44,7 @@ SECTIONS = {
     "data": sources.DataSettings, "grid": cell.GridSettings, "leakage": cell.LeakageSettings,
     "train": TrainBudget, "precision": PrecisionSettings, "bm25": index.BM25Settings,
     "detect": detect.DetectSettings, "verify": verify.VerifySettings, "build": sets.BuildSettings,
-    "rerank": firststage.RerankSettings, "evaluate": evaluation.EvaluateSettings,
+    "rerank": rerank.RerankSettings, "evaluate": evaluation.EvaluateSettings,
     "memorization": memorization.MemorizationSettings, "robustness": robustness.RobustnessSettings,
     "plan": config.PlanSettings, "report": config.ReportSettings, "fetch": fetch.FetchSettings,
     "corpus": sources.CorpusSettings, "model": MODEL_SETTINGS,

@@ -5,7 +5,7 @@ or from an external TREC run (e.g. the SPIRE-22 authors' Anserini runs, bundled 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Mapping
 
 import pandas as pd
 
@@ -15,10 +15,8 @@ from leakexp.data.irds_files import trec_files
 from leakexp.lib.bm25 import ANSERINI_VERSION, bm25_search
 from leakexp.lib.trec import read_run
 from leakexp.runner.config import resolved_corpus_config
-from leakexp.runner.schema import PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.stages.index import BM25, bm25_options
-
 
 
 def first_stage_file(spec: str | Mapping | None, corpus: str) -> Path | None:
@@ -110,18 +108,5 @@ FIRST_STAGE = Stage(
     opener=lambda path: pd.read_parquet(path / "run.parquet"), check=check_first_stage,
     describe="the first-stage top-k of every topic of a corpus that the models re-rank",
 )
-
-
-
-class RerankSettings(Section):
-    """``rerank``: which first stage the models re-rank, how deep, with which topic field."""
-
-    query_field: Literal["title", "description", "narrative"]
-    depth: PositiveInt
-    first_stage: dict[str, str | None] | str | None  # corpus -> run (null: BM25), one run, or a '{corpus}' template
-
-    def files_for(self, corpora: list[str]) -> list[tuple[str, Path]]:
-        return [("rerank.first_stage", f) for f in dict.fromkeys(first_stage_file(self.first_stage, c) for c in corpora)
-                if f is not None]
 
 

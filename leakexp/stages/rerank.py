@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
@@ -11,8 +11,10 @@ from leakexp.models import load_checkpoint
 from leakexp.models.base import Reranker, rank_with_docno_ties
 from leakexp.models.tokens import Tokens
 from leakexp.lib.trec import write_run
+from leakexp.runner.schema import PositiveInt, Section
 from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.stages.cell import rerank_params, rerank_path, train_params
+from leakexp.stages.firststage import first_stage_file
 from leakexp.stages.train import reads_idf
 
 
@@ -87,3 +89,15 @@ RERANK = Stage(
     path=lambda p, c: rerank_path(p), device=True,
     describe="a trained model's re-ranking of the first-stage run of a corpus",
 )
+
+
+class RerankSettings(Section):
+    """``rerank``: which first stage the models re-rank, how deep, with which topic field."""
+
+    query_field: Literal["title", "description", "narrative"]
+    depth: PositiveInt
+    first_stage: dict[str, str | None] | str | None  # corpus -> run (null: BM25), one run, or a '{corpus}' template
+
+    def files_for(self, corpora: list[str]) -> list[tuple[str, Path]]:
+        return [("rerank.first_stage", f) for f in dict.fromkeys(first_stage_file(self.first_stage, c) for c in corpora)
+                if f is not None]
