@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -83,3 +84,30 @@ def test_an_unreadable_marker_counts_as_damaged(store):
         assert status["eval"].damaged == 1 and status["eval"].stale == 0
     finally:
         marker.write_text(text)
+
+
+@pytest.mark.slow
+def test_a_cell_computed_with_more_cpu_threads_has_the_same_bytes(tmp_path_factory, toy_prepared):
+    """A process with two PyTorch threads (``leakexp cell`` on two cores) stores the bytes a one-thread grid worker
+    stores: computes run in ``cpu_threads`` (1) threads. With two, the sums come out in another order and monoBERT's
+    history and scores differ in their last bits, which the second half shows."""
+    import torch
+    import toy_upstream
+
+    cell = Cell("toy_core17", "msm", 64, "monobert", 1)
+    before = torch.get_num_threads()
+    stored = {}
+    try:
+        for name, threads, overrides in (("one", 1, []), ("two", 2, []), ("two-unpinned", 2, ["cpu_threads=2"])):
+            root = toy_upstream.seed(tmp_path_factory.mktemp(f"threads-{name}"), toy_prepared)
+            cfg = compose([f"store={root}", *SETTINGS, "grid.models=[monobert]", *overrides])
+            torch.set_num_threads(threads)
+            r = runner(cfg)
+            r.ensure(cell.ask("eval"))
+            assert torch.get_num_threads() == threads  # the process's own setting is back after each compute
+            stored[name] = {s: _files(r.path(cell.ask(s))) for s in ("train", "rerank")}
+    finally:
+        torch.set_num_threads(before)
+    assert stored["two"] == stored["one"]
+    if len(os.sched_getaffinity(0)) >= 2:  # with two threads at hand, unpinned they sum in another order
+        assert stored["two-unpinned"]["rerank"] != stored["one"]["rerank"]

@@ -353,6 +353,7 @@ def runtime(cfg: DictConfig, device: str) -> dict:
     return {"device": device, "verbose": bool(cfg.get("verbose", False)), "threads": int(cfg.bm25.threads),
             "loader_workers": cfg.get("loader_workers", "auto"),
             "resume_every_s": float(cfg.get("resume_every_s", 300)),
+            "cpu_threads": int(cfg.get("cpu_threads", 1)),
             "embed_batch_size": int(cfg.detect.batch_size),
             "score_batch_size": {m: int((c.get("train") or {}).get("score_batch_size") or 64)
                                  for m, c in s["models"].items()}}
@@ -369,6 +370,7 @@ class RunSettings(Section):
     loader_workers: Literal["auto"] | Annotated[int, Field(ge=0, le=256)]
     workers: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = "auto"
     resume_every_s: NonNegativeFloat = 300.0
+    cpu_threads: Annotated[int, Field(ge=1, le=1024)] = 1
     model_overrides: dict[Name, dict]
     corpus_overrides: dict[Name, dict] = {}
 

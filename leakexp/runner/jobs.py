@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,19 @@ def size_torch_threads() -> int:
     if torch.get_num_threads() > n:
         torch.set_num_threads(n)
     return n
+
+
+@contextmanager
+def cpu_threads(n: int):
+    """PyTorch's intra-op pool at ``n`` threads for the block (at most the job's CPUs), as it was after it."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, min(int(n), allocated_cpus())))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _record_path(store_root: Path, cell: str) -> Path:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from leakexp.runner.jobs import cpu_threads
 from leakexp.runner.stage import Ask, Config, Context, InputsMissing, Stage, select
 from leakexp.runner.store import KEY_LENGTH, Store, config_hash
 
@@ -147,9 +148,17 @@ class Runner:
             deep = load and up == ask and self.stage(up).verify
             if self.stage(up).stored and (up, deep) not in self._ensured and (up, True) not in self._ensured:
                 self.store.ensure(self.path(up), self.record(up), checksums=deep,
-                                  compute=lambda tmp, up=up: self.stage(up).compute(self.context(up), tmp))
+                                  compute=lambda tmp, up=up: self._compute(up, tmp))
                 self._ensured.add((up, deep))
         return self.path(ask)
+
+    def _compute(self, ask: Ask, tmp: Path):
+        """A stage's compute; on the CPU in ``cpu_threads`` PyTorch threads (default 1): floats summed by more
+        threads come out in another order, so an artifact's bytes would depend on the machine and the workers."""
+        if self.cuda:
+            return self.stage(ask).compute(self.context(ask), tmp)
+        with cpu_threads(int(self.runtime.get("cpu_threads", 1))):
+            return self.stage(ask).compute(self.context(ask), tmp)
 
     def get(self, ask: Ask) -> Any:
         """What a dependant receives: the in-process value, or the stored artifact (opened), memoised."""
