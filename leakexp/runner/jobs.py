@@ -13,7 +13,7 @@ import os
 import shutil
 import subprocess
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +60,12 @@ def cpu_threads(n: int):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def compute_threads(cuda: bool, n: int):
+    """Where an artifact is computed: on the CPU in ``n`` PyTorch threads (``cpu_threads``, default 1), as floats
+    summed by more threads come out in another order and its bytes would depend on the machine and the workers."""
+    return nullcontext() if cuda else cpu_threads(int(n))
 
 
 def _record_path(store_root: Path, cell: str) -> Path:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from leakexp.runner.jobs import cpu_threads
+from leakexp.runner.jobs import compute_threads
 from leakexp.runner.stage import Ask, Config, Context, InputsMissing, Stage, select
 from leakexp.runner.store import KEY_LENGTH, Store, config_hash
 
@@ -42,9 +42,7 @@ class Runner:
             raise ValueError(f"no stage named {ask.stage!r}; stages: {', '.join(self.stages)}") from None
 
     def _once(self, memo: dict, ask: Ask, make: Callable[[], Any]) -> Any:
-        if ask not in memo:
-            memo[ask] = make()
-        return memo[ask]
+        return memo[ask] if ask in memo else memo.setdefault(ask, make())
 
     def normal(self, ask: Ask) -> Ask:
         return self._once(self._normals, ask, lambda: Ask.of(ask.stage, **self.stage(ask).normalise(ask.params)))
@@ -83,7 +81,7 @@ class Runner:
     def path(self, ask: Ask) -> Path | None:
         """The artifact's directory (None for in-process values); computes nothing."""
         ask, stage = self.normal(ask), self.stage(ask)
-        if not stage.stored:
+        if not stage.stored:  # an in-process value
             return None
         parts = stage.path(ask.params, self.config(ask)) if stage.path else ask.params.values()
         return self.store.path(stage.name, *parts, self.key(ask)[:KEY_LENGTH])
@@ -147,18 +145,11 @@ class Runner:
         for up in self.upstream(ask):
             deep = load and up == ask and self.stage(up).verify
             if self.stage(up).stored and (up, deep) not in self._ensured and (up, True) not in self._ensured:
-                self.store.ensure(self.path(up), self.record(up), checksums=deep,
-                                  compute=lambda tmp, up=up: self._compute(up, tmp))
+                with compute_threads(self.cuda, self.runtime.get("cpu_threads", 1)):  # bytes whatever the machine
+                    self.store.ensure(self.path(up), self.record(up), checksums=deep,
+                                      compute=lambda tmp, up=up: self.stage(up).compute(self.context(up), tmp))
                 self._ensured.add((up, deep))
         return self.path(ask)
-
-    def _compute(self, ask: Ask, tmp: Path):
-        """A stage's compute; on the CPU in ``cpu_threads`` PyTorch threads (default 1): floats summed by more
-        threads come out in another order, so an artifact's bytes would depend on the machine and the workers."""
-        if self.cuda:
-            return self.stage(ask).compute(self.context(ask), tmp)
-        with cpu_threads(int(self.runtime.get("cpu_threads", 1))):
-            return self.stage(ask).compute(self.context(ask), tmp)
 
     def get(self, ask: Ask) -> Any:
         """What a dependant receives: the in-process value, or the stored artifact (opened), memoised."""

