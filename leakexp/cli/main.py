@@ -48,7 +48,7 @@ PIPELINE_COMMANDS = {
 }
 # `leakexp --help` lists each command once, in three groups (a test checks that every command is in one)
 COMMAND_GROUPS = {
-    "pipeline (the grid's stages, in order; each computes what the store lacks)": (
+    "pipeline (fetch what is public, then the grid's stages in order; each computes what the store lacks)": (
         "fetch", "toy", "index", "detect", "verify", "build", "train", "rerank", "evaluate", "cell", "grid", "demo",
         "memorization", "robustness", "tables"),
     "toolkit (any train/test pair, any run, any graph benchmark)": (
