@@ -10,6 +10,7 @@ import pytest
 
 from leakexp.runner.config import compose
 from leakexp.cli.plan import load_measured, plan, render_plan
+from leakexp.runner.config import ConfigError, model_plan
 from leakexp.grid.registry import runner
 
 
@@ -41,9 +42,27 @@ def test_plan_uses_the_assumed_table_without_a_bench_file(cfg):
     assert info["jobs"]["train"] == 2 * 2 * TRAINED_PER_SIZE
     cells_instances = (128 + 384) * TRAINED_PER_SIZE  # one epoch per distinct trained model
     assert info["training_instances_per_model"] == {"knrm": cells_instances, "monot5": cells_instances}
-    assumed = cfg.plan.train_instances_per_s.knrm
+    assumed = model_plan(cfg, "knrm").train_instances_per_s
     assert info["train_gpu_hours"]["knrm"] == pytest.approx(cells_instances / assumed / 3600)
     assert "not on your machine" in render_plan(info)
+
+
+def test_a_models_assumed_figures_are_its_files_plan_block_and_key_nothing(cfg, tmp_path):
+    """What plan assumes of a model lives with the model (conf/model/<name>.yaml, ``plan:``): halving KNRM's training
+    rate doubles its GPU-hours and changes no artifact's key; a bad value is one line naming it."""
+    from leakexp.grid.registry import compose_checked
+
+    from leakexp.stages.cell import Cell
+
+    slower = compose([f"store={tmp_path}", "grid.models=[knrm,monot5]", "grid.sizes=[128,384]",
+                      f"model_overrides.knrm.plan.train_instances_per_s={model_plan(cfg, 'knrm').train_instances_per_s / 2}"])
+    a, b = plan(cfg, fake_runner(cfg)), plan(slower, fake_runner(slower))
+    assert b["train_gpu_hours"]["knrm"] == pytest.approx(2 * a["train_gpu_hours"]["knrm"])
+    assert b["train_gpu_hours"]["monot5"] == a["train_gpu_hours"]["monot5"]
+    cell = Cell("toy_robust", "msm", 128, "knrm", 1)
+    assert runner(cfg, readonly=True).key(cell.ask("train")) == runner(slower, readonly=True).key(cell.ask("train"))
+    with pytest.raises(ConfigError, match="model.plan.rerank_docs_per_s: input should be greater than 0"):
+        compose_checked([f"store={tmp_path}", "model=knrm", "model.plan.rerank_docs_per_s=0"])
 
 
 def test_plan_uses_measured_figures_from_the_bench_file(cfg, tmp_path):
@@ -90,7 +109,7 @@ def test_plan_counts_robustness_jobs_and_time_when_enabled(tmp_path):
     assert r["shared_ood_reranks"] == 1 and r["jobs"]["extra OOD re-rankings"] == 2
     depth, topics = int(cfg.rerank.depth), 12
     assert r["docs"]["knrm"] == 2 * topics * depth + 2 * cells * topics * depth + cells * 2 * topics
-    assert r["gpu_hours"]["knrm"] == pytest.approx(r["docs"]["knrm"] / cfg.plan.rerank_docs_per_s.knrm / 3600)
+    assert r["gpu_hours"]["knrm"] == pytest.approx(r["docs"]["knrm"] / model_plan(cfg, "knrm").rerank_docs_per_s / 3600)
     assert info["gpu_hours_total"] == pytest.approx(off["gpu_hours_total"] + r["gpu_hours"]["knrm"])
     assert "robustness (robustness.enabled): own-corpus 3" in render_plan(info)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from leakexp.lib import hub
-from leakexp.runner.config import resolved_model_config
+from leakexp.runner.config import model_plan, resolved_model_config
 from leakexp.runner.stage import Ask
 from leakexp.stages import robustness as rb
 from leakexp.stages.cell import grid_cells, rerank_params
@@ -168,8 +168,9 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
     train_hours, rerank_hours, source, instances, overhead_hours, encode_hours, feed = {}, {}, {}, {}, {}, {}, {}
     for m in models:
         have = measured is not None and m in measured["train_instances_per_s"]
-        train_rate = measured["train_instances_per_s"][m] if have else float(p.train_instances_per_s[m])
-        rerank_rate = measured["rerank_docs_per_s"][m] if have else float(p.rerank_docs_per_s[m])
+        assumed = model_plan(cfg, m)  # the model file's plan: block
+        train_rate = measured["train_instances_per_s"][m] if have else assumed.train_instances_per_s
+        rerank_rate = measured["rerank_docs_per_s"][m] if have else assumed.rerank_docs_per_s
         source[m] = f"measured ({measured['device']})" if have else "assumed"
         per_size: dict[int, int] = {}  # one model config resolved per size, not per training job
         for a in jobs["train"][1]:
@@ -185,7 +186,7 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
         rerank_hours[m] = docs / rerank_rate / 3600
         # every job is a process that imports and loads its word vectors before its first step; the gpu_local,
         # gpu_slurm and cpu_slurm launchers run plan.cells_per_job cells per process (hydra.launcher.cells_per_job)
-        startup = (measured or {}).get("startup_s", {}).get(m, float((p.get("job_startup_s") or {}).get(m, 0.0)))
+        startup = (measured or {}).get("startup_s", {}).get(m, assumed.job_startup_s)
         processes = math.ceil(sum(1 for a in jobs["train"][1] if a.params["model"] == m) / int(p.get("cells_per_job", 1)))
         overhead_hours[m] = processes * startup / 3600
         # CPU: encoding each document once (a set of `size` instances holds at most `size` documents), and whether
@@ -193,15 +194,15 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
         docs_encoded = sum(int(a.params["size"]) if a.params["docs"] == "set" else
                            topics.get(a.params["corpus"], 50) * int(cfg.rerank.depth)
                            for a in jobs["tokens"][1] if a.params["model"] == m)
-        encode_hours[m] = docs_encoded / float((p.get("encode_docs_per_s") or {}).get(m, 1000.0)) / 3600
-        per_core = float((p.get("data_pipeline_instances_per_s") or {}).get(m, 0.0))
+        encode_hours[m] = docs_encoded / assumed.encode_docs_per_s / 3600
+        per_core = assumed.data_pipeline_instances_per_s
         feed[m] = {"cpu_instances_per_s": per_core * max(1, int(p.get("loader_workers", 4))),
                    "gpu_instances_per_s": train_rate}
     robust = None
     if cfg.get("robustness", {}).get("enabled", False):
         robust = robustness_jobs(cfg, runner, jobs["rerank"][1], topics)
         rates = {m: (measured["rerank_docs_per_s"][m] if measured is not None and m in measured["rerank_docs_per_s"]
-                     else float(p.rerank_docs_per_s[m])) for m in robust["docs"]}
+                     else model_plan(cfg, m).rerank_docs_per_s) for m in robust["docs"]}
         robust["gpu_hours"] = {m: d / rates[m] / 3600 for m, d in robust["docs"].items()}
     return {
         "cpu": cpu_jobs(cfg, runner, jobs),
@@ -237,7 +238,7 @@ def render_plan(info: dict) -> str:
         lines.append(f"  {m:<9} train ~{info['train_gpu_hours'][m]:8.1f} GPU-h   re-rank ~{info['rerank_gpu_hours'][m]:7.1f} "
                      f"GPU-h   job start-up ~{info['startup_hours'].get(m, 0.0):5.1f} h   ({info['throughput_source'][m]})")
     if info.get("encode_cpu_hours"):
-        lines.append("  encoding documents once (CPU, one core; plan.encode_docs_per_s): " + ", ".join(
+        lines.append("  encoding documents once (CPU, one core; the models' plan.encode_docs_per_s): " + ", ".join(
             f"{m} ~{h:.1f} h" for m, h in info["encode_cpu_hours"].items()))
     cpu = info.get("cpu")
     if cpu:

@@ -58,8 +58,11 @@ def _schemas(cfg: DictConfig) -> list:
 
     raw = OmegaConf.to_container(cfg, resolve=True)
     model = raw.get("model") or {}
+    plan = model.pop("plan", None)  # what `plan` assumes of the model (config.ModelPlan): no stage reads it
     schema_of = dict(SECTIONS, model=MODEL_SETTINGS.get(model.get("name"), MODEL_SETTINGS["knrm"]))
     checked = check_sections(raw, schema_of, top=config.RunSettings)
+    if plan is not None:
+        validate("model.plan", config.ModelPlan, plan)
     sections = list(checked.values())
     for name in dict.fromkeys([*cfg.grid.corpora, *config.corpus_names(cfg)]):
         if name != cfg.corpus.name or name in (raw.get("corpus_overrides") or {}):
@@ -72,6 +75,7 @@ def _schemas(cfg: DictConfig) -> list:
         overridden = (raw.get("model_overrides") or {}).get(name, {})
         try:
             sections.append(validate(f"models.{name}", MODEL_SETTINGS[name], merged))
+            config.model_plan(cfg, name)
         except ConfigError as exc:  # name the override that set the bad value, where one did
             leaf = str(exc).split(":")[0].split(" ")[0].removeprefix(f"models.{name}.")
             if leaf.split(".")[0] in overridden:

@@ -293,7 +293,11 @@ def resolved_model_config(cfg: DictConfig, name: str) -> DictConfig:
 
 
 def _resolved_model(cfg: DictConfig, name: str) -> dict:
-    return apply_recipe(_resolved(cfg, "model", name), _group_plain("model", name), name)
+    """What the stages read of a model: its resolved config with its recipe applied, without its ``plan:`` block
+    (what ``leakexp plan`` assumes of it: :func:`model_plan`; a measured figure keys no artifact)."""
+    out = apply_recipe(_resolved(cfg, "model", name), _group_plain("model", name), name)
+    out.pop("plan", None)
+    return out
 
 
 def model_recipe(cfg: DictConfig, name: str) -> str | None:
@@ -388,16 +392,29 @@ class CollectionSize(Section):
     words_per_doc: PositiveFloat
 
 
+class ModelPlan(Section):
+    """A model file's ``plan:`` block: what ``leakexp plan`` assumes of the model until ``make bench`` measures it."""
+
+    train_instances_per_s: PositiveFloat
+    rerank_docs_per_s: PositiveFloat
+    job_startup_s: Annotated[float, Field(ge=0)]
+    encode_docs_per_s: PositiveFloat
+    data_pipeline_instances_per_s: PositiveFloat
+
+
+def model_plan(cfg: DictConfig, name: str) -> ModelPlan:
+    """``name``'s ``plan:`` block as the configuration resolves it (its file, then ``model_overrides``); no stage
+    reads it, so it keys nothing."""
+    from leakexp.runner.schema import validate
+
+    return validate(f"models.{name}.plan", ModelPlan, _resolved(cfg, "model", name).get("plan") or {})
+
+
 class PlanSettings(Section):
     """``plan``: assumed throughput (used until ``make bench`` measures it on the GPU) and topic counts."""
 
     embed_queries_per_s: PositiveFloat
-    train_instances_per_s: dict[str, PositiveFloat]
-    rerank_docs_per_s: dict[str, PositiveFloat]
     topics: dict[str, PositiveInt]
-    job_startup_s: dict[str, Annotated[float, Field(ge=0)]] = {}
-    encode_docs_per_s: dict[str, PositiveFloat] = {}
-    data_pipeline_instances_per_s: dict[str, PositiveFloat] = {}
     loader_workers: PositiveInt = 4
     cells_per_job: PositiveInt = 1
     negatives_queries_per_s: PositiveFloat = 25_000
