@@ -547,12 +547,18 @@ def test_the_loss_is_fp32_under_bf16_autocast(name, tiny_bert, tiny_t5):
     assert low.item() == pytest.approx(ref.item(), rel=0.05, abs=0.02)
 
 
-def test_monot5_loss_equals_the_hf_loss_with_labels(tiny_t5):
+def _monot5_batch(tiny_t5):
+    """A tiny monoT5, three query-document pairs, their labels and the true/false target tokens they train on."""
     set_seed(0)
     m = REGISTRY["monot5"](checkpoint=tiny_t5).eval()
     f = m.featurize(["lyme tick", "ferry", "bear"], ["the lyme and the tick report", "weather news", "bear forest"])
     labels = torch.tensor([1, 0, 1])
     target = torch.tensor([[m.true_id if y else m.false_id, m.tokenizer.eos_token_id] for y in labels.tolist()])
+    return m, f, labels, target
+
+
+def test_monot5_loss_equals_the_hf_loss_with_labels(tiny_t5):
+    m, f, labels, target = _monot5_batch(tiny_t5)
     with torch.no_grad():
         assert m.pointwise_loss(f, labels).item() == pytest.approx(m.t5(**f, labels=target).loss.item(), abs=1e-6)
 
@@ -561,11 +567,7 @@ def test_monot5_z_loss_is_mesh_tfs_term_on_each_target_token(tiny_t5):
     """Mesh TF (mesh_tensorflow/layers.py lines 1111-1116, transformer.py lines 841-851): each target token's loss is
     its cross-entropy plus z_loss * log_z^2, log_z the logsumexp of its logits over the vocabulary, then averaged
     over the tokens; here computed by hand in float64 from the model's full-vocabulary logits."""
-    set_seed(0)
-    m = REGISTRY["monot5"](checkpoint=tiny_t5).eval()
-    f = m.featurize(["lyme tick", "ferry", "bear"], ["the lyme and the tick report", "weather news", "bear forest"])
-    labels = torch.tensor([1, 0, 1])
-    target = torch.tensor([[m.true_id if y else m.false_id, m.tokenizer.eos_token_id] for y in labels.tolist()])
+    m, f, labels, target = _monot5_batch(tiny_t5)
     with torch.no_grad():
         logits = m.t5(**f, labels=target).logits.double().numpy()  # (3, 2, vocabulary)
         plain, with_z = m.pointwise_loss(f, labels).item(), m.pointwise_loss(f, labels, z_loss=1e-4).item()
