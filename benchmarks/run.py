@@ -86,7 +86,7 @@ def bench_build(root: Path) -> None:
     r = runner(cfg)
     index = r.ensure(Ask.of("index", name="train"))
     r.ensure(Ask.of("detect")), r.get(Ask.of("verify"))  # upstream stages are not the builder's cost
-    sets = list(dict.fromkeys(r.normal(Ask.of("sets", corpus=c, leakage=l, size=int(s)))
+    sets = list(dict.fromkeys(r.normal(Ask.of("build", corpus=c, leakage=l, size=int(s)))
                               for c in cfg.grid.corpora for l in cfg.grid.leakages for s in cfg.grid.sizes))
     negatives = list(dict.fromkeys(a for s in sets for a in r.inputs(s)["negatives"]))
     start = time.perf_counter()
@@ -278,7 +278,7 @@ def bench_train(root: Path) -> None:
 
     cfg = compose([f"store={root / 'train'}"])
     r = runner(cfg)
-    data = pd.read_parquet(r.ensure(Ask.of("sets", corpus="toy_robust", leakage="none", size=128)) / "instances.parquet")
+    data = pd.read_parquet(r.ensure(Ask.of("build", corpus="toy_robust", leakage="none", size=128)) / "instances.parquet")
     for name in ("monot5", "monobert", "knrm", "duet", "pacrr"):
         set_seed(0)
         model, tc = _embedded_model(r, cfg, name)
@@ -636,7 +636,7 @@ def bench_pipeline(root: Path) -> None:
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     cfg = compose([f"store={root / 'pipeline'}"])
     r = runner(cfg)
-    data = pd.read_parquet(r.ensure(Ask.of("sets", corpus="toy_robust", leakage="none", size=128)) / "instances.parquet")
+    data = pd.read_parquet(r.ensure(Ask.of("build", corpus="toy_robust", leakage="none", size=128)) / "instances.parquet")
     run = r.get(Ask.of("firststage", corpus="toy_robust"))
     run = run[run.qid.isin(run.qid.drop_duplicates().head(30))]
     docs = r.get(Ask.of("collection", corpus="toy_robust")).docs
@@ -672,7 +672,7 @@ def bench_ties(root: Path) -> None:
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     cfg = compose([f"store={root / 'ties'}"])
     r = runner(cfg)
-    data = pd.read_parquet(r.ensure(Ask.of("sets", corpus="toy_robust", leakage="none", size=128)) / "instances.parquet")
+    data = pd.read_parquet(r.ensure(Ask.of("build", corpus="toy_robust", leakage="none", size=128)) / "instances.parquet")
     run = r.get(Ask.of("firststage", corpus="toy_robust"))
     run = run[run.qid.isin(run.qid.drop_duplicates().head(30))]
     docs = r.get(Ask.of("collection", corpus="toy_robust")).docs

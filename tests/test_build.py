@@ -3,7 +3,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from leakexp.stages.sets import NEGATIVES_CHUNK, _negatives
+from leakexp.stages.build import NEGATIVES_CHUNK, _negatives
 from leakexp.lib.training_sets import BuildError, Negatives, build_set, export_monot5, filler_order
 from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
 
@@ -281,7 +281,7 @@ def test_toy_pipeline_meets_and_handles_the_real_datas_hazards(small_cfg):
     from leakexp.grid.registry import runner
 
     r = runner(small_cfg)
-    path = r.ensure(Ask.of("sets", corpus="toy_robust", leakage="test", size=128))
+    path = r.ensure(Ask.of("build", corpus="toy_robust", leakage="test", size=128))
     m = json.loads((path / "manifest.json").read_text())
     assert m["skipped_topics"] == [{"topic": "326", "reason": "no relevant judgment"}]
     assert m["reused_documents"] == [{"topic": "327", "label": "relevant", "documents": 1, "occurrences": 2}]
@@ -310,7 +310,7 @@ def test_toy_pipeline_meets_and_handles_the_real_datas_hazards(small_cfg):
     leaks = [r.get(Ask.of("leaks", corpus=c)) for c in small_cfg.data.corpora]
     excluded = excluded_queries(pool, above_threshold(cands, threshold), r.get(Ask.of("verify")), leaks)
     assert set(zip(robust.source, robust.qid)) <= excluded
-    none = pd.read_parquet(r.ensure(Ask.of("sets", corpus="toy_robust", leakage="none", size=256)) /
+    none = pd.read_parquet(r.ensure(Ask.of("build", corpus="toy_robust", leakage="none", size=256)) /
                            "instances.parquet")
     assert not set(zip(none.source, none.qid)) & excluded
     # the fillers No-Leakage sets walk are exactly the training queries outside that exclusion

@@ -103,7 +103,7 @@ def test_corpus_overrides_change_any_corpus_of_the_grid_and_the_keys_that_read_i
     assert resolved_corpus_config(both, "toy_robust").fixed_leak_queries == 7
     plain = runner(compose(base), readonly=True)
     changed = runner(cfg, readonly=True)
-    key = lambda r, corpus, leakage: r.path(Cell(corpus, leakage, 128, "knrm", 1).ask("sets")).name  # noqa: E731
+    key = lambda r, corpus, leakage: r.path(Cell(corpus, leakage, 128, "knrm", 1).ask("build")).name  # noqa: E731
     assert key(plain, "toy_core17", "msm") != key(changed, "toy_core17", "msm")
     assert key(plain, "toy_core18", "msm") == key(changed, "toy_core18", "msm")
     assert key(plain, "toy_core17", "test") == key(changed, "toy_core17", "test")
@@ -114,7 +114,7 @@ def test_corpus_overrides_change_any_corpus_of_the_grid_and_the_keys_that_read_i
 
 
 def test_the_documents_check_and_leak_counts_re_key_neither_collection_nor_pool(tmp_path):
-    """Accepting a short corpus on purpose, or another leak count, re-keys its check (docstats) or the training sets
+    """Accepting a short corpus on purpose, or another leak count, re-keys its check (corpus-stats) or the training sets
     that read it, not the collection and pool that everything else (detection, every set and model) derives from."""
     from leakexp.runner.stage import Ask
     from leakexp.grid.registry import runner
@@ -122,13 +122,13 @@ def test_the_documents_check_and_leak_counts_re_key_neither_collection_nor_pool(
     def keys(*extra):
         r = runner(compose([f"store={tmp_path}", *extra]), readonly=True)
         asks = {"detect": Ask.of("detect"), "fillers": Ask.of("fillers"),
-                "docstats-robust": Ask.of("docstats", name="toy_robust"), "docstats-train": Ask.of("docstats", name="train")}
+                "stats-robust": Ask.of("corpus-stats", name="toy_robust"), "stats-train": Ask.of("corpus-stats", name="train")}
         return {k: r.key(a) for k, a in asks.items()}
 
     base = keys()
-    for extra, changed in ((["corpus.accept_short_documents=true"], {"docstats-robust"}),
-                           (["data.accept_duplicate_docnos=true"], {"docstats-train"}),
-                           (["corpus.documents=web"], {"docstats-robust"}),
+    for extra, changed in ((["corpus.accept_short_documents=true"], {"stats-robust"}),
+                           (["data.accept_duplicate_docnos=true"], {"stats-train"}),
+                           (["corpus.documents=web"], {"stats-robust"}),
                            (["corpus.fixed_leak_queries=50", "corpus_overrides.toy_core18.test_leak_queries=2"], set())):
         got = keys(*extra)
         assert {k for k in base if got[k] != base[k]} == changed, extra

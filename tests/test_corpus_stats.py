@@ -9,7 +9,7 @@ import pytest
 from archive_text import ARCHIVES
 from conftest import SMALL, paper_env
 
-from leakexp.stages.docstats import DocumentStats, check_documents, document_figures
+from leakexp.stages.corpus_stats import DocumentStats, check_documents, document_figures
 from leakexp.data.files import DataFormatError
 from leakexp.data.types import DictDocStore
 
@@ -65,7 +65,7 @@ def test_index_and_idf_manifests_record_the_corpus_figures(small_cfg):
     from leakexp.grid.registry import runner
 
     r = runner(small_cfg)
-    stats = r.store.marker(r.ensure(Ask.of("docstats", name="toy_robust"))).figures
+    stats = r.store.marker(r.ensure(Ask.of("corpus-stats", name="toy_robust"))).figures
     assert stats["empty_documents"] == 1 and stats["duplicate_docnos"] == 0
     for stage in ("index", "df"):
         figures = r.store.marker(r.ensure(Ask.of(stage, name="toy_robust"))).figures
@@ -89,7 +89,7 @@ def test_corpus_stats_of_the_raw_corpora_through_ir_datasets(irds_corpora, tmp_p
 
 
 def test_a_corpus_read_almost_empty_stops_the_run(irds_corpora, tmp_path, monkeypatch, capsys):
-    """As WaPo through ir_datasets' default text: the docstats stage, before any index, stops with one line."""
+    """As WaPo through ir_datasets' default text: the corpus-stats stage, before any index, stops with one line."""
     from leakexp.cli.main import main
     from leakexp.runner.config import compose
     from leakexp.data import irds
@@ -108,4 +108,4 @@ def test_a_corpus_read_almost_empty_stops_the_run(irds_corpora, tmp_path, monkey
     assert [line.split(":")[1].strip() for line in err] == ["robust04", "core17", "core18", "train"]
     assert all("median document length" in line for line in err)
     r = runner(compose([*overrides, "corpus.accept_short_documents=true"]))
-    assert r.store.marker(r.ensure(Ask.of("docstats", name="core18"))).figures["median_words"] < 20
+    assert r.store.marker(r.ensure(Ask.of("corpus-stats", name="core18"))).figures["median_words"] < 20

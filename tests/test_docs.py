@@ -291,7 +291,7 @@ def case_toy_status_verify(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID])
     assert rc in (0, 1), err  # complete or not, by what the other cases have computed so far
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:] if line.split()}
-    assert {"data", "detect", "train", "rerank", "eval"} <= rows.keys(), out
+    assert {"data", "detect", "train", "rerank", "evaluate"} <= rows.keys(), out
     assert all(r[3] == "0" for r in rows.values()), out  # every checksum re-read: nothing damaged
 
 
@@ -357,7 +357,7 @@ def case_toy_stages(ctx: Ctx, command: str) -> None:
         path = ctx.tmp / words(command)[words(command).index("--graph") + 1]
         assert out.rstrip().endswith(f"graph: {path.name}")
         ids = {e.get("id") for e in ET.parse(path).getroot().iter()}
-        assert {f"stage:{s.name}" for s in STAGES} <= ids and "edge:sets:train" in ids
+        assert {f"stage:{s.name}" for s in STAGES} <= ids and "edge:build:train" in ids
 
 
 def case_toy_tables(ctx: Ctx, command: str) -> None:

@@ -25,7 +25,7 @@ LEAKEXP = [sys.executable, "-m", "leakexp.cli.main"]
 
 
 def _eval_markers(store: Store) -> dict[str, float]:
-    return {str(p.parent.relative_to(store.root)): p.stat().st_mtime for p in store.path("eval").rglob("DONE.json")}
+    return {str(p.parent.relative_to(store.root)): p.stat().st_mtime for p in store.path("evaluate").rglob("DONE.json")}
 
 
 @pytest.mark.slow  # a grid killed and resumed in subprocesses (about 85 s); make test-all runs it
@@ -50,7 +50,7 @@ def test_kill_9_mid_grid_then_resume_equals_an_uninterrupted_run(tmp_path):
     assert not set(finished) & set(redone)
     cfg = compose([f"store={killed}", *GRID])
     r = runner(cfg, readonly=True)
-    done_cells = [c for c in grid_cells(cfg) if str(r.path(c.ask("eval")).relative_to(store.root)) in finished]
+    done_cells = [c for c in grid_cells(cfg) if str(r.path(c.ask("evaluate")).relative_to(store.root)) in finished]
     assert len(done_cells) == len(finished)
     assert not {str(r.path(c.ask("train")).relative_to(store.root)) for c in done_cells} & set(redone)
     assert subprocess.run(LEAKEXP + ["grid", f"store={clean}", *GRID], capture_output=True).returncode == 0
@@ -68,8 +68,8 @@ def test_two_processes_on_one_cell_compute_it_once(tmp_path):
              for _ in range(2)]
     assert [p.wait(300) for p in procs] == [0, 0]
     computed = Store(tmp_path).computed()
-    for stage in ("sets/toy_core17/msm/64/", "train/toy_core17/msm/64/knrm/seed-1/",
-                  "rerank/toy_core17/msm/64/knrm/seed-1/", "eval/toy_core17/msm/64/knrm/seed-1/"):
+    for stage in ("build/toy_core17/msm/64/", "train/toy_core17/msm/64/knrm/seed-1/",
+                  "rerank/toy_core17/msm/64/knrm/seed-1/", "evaluate/toy_core17/msm/64/knrm/seed-1/"):
         assert sum(c.startswith(stage) for c in computed) == 1, stage
     assert sum(c.startswith("detect/") for c in computed) == 1
 
@@ -80,10 +80,10 @@ def test_a_failing_cell_does_not_stop_the_grid_and_shows_in_status(tmp_path, cap
     assert main(["grid", *args]) == 1  # core17 fixes 24 leaked queries = 48 instances > 40
     assert "FAILED toy_core17/msm/40/knrm/seed-1: BuildError" in capsys.readouterr().err
     status = grid_status(compose(args))
-    assert (status["eval"].done, status["eval"].missing) == (3, 1)
-    assert status["sets"].failed == 1 and "smaller than the 48 fixed leaked instances" in status["sets"].failures[0][1]
+    assert (status["evaluate"].done, status["evaluate"].missing) == (3, 1)
+    assert status["build"].failed == 1 and "smaller than the 48 fixed leaked instances" in status["build"].failures[0][1]
     assert main(["status", *args]) == 1
-    assert re.search(r"FAILED sets/toy_core17/msm/40/[0-9a-f]{12}: BuildError", capsys.readouterr().out)
+    assert re.search(r"FAILED build/toy_core17/msm/40/[0-9a-f]{12}: BuildError", capsys.readouterr().out)
 
 
 def test_a_model_change_redoes_training_and_below_only(tmp_path, seeded_store):
@@ -93,7 +93,7 @@ def test_a_model_change_redoes_training_and_below_only(tmp_path, seeded_store):
     n = len(store.computed())
     assert main(["cell", *base, "model.train.lr=0.02"]) == 0
     redone = store.computed()[n:]
-    assert sorted(r.split("/")[0] for r in redone) == ["eval", "rerank", "train"]
+    assert sorted(r.split("/")[0] for r in redone) == ["evaluate", "rerank", "train"]
 
 
 @pytest.mark.slow  # two launchers over a grid in subprocesses (about 60 s); make test-all runs it
@@ -110,12 +110,12 @@ def test_submitit_local_launcher_equals_the_basic_launcher(tmp_path):
         cell = Cell("toy_core17", leakage, 64, "knrm", 1)
         a, b = (runner(compose([f"store={tmp_path / run}", "data.queries_per_source=600", "corpus=toy_core17"]),
                        readonly=True) for run in ("basic", "local"))
-        assert a.path(cell.ask("eval")).name == b.path(cell.ask("eval")).name  # same config, same key
-        pd.testing.assert_frame_equal(pd.read_parquet(a.path(cell.ask("eval")) / "perquery.parquet"),
-                                      pd.read_parquet(b.path(cell.ask("eval")) / "perquery.parquet"))
+        assert a.path(cell.ask("evaluate")).name == b.path(cell.ask("evaluate")).name  # same config, same key
+        pd.testing.assert_frame_equal(pd.read_parquet(a.path(cell.ask("evaluate")) / "perquery.parquet"),
+                                      pd.read_parquet(b.path(cell.ask("evaluate")) / "perquery.parquet"))
 
 
-def _stored_bytes(store: Path, stages=("sets", "train", "rerank", "eval", "memorization")) -> dict[str, str]:
+def _stored_bytes(store: Path, stages=("build", "train", "rerank", "evaluate", "memorization")) -> dict[str, str]:
     return {str(p.relative_to(store)): hashlib.sha256(p.read_bytes()).hexdigest()
             for stage in stages for p in sorted((store / stage).rglob("*")) if p.is_file() and p.name != "DONE.json"}
 
@@ -138,7 +138,7 @@ def test_cells_in_two_processes_compute_shared_work_once_and_equal_one_process(t
     assert robust and os.getpid() not in robust  # the robustness cells ran in the pool, not after it in this process
     assert main(["grid", f"store={one}", *grid, "workers=1"]) == 0
     assert sorted(Store(one).computed()) == sorted(computed)
-    stages = ("sets", "train", "rerank", "eval", "memorization", "robustness")
+    stages = ("build", "train", "rerank", "evaluate", "memorization", "robustness")
     assert _stored_bytes(two, stages) == _stored_bytes(one, stages) != {}
     assert complete(grid_status(compose([f"store={two}", *grid])))
 

@@ -63,7 +63,7 @@ def test_another_configuration_never_mixes_into_the_tables(grid_store, capsys):
     # and the depth-10 configuration sees only its own cell; the rest are stale or missing
     other_cfg = compose([f"store={grid_store}", *GRID, "rerank.depth=10"])
     other = grid_status(other_cfg)
-    assert (other["eval"].done, other["eval"].stale) == (1, 1)
+    assert (other["evaluate"].done, other["evaluate"].stale) == (1, 1)
     # every trained model of the grid (one per distinct training artifact: No-Leakage models are shared
     # across corpora) is reused, since re-ranking depth does not touch training
     r = runner(other_cfg, readonly=True)
@@ -76,7 +76,7 @@ def test_a_failed_cell_is_named_in_every_caption_instead_of_silently_dropping_ou
     cfg = compose([f"store={grid_store}", *GRID])
     p = runner(cfg)
     none_cell = Cell("toy_core17", "none", 64, "knrm", 1)
-    failed = p.path(none_cell.ask("eval"))
+    failed = p.path(none_cell.ask("evaluate"))
     saved = tmp_path / "saved"
     failed.rename(saved)  # the cell's evaluation is gone and its last attempt failed
     p.store.failure_path(failed).write_text('{"error": "RuntimeError: out of memory"}')
@@ -115,7 +115,7 @@ def test_a_truncated_run_is_recomputed_not_failed_forever(grid_store):
 
 def test_status_verify_finds_corruption_that_keeps_the_size(grid_store, capsys):
     p = runner(compose([f"store={grid_store}", *GRID]))
-    f = p.path(CELL.ask("eval")) / "perquery.parquet"
+    f = p.path(CELL.ask("evaluate")) / "perquery.parquet"
     data = bytearray(f.read_bytes())
     data[len(data) // 2] ^= 0xFF
     original = f.read_bytes()
@@ -125,7 +125,7 @@ def test_status_verify_finds_corruption_that_keeps_the_size(grid_store, capsys):
         capsys.readouterr()
         assert main(["status", "--verify", f"store={grid_store}", *GRID]) == 1
         out = capsys.readouterr().out
-        assert "DAMAGED eval/toy_core17/msm/64/knrm/seed-1/" in out and "perquery.parquet (checksum differs)" in out
+        assert "DAMAGED evaluate/toy_core17/msm/64/knrm/seed-1/" in out and "perquery.parquet (checksum differs)" in out
     finally:
         f.write_bytes(original)
 
@@ -137,9 +137,9 @@ def test_status_of_an_empty_store_writes_nothing_and_has_upstream_rows(tmp_path,
     out = capsys.readouterr().out
     assert list(root.iterdir()) == []  # no lock files, no folders
     status = grid_status(compose([f"store={root}", *GRID]))
-    assert {"data", "index", "embed", "detect", "verify", "sets", "train", "rerank", "eval"} <= set(status)
+    assert {"data", "index", "embed", "detect", "verify", "build", "train", "rerank", "evaluate"} <= set(status)
     assert sum(st.running for st in status.values()) == 0
-    assert status["eval"].missing == 2 and "running" in out.splitlines()[0]
+    assert status["evaluate"].missing == 2 and "running" in out.splitlines()[0]
 
 
 def test_tables_on_an_empty_store_is_an_error_that_says_what_to_run(tmp_path, capsys):

@@ -41,9 +41,10 @@ def test_the_stored_records_are_consistent():
 def test_every_stored_artifact_keeps_its_record_and_key(current):
     r, _ = current
     order = list(r.stages)  # the registry's order: the stage that changed comes first, then those below it
+    named = {s.key_name: s.name for s in r.stages.values()}  # a renamed stage's records hold its old name (keyed_as)
     changed = []
-    for key, rec in sorted(load().items(), key=lambda kv: order.index(kv[1]["stage"])):
-        ask = Ask.of(rec["stage"], **rec["params"])
+    for key, rec in sorted(load().items(), key=lambda kv: order.index(named[kv[1]["stage"]])):
+        ask = Ask.of(named[rec["stage"]], **rec["params"])
         if r.record(ask) != rec or r.key(ask) != key:
             where = r.path(ask)
             changed.append(f"{where.relative_to(r.store.root) if where else ask} (was {key[:12]})")

@@ -133,9 +133,9 @@ def test_analysis_rekeys_training_sets_and_all_below(tmp_path):
     other = compose(["experiment=demo", f"store={tmp_path}", "bm25.stemmer=porter"])
     a, b = _runner(settings(cfg), Store(tmp_path)), _runner(settings(other), Store(tmp_path))
     cells = grid_cells(cfg)
-    for stage in ("sets", "train", "rerank", "eval"):
+    for stage in ("build", "train", "rerank", "evaluate"):
         assert all(a.key(c.ask(stage)) != b.key(c.ask(stage)) for c in cells), stage
-    assert a.key(cells[0].ask("sets")) != b.key(cells[0].ask("sets"))
+    assert a.key(cells[0].ask("build")) != b.key(cells[0].ask("build"))
 
 
 def test_no_leakage_work_is_shared_by_corpora(tmp_path):
@@ -144,7 +144,7 @@ def test_no_leakage_work_is_shared_by_corpora(tmp_path):
     none = [c for c in grid_cells(cfg) if c.leakage == "none"]
     by_corpus = {}
     for c in none:
-        by_corpus.setdefault((c.size, c.model, c.seed), set()).add((r.path(c.ask("sets")), r.path(c.ask("train"))))
+        by_corpus.setdefault((c.size, c.model, c.seed), set()).add((r.path(c.ask("build")), r.path(c.ask("train"))))
     assert all(len(v) == 1 for v in by_corpus.values())
     # re-rankings stay per corpus, and leaked models stay per corpus
     assert len({r.path(c.ask("rerank")) for c in none}) == len(none)

@@ -308,7 +308,7 @@ def test_the_other_cells_of_a_failing_multirun_finish(tmp_path):
     status = grid_status(compose([f"store={tmp_path}", "data.queries_per_source=600", "corpus=toy_core17",
                                   "grid.corpora=[toy_core17]", "grid.leakages=[msm]", "grid.sizes=[64]",
                                   "grid.seeds=[1]", "grid.models=[knrm]"]))
-    assert status["eval"].done == 1
+    assert status["evaluate"].done == 1
 
 
 def _slurm_launcher(tmp_path, name, *overrides):

@@ -299,7 +299,7 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
     for cell, path in paths.items():
         assert path == r.path(cell.ask("memorization")) and r.state(cell.ask("memorization"))[0] == "done"
         rows = pd.read_parquet(path / M.FILE)
-        set_rows = pd.read_parquet(r.ensure(cell.ask("sets")) / "instances.parquet")
+        set_rows = pd.read_parquet(r.ensure(cell.ask("build")) / "instances.parquet")
         leaked_pairs = set_rows[set_rows.origin == pure.ORIGIN[cell.leakage]].pair.nunique()
         assert rows.groupby("variant").pair.nunique().to_dict() == {"with": leaked_pairs, "without": leaked_pairs}
         assert rows["rank"].between(1, depth + 1).all() and (rows.depth == depth).all()

@@ -190,8 +190,8 @@ def test_status_lists_every_artifact_missing_and_plan_counts_the_grid(paper_run)
         before["out"]
     totals = {stage: s["total"] for stage, s in status.items()}
     # 3 corpora x 2 leaked types x 2 sizes + the No-Leakage set of each size, one model and seed each; 18 cells
-    assert {k: totals[k] for k in ("sets", "train", "rerank", "eval")} == {"sets": 14, "train": 14, "rerank": 18,
-                                                                           "eval": 18}
+    assert {k: totals[k] for k in ("build", "train", "rerank", "evaluate")} == {"build": 14, "train": 14, "rerank": 18,
+                                                                           "evaluate": 18}
     assert totals["firststage"] == 3 and totals["memorize"] == 12  # every leaked cell's memorization
     plan = results["plan"]
     assert plan["rc"] == 0
@@ -266,7 +266,7 @@ def test_index_and_documents_hold_the_archives_full_text(paper_run):
     assert out[0].endswith("(30 documents)") and out[1].endswith("(28 documents)")
     for corpus in CORPORA:
         archive = ARCHIVES[corpus](work / "irds")
-        stats = json.loads((_artifact(store, "docstats", corpus) / "DONE.json").read_text())["figures"]
+        stats = json.loads((_artifact(store, "corpus-stats", corpus) / "DONE.json").read_text())["figures"]
         assert stats["documents"] == len(archive) and stats["duplicate_docnos"] == 0, corpus
         assert stats["median_words"] == statistics.median(len(t.split()) for t in archive.values()), corpus
         assert stats["median_words"] > 80, corpus  # articles, not titles (ir_datasets' WaPo text: ~10 words)

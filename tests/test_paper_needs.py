@@ -179,10 +179,10 @@ def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_onc
     assert len(out) < 20 and "verify.annotations is not set" in needs  # then the list of what a run needs
     rows = {line.split()[0]: [int(x) for x in line.split()[1:]] for line in out[1:12]}
     missing = STATES.index("missing")  # the data is there (the miniature corpora): what lacks is the annotations
-    assert rows["sets"][-1] == rows["sets"][missing] == 56 and rows["index"][-1] == 2  # 3 corpora x 2 types x 8 + 8
+    assert rows["build"][-1] == rows["build"][missing] == 56 and rows["index"][-1] == 2  # 3 corpora x 2 types x 8 + 8
     assert rows["train"][-1] == 1400  # the No-Leakage models are one for every corpus
     why = [line for line in out if "verify.annotations" in line]
-    assert len(why) == 1 and why[0].startswith("MISSING 1 verify, 56 sets, 280 tokens, 1400 train, 1800 rerank, ")
+    assert len(why) == 1 and why[0].startswith("MISSING 1 verify, 56 build, 280 tokens, 1400 train, 1800 rerank, ")
     assert why[0].endswith(message)
 
 

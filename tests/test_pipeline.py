@@ -19,7 +19,7 @@ def _markers(store, stage):
 
 def _set(r, corpus, leakage, size):
     """The training set artifact of (corpus, leakage, size); No-Leakage sets are one for every corpus."""
-    return r.ensure(Ask.of("sets", corpus=corpus, leakage=leakage, size=size))
+    return r.ensure(Ask.of("build", corpus=corpus, leakage=leakage, size=size))
 
 
 def _excluded(r):
@@ -68,7 +68,7 @@ def test_no_leakage_sets_and_models_are_one_per_size_for_every_corpus(small_run,
     r, cells, _, _ = small_run
     sizes, corpora = list(small_cfg.grid.sizes), list(small_cfg.grid.corpora)
     none_sets = {_set(r, c, "none", s) for c in corpora for s in sizes}
-    assert none_sets == {p.parent for p in r.store.path("sets", "none").rglob(DONE)}
+    assert none_sets == {p.parent for p in r.store.path("build", "none").rglob(DONE)}
     assert len(none_sets) == len(sizes)  # one per size, shared by the corpora
     none_models = {r.path(c.ask("train")) for c in cells if c.leakage == "none"}
     assert len(none_models) == len(sizes) * len(small_cfg.grid.models) * len(small_cfg.grid.seeds)
@@ -79,7 +79,7 @@ def test_no_leakage_sets_and_models_are_one_per_size_for_every_corpus(small_run,
 
 def test_rerun_is_a_no_op_and_a_changed_measure_setting_redoes_only_evaluation(small_run, small_cfg):
     r, cells, _, _ = small_run
-    before = {s: _markers(r.store, s) for s in ("sets", "train", "rerank", "eval")}
+    before = {s: _markers(r.store, s) for s in ("build", "train", "rerank", "evaluate")}
     run_cell(small_cfg, runner(small_cfg), cells[0])
     assert {s: _markers(r.store, s) for s in before} == before
     from leakexp.runner.config import compose
@@ -88,15 +88,15 @@ def test_rerun_is_a_no_op_and_a_changed_measure_setting_redoes_only_evaluation(s
     other = runner(cfg)
     run_cell(cfg, other, cells[0])
     after = {s: _markers(r.store, s) for s in before}
-    for s in ("sets", "train", "rerank"):
+    for s in ("build", "train", "rerank"):
         assert after[s] == before[s]
     # the other configuration's evaluation is a new artifact beside the first, which stays untouched
-    assert {k: v for k, v in after["eval"].items() if k in before["eval"]} == before["eval"]
-    assert set(after["eval"]) - set(before["eval"]) == {other.path(cells[0].ask("eval"))}
-    assert other.path(cells[0].ask("eval")) != r.path(cells[0].ask("eval"))
+    assert {k: v for k, v in after["evaluate"].items() if k in before["evaluate"]} == before["evaluate"]
+    assert set(after["evaluate"]) - set(before["evaluate"]) == {other.path(cells[0].ask("evaluate"))}
+    assert other.path(cells[0].ask("evaluate")) != r.path(cells[0].ask("evaluate"))
     # and back: nothing is recomputed, the first configuration still finds its own result
     run_cell(small_cfg, runner(small_cfg), cells[0])
-    assert _markers(r.store, "eval") == after["eval"]
+    assert _markers(r.store, "evaluate") == after["evaluate"]
 
 
 def test_tables_regenerate_from_the_store_alone(small_run, small_cfg):
@@ -190,11 +190,11 @@ def test_status_why_names_the_setting_that_made_a_stored_set_stale(small_run, sm
 
     small_run  # the small grid is in the store
     base = [f"store={small_cfg.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
-    assert main(["status", *base, "bm25.stemmer=porter", "--why", "sets", "train"]) == 0
+    assert main(["status", *base, "bm25.stemmer=porter", "--why", "build", "train"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("sets/toy_core17/msm/256: key ") and "train/" in out
+    assert out.startswith("build/toy_core17/msm/256: key ") and "train/" in out
     assert 'bm25.stemmer: "porter2" -> "porter"' in out  # found through the negatives' input, upstream
-    assert main(["status", *base, "--why", "sets"]) == 0  # the stored set is this configuration's: nothing differs
+    assert main(["status", *base, "--why", "build"]) == 0  # the stored set is this configuration's: nothing differs
     assert "differs" not in capsys.readouterr().out
     assert main(["status", *base, "--why", "bogus"]) == 2
     assert "no stage named bogus" in capsys.readouterr().err

@@ -31,7 +31,7 @@ def store(tmp_path_factory, toy_prepared):
     cfg = compose([f"store={root}", *SETTINGS])
     r = runner(cfg)
     for cell in CELLS:
-        r.ensure(cell.ask("eval"))
+        r.ensure(cell.ask("evaluate"))
     return root, cfg
 
 
@@ -39,12 +39,12 @@ def test_recomputing_training_reranking_and_evaluation_gives_the_same_bytes(stor
     root, cfg = store
     r = runner(cfg)
     for cell in CELLS:
-        paths = [r.path(cell.ask(s)) for s in ("train", "rerank", "eval")]
+        paths = [r.path(cell.ask(s)) for s in ("train", "rerank", "evaluate")]
         before = [_files(p) for p in paths]
         assert all(before)
         for p in paths:
             shutil.rmtree(p)
-        runner(cfg).ensure(cell.ask("eval"))
+        runner(cfg).ensure(cell.ask("evaluate"))
         after = [_files(p) for p in paths]
         for p, b, a in zip(paths, before, after):
             assert a.keys() == b.keys(), p
@@ -64,7 +64,7 @@ def test_a_checkpoint_damaged_in_place_is_found_when_loaded_and_recomputed(store
     damaged[len(damaged) // 2] ^= 0xFF  # same size: only a checksum can tell
     weights.write_bytes(bytes(damaged))
     assert grid_status(cfg)["train"].done == 2  # status without --verify compares sizes only
-    runner(cfg).ensure(cell.ask("eval"))  # nothing loads the checkpoint: finished work is not re-read
+    runner(cfg).ensure(cell.ask("evaluate"))  # nothing loads the checkpoint: finished work is not re-read
     assert weights.read_bytes() == bytes(damaged)
     shutil.rmtree(runner(cfg).path(cell.ask("rerank")))  # the re-ranking must load the model again
     with caplog.at_level("WARNING"):
@@ -75,13 +75,13 @@ def test_a_checkpoint_damaged_in_place_is_found_when_loaded_and_recomputed(store
 
 def test_an_unreadable_marker_counts_as_damaged(store):
     root, cfg = store
-    path = runner(cfg).path(CELLS[0].ask("eval"))
+    path = runner(cfg).path(CELLS[0].ask("evaluate"))
     marker = path / DONE
     text = marker.read_text()
     marker.write_text(text[: len(text) // 2])  # not valid JSON
     try:
         status = grid_status(cfg)
-        assert status["eval"].damaged == 1 and status["eval"].stale == 0
+        assert status["evaluate"].damaged == 1 and status["evaluate"].stale == 0
     finally:
         marker.write_text(text)
 
@@ -103,7 +103,7 @@ def test_a_cell_computed_with_more_cpu_threads_has_the_same_bytes(tmp_path_facto
             cfg = compose([f"store={root}", *SETTINGS, "grid.models=[monobert]", *overrides])
             torch.set_num_threads(threads)
             r = runner(cfg)
-            r.ensure(cell.ask("eval"))
+            r.ensure(cell.ask("evaluate"))
             assert torch.get_num_threads() == threads  # the process's own setting is back after each compute
             stored[name] = {s: _files(r.path(cell.ask(s))) for s in ("train", "rerank")}
     finally:

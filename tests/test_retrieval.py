@@ -49,7 +49,7 @@ def test_bm25_ranks_and_caches(tmp_path):
     assert run.loc[0, "query"] == "lyme disease?"  # the original text is kept
     store = r.store
     computed = store.computed()
-    assert [c.rsplit("/", 1)[0] for c in computed] == ["docstats/tiny", "index/tiny", "firststage/tiny"]
+    assert [c.rsplit("/", 1)[0] for c in computed] == ["corpus-stats/tiny", "index/tiny", "firststage/tiny"]
     _runner(tmp_path, corpora, depth=2).ensure(ask)  # a fresh runner of the same settings finds both
     assert store.computed() == computed  # cached
     other = _runner(tmp_path, corpora, depth=1)  # another depth is another artifact, beside the first

@@ -123,10 +123,10 @@ def test_cells_finish_a_failing_cell_fails_and_shared_artifacts_are_computed_onc
     assert sorted(names) == sorted(jobs)  # jobs named after their cell, not 'app'
 
     computed = _computed(store)
-    for shared in ("toy/", "detect/", "verify/", "sets/toy_core17/msm/64/"):
+    for shared in ("toy/", "detect/", "verify/", "build/toy_core17/msm/64/"):
         assert sum(c.startswith(shared) for c in computed) == 1, (shared, computed)
     for seed in (1, 2):
-        assert sum(c.startswith(f"eval/toy_core17/msm/64/knrm/seed-{seed}/") for c in computed) == 1
+        assert sum(c.startswith(f"evaluate/toy_core17/msm/64/knrm/seed-{seed}/") for c in computed) == 1
 
     done = _status(cluster, store, "64", "1,2")
     assert done.returncode == 0, done.stdout[-3000:]
@@ -138,7 +138,7 @@ def test_cells_finish_a_failing_cell_fails_and_shared_artifacts_are_computed_onc
 
 
 def _eval_done(store, size, seed) -> bool:
-    return any(c.startswith(f"eval/toy_core17/msm/{size}/knrm/seed-{seed}/") for c in _computed(store))
+    return any(c.startswith(f"evaluate/toy_core17/msm/{size}/knrm/seed-{seed}/") for c in _computed(store))
 
 
 def test_a_cancelled_cell_resumes_and_nothing_finished_is_recomputed(cluster, store):

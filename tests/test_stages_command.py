@@ -30,12 +30,12 @@ def test_every_stage_is_listed_in_registry_order_with_its_version_and_module(dem
     assert not store.exists()
 
 
-def test_train_reads_the_model_sections_and_the_sets_and_tokens(demo):
+def test_train_reads_the_model_sections_and_the_training_set_and_tokens(demo):
     cfg, _, infos, _ = demo
     t = {s.name: s for s in infos}["train"]
     assert t.module == "leakexp.stages.train" and t.version == train.TRAIN.version and t.stored
     assert t.reads == tuple(sorted({*(f"models.{m}" for m in cfg.grid.models), "train"}))
-    assert t.inputs == ("df", "sets", "t5vocab", "tokens")
+    assert t.inputs == ("build", "df", "t5vocab", "tokens")
 
 
 def test_the_listing_is_what_the_runner_keys(demo):
@@ -62,7 +62,7 @@ def test_the_svg_draws_one_node_per_stage_and_one_arrow_per_input(demo, tmp_path
     expected = {(b.stage, a.stage) for a in demo_asks(cfg, r) for b in r.direct(a)}
     assert _svg_ids(path, "stage:") == {s.name for s in STAGES}
     assert {tuple(e.split(":")) for e in _svg_ids(path, "edge:")} == expected
-    assert ("sets", "train") in expected and ("tokens", "train") in expected and ("embed", "audit") in expected
+    assert ("build", "train") in expected and ("tokens", "train") in expected and ("embed", "audit") in expected
     assert len(expected) == 81
 
 
@@ -71,7 +71,7 @@ def test_layers_follow_the_inputs(demo):
     g = overview.stage_graph(demo[2])
     assert all(g.nodes[u]["layer"] < g.nodes[v]["layer"] for u, v in g.edges)
     assert g.nodes["toy"]["layer"] == 0 and g.nodes["pool"]["layer"] == 1
-    assert max(d["layer"] for _, d in g.nodes(data=True)) == g.nodes["eval"]["layer"]
+    assert max(d["layer"] for _, d in g.nodes(data=True)) == g.nodes["evaluate"]["layer"]
 
 
 def test_the_command_marks_unused_stages_and_writes_a_png(tmp_path, capsys):

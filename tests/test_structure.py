@@ -64,7 +64,7 @@ def _stage_modules() -> set[str]:
 def test_stages_import_neither_runner_nor_writers_and_config_imports_no_stage():
     g = import_graph()
     stage_modules = _stage_modules()
-    assert {"leakexp.stages.sets", "leakexp.stages.train", "leakexp.stages.memorization", "leakexp.stages.robustness"} <= stage_modules
+    assert {"leakexp.stages.build", "leakexp.stages.train", "leakexp.stages.memorization", "leakexp.stages.robustness"} <= stage_modules
     # ``report`` is the format library (Markdown, LaTeX, CSV writers) that any report-writing capability may
     # use, e.g. the graph audit; the table assemblers that read the grid's artifacts sit above every stage
     above = {"leakexp.runner.pipeline", "leakexp.grid.registry", "leakexp.grid.work", "leakexp.tables.paper", "leakexp.tables.memorization", "leakexp.tables.robustness", "leakexp.cli.commands", "leakexp.cli.main", "leakexp.runner.lineage",
@@ -87,7 +87,7 @@ def test_the_runner_names_no_stage_and_stays_small():
 FOLDERS = ("cli", "tables", "grid", "stages", "toolkit", "models", "lib", "data", "runner")
 # modules that hold several stages, named after their family (every other stage is in stages/<its name>.py)
 FAMILIES = {"sources": {"toy", "pool", "collection"}, "detect": {"embed", "detect"}, "verify": {"verify", "leaks"},
-            "sets": {"fillers", "negatives", "sets"}}
+            "build": {"fillers", "negatives", "build"}}
 
 
 def _folder(module: str) -> str:
@@ -108,7 +108,7 @@ def test_every_module_is_in_a_folder_and_folders_import_one_way():
 def test_a_stage_is_found_by_its_name():
     for stage in STAGES:
         folder, _, module = stage.module.removeprefix("leakexp.").partition(".")
-        family = stage.name.split("/")[0]  # robustness/query-attack is in stages/robustness.py
+        family = stage.name.split("/")[0].replace("-", "_")  # robustness/query-attack: stages/robustness.py
         assert folder == "stages" and (module == family or stage.name in FAMILIES.get(module, ())), \
             (stage.name, stage.module)
 

@@ -178,7 +178,7 @@ def test_verify_prints_table_2a_counts_and_keeps_the_topic_of_a_query_leaking_tw
     leaks = r.get(Ask.of("leaks", corpus="toy_robust"))
     twice = leaks[leaks.duplicated(["source", "qid"], keep=False)]
     assert sorted(twice.topic_qid) == ["311", "323"] and "323" in set(leaks.topic_qid)
-    sets = [pd.read_parquet(r.ensure(Ask.of("sets", corpus="toy_robust", leakage="msm", size=s)) / "instances.parquet")
+    sets = [pd.read_parquet(r.ensure(Ask.of("build", corpus="toy_robust", leakage="msm", size=s)) / "instances.parquet")
             for s in small_cfg.grid.sizes]
     for f in sets:  # drawn once as a training query
         assert not f[f.origin == "msm-leak"].duplicated(["source", "qid", "label"]).any()

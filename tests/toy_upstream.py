@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 TOY_600 = "data.queries_per_source=600"
-STAGES = ("toy", "embed", "detect", "verify", "docstats", "index", "negatives", "firststage")
+STAGES = ("toy", "embed", "detect", "verify", "corpus-stats", "index", "negatives", "firststage")
 
 
 def build(store: Path) -> None:
@@ -30,7 +30,7 @@ def build(store: Path) -> None:
 
     cfg = compose([f"store={store}", TOY_600, "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]"])
     r = runner(cfg)
-    asks = [a for row in shared_asks(cfg, r).values() for a in row] + [c.ask("sets") for c in grid_cells(cfg)]
+    asks = [a for row in shared_asks(cfg, r).values() for a in row] + [c.ask("build") for c in grid_cells(cfg)]
     for ask in asks:
         for up in r.upstream(ask):
             if up.stage in STAGES and r.stage(up).stored:

@@ -24,13 +24,13 @@ from leakexp.grid import overview
 from leakexp.stages import detect as d, memorization, robustness
 from leakexp.toolkit import annotations
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
-from leakexp.stages.docstats import corpus_stats
+from leakexp.stages.corpus_stats import corpus_stats
 from leakexp.stages.firststage import first_stage_file
 from leakexp.data.judgments import run_path
 from leakexp.grid.work import (cell_workers, complete, grid_jobs, grid_status, lineage, needed_indexes, render_status,
                                   run_cell, run_job, run_job_in_worker, scheduler_notes)
 from leakexp.grid.registry import runner, unmet_requirements
-from leakexp.stages.sets import check_size
+from leakexp.stages.build import check_size
 from leakexp.lib.training_sets import export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
 from leakexp.tables.paper import tables_dir, write_table1, write_table2, write_tables
@@ -199,7 +199,7 @@ def cmd_detect(overrides: list[str]) -> int:
 
 
 def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None = None) -> int:
-    if why:  # `--why sets train corpus=...`: the overrides after the stage names are overrides all the same
+    if why:  # `--why build train corpus=...`: the overrides after the stage names are overrides all the same
         overrides = [*overrides, *(w for w in why if "=" in w)]
         why = [w for w in why if "=" not in w]
     cfg = compose(overrides)
@@ -402,7 +402,7 @@ def cmd_build(overrides: list[str], export: bool = False) -> int:
     for corpus in cfg.grid.corpora:
         for leakage in cfg.grid.leakages:
             for size in cfg.grid.sizes:
-                path = r.ensure(Cell(corpus, leakage, int(size), "", 0).ask("sets"))
+                path = r.ensure(Cell(corpus, leakage, int(size), "", 0).ask("build"))
                 m = read_json(path / "manifest.json")
                 row = {"corpus": corpus, "leakage": leakage, "size": int(size), "instances": m["instances"],
                        "leaked": m["leaked_instances"], "ratio": float(m["leakage_ratio"])}

@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             sp.add_argument("--verify", action="store_true",
                             help="also re-read every finished artifact's files against their recorded checksums")
             sp.add_argument("--why", nargs="+", metavar="STAGE", help="what made the key of the cell's artifacts of "
-                            "these stages (e.g. sets train) and, for a stale one, which values or inputs differ")
+                            "these stages (e.g. build train) and, for a stale one, which values or inputs differ")
     fetch_help = ("download what the configured grid reads and is public (the pinned Hugging Face models, GloVe 6B, "
                   "the SPIRE-22 annotations and runs, ir_datasets' public files), then list what cannot be fetched "
                   "and where to place it")

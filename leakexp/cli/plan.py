@@ -18,7 +18,7 @@ from leakexp.runner.config import model_plan, resolved_model_config
 from leakexp.runner.stage import Ask
 from leakexp.stages import robustness as rb
 from leakexp.stages.cell import grid_cells, rerank_params
-from leakexp.stages.sets import NEGATIVES_CHUNK
+from leakexp.stages.build import NEGATIVES_CHUNK
 from leakexp.lib.trainer import TrainConfig
 
 SBERT_DIM = {"bundled": 384, "sentence-transformers/paraphrase-MiniLM-L6-v2": 384}
@@ -86,7 +86,7 @@ def distinct_jobs(cfg: DictConfig, runner) -> dict[str, tuple[int, list]]:
     sets and models are one for every corpus). Computes nothing and needs no data."""
     cells = grid_cells(cfg)
     out = {}
-    for stage, label in (("sets", "training sets"), ("train", "train"), ("rerank", "rerank"), ("eval", "evaluate")):
+    for stage, label in (("build", "training sets"), ("train", "train"), ("rerank", "rerank"), ("evaluate", "evaluate")):
         asks = [c.ask(stage) for c in cells]
         out[label] = (len(set(asks)), list(dict.fromkeys(runner.normal(a) for a in asks)))
     # each document a model reads, encoded once per (model, training set) and (model, first-stage run)

@@ -20,19 +20,19 @@ from leakexp.runner.schema import check_files, check_sections, validate
 from leakexp.runner.stage import ConfigError
 from leakexp.runner.store import Store
 from leakexp.grid import fetch
-from leakexp.stages import (audit, cell, detect, df, docstats, eval as evaluation, firststage, graph, index,
-                            memorization, rerank, robustness, sets, sources, t5vocab, tokens, train, verify)
+from leakexp.stages import (audit, build, cell, corpus_stats, detect, df, evaluate, firststage, graph, index,
+                            memorization, rerank, robustness, sources, t5vocab, tokens, train, verify)
 from leakexp.lib.trainer import PrecisionSettings, TrainBudget, configure_precision, resolve_device
 from leakexp.models import MODEL_SETTINGS
 
 STAGES = (
-    sources.TOY, sources.POOL, sources.COLLECTION, docstats.DOCSTATS,
+    sources.TOY, sources.POOL, sources.COLLECTION, corpus_stats.CORPUS_STATS,
     index.INDEX, firststage.FIRST_STAGE,
     detect.EMBED, detect.DETECT,
     verify.VERIFY, verify.LEAKS,
-    sets.FILLERS, sets.NEGATIVES, sets.SET,
+    build.FILLERS, build.NEGATIVES, build.BUILD,
     df.DF, t5vocab.T5_VOCAB, tokens.TOKENS,
-    train.TRAIN, rerank.RERANK, evaluation.EVAL,
+    train.TRAIN, rerank.RERANK, evaluate.EVALUATE,
     memorization.MEMORIZATION,
     *robustness.ROBUSTNESS_STAGES,
     audit.PAIR_AUDIT, graph.GRAPH_DEMO,
@@ -43,8 +43,8 @@ STAGES = (
 SECTIONS = {
     "data": sources.DataSettings, "grid": cell.GridSettings, "leakage": cell.LeakageSettings,
     "train": TrainBudget, "precision": PrecisionSettings, "bm25": index.BM25Settings,
-    "detect": detect.DetectSettings, "verify": verify.VerifySettings, "build": sets.BuildSettings,
-    "rerank": rerank.RerankSettings, "evaluate": evaluation.EvaluateSettings,
+    "detect": detect.DetectSettings, "verify": verify.VerifySettings, "build": build.BuildSettings,
+    "rerank": rerank.RerankSettings, "evaluate": evaluate.EvaluateSettings,
     "memorization": memorization.MemorizationSettings, "robustness": robustness.RobustnessSettings,
     "plan": config.PlanSettings, "report": config.ReportSettings, "fetch": fetch.FetchSettings,
     "corpus": sources.CorpusSettings, "model": MODEL_SETTINGS,

@@ -86,12 +86,12 @@ def shared_asks(cfg: DictConfig, runner: Runner | None = None) -> dict[str, list
 
 def cell_asks(cfg: DictConfig, cells: list[Cell]) -> dict[str, list[Ask]]:
     """Per status row, the requests of the grid's cells (several cells may ask for one artifact)."""
-    rows: dict[str, list[Ask]] = {"sets": [c.ask("sets") for c in cells]}
+    rows: dict[str, list[Ask]] = {"build": [c.ask("build") for c in cells]}
     # documents encoded once per model: a training set's and a corpus's first-stage candidates
     rows["tokens"] = [a for c in cells for a in (
         Ask.of("tokens", docs="set", model=c.model, corpus=c.corpus, leakage=c.leakage, size=c.size),
         Ask.of("tokens", docs="run", model=c.model, corpus=c.corpus))]
-    for stage in ("train", "rerank", "eval"):
+    for stage in ("train", "rerank", "evaluate"):
         rows[stage] = [c.ask(stage) for c in cells]
     rows["memorize"] = [c.ask("memorization") for c in cells if memorization.wanted(cfg, c)]
     robust = robustness.robustness_cells(cfg) if cfg.robustness.get("enabled", False) else []
@@ -141,7 +141,7 @@ def scheduler_notes(cfg: DictConfig, runner: Runner | None = None) -> list[str]:
     pending = []
     for cell in grid_cells(cfg):
         try:
-            state = r.state(cell.ask("eval"))[0]
+            state = r.state(cell.ask("evaluate"))[0]
         except Exception:  # status reports why it cannot be keyed
             state = "missing"
         if state != "done":
@@ -152,7 +152,7 @@ def scheduler_notes(cfg: DictConfig, runner: Runner | None = None) -> list[str]:
 def run_cell(cfg: DictConfig, runner: Runner, cell: Cell) -> dict:
     """Everything one cell needs, computing only what the store lacks; returns its mean measures. A leaked
     cell's memorization is computed once it and its No-Leakage cell are both re-ranked."""
-    pq = runner.get(cell.ask("eval"))
+    pq = runner.get(cell.ask("evaluate"))
     for leaked in memorization.ready_cells(cfg, runner, cell):
         runner.ensure(leaked.ask("memorization"))
     return {m: average(v, m, cfg.evaluate.mfr) for m, v in pq.groupby("measure").value}
@@ -228,7 +228,7 @@ def stored_results(runner: Runner, cells: list[Cell]):
 
     frames, states = [], {}
     for cell in cells:
-        state, path, _ = runner.state(cell.ask("eval"))
+        state, path, _ = runner.state(cell.ask("evaluate"))
         if state != "done":
             states[cell] = state
             continue
@@ -248,7 +248,7 @@ def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
     if unknown:
         raise ConfigError(f"status --why: no stage named {', '.join(unknown)}; stages: {', '.join(r.stages)}")
     lines = []
-    needed = r.upstream(cell.ask("eval"))  # the cell's artifacts and everything they read
+    needed = r.upstream(cell.ask("evaluate"))  # the cell's artifacts and everything they read
     for stage in stages:
         asks = [a for a in needed if a.stage == stage] or [cell.ask(stage)]  # e.g. memorization: below eval
         for ask in asks:

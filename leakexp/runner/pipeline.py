@@ -29,11 +29,11 @@ class Runner:
                  cuda: bool = False, schemas: Callable[[str], type] | None = None):
         self.settings, self.store, self.cuda, self.schemas = settings, store, cuda, schemas
         self.runtime, self.stages = dict(runtime or {}), {s.name: s for s in stages}
-        self._values: dict[str, Any] = {}  # what ``get`` returned; _sections: what ``section`` validated
-        self._ensured: set[tuple[Ask, bool]] = set()
+        self._values, self._ensured = {}, set()  # what ``get`` returned, what ``ensure`` checked (Ask, computed)
         # per ask, made once (status and plan key every artifact of the grid); _missing: see ``unavailable``
         self._normals, self._configs, self._inputs, self._records, self._keys, self._upstream, self._missing, \
             self._sections = {}, {}, {}, {}, {}, {}, {}, {}
+        self._folders = {s.name: store.folder(s.name, renamed_from=s.key_name) for s in self.stages.values()}
 
     def stage(self, ask: Ask) -> Stage:
         try:
@@ -65,7 +65,7 @@ class Runner:
             stage, config = self.stage(ask), self.config(ask)
             keys = {n: [self.key(a) for a in v] if isinstance(v, list) else self.key(v)
                     for n, v in self.inputs(ask).items()}
-            record = {"runner": RUNNER, "stage": stage.name, "version": stage.version, "params": ask.params,
+            record = {"runner": RUNNER, "stage": stage.key_name, "version": stage.version, "params": ask.params,
                       "config": config, "inputs": keys}
             if stage.external is not None:
                 record["external"] = stage.external(ask.params, config)
@@ -84,7 +84,7 @@ class Runner:
         if not stage.stored:  # an in-process value
             return None
         parts = stage.path(ask.params, self.config(ask)) if stage.path else ask.params.values()
-        return self.store.path(stage.name, *parts, self.key(ask)[:KEY_LENGTH])
+        return self.store.path(self._folders[stage.name], *parts, self.key(ask)[:KEY_LENGTH])
 
     def direct(self, ask: Ask) -> list[Ask]:
         return [b for v in self.inputs(ask).values() for b in (v if isinstance(v, list) else [v])]

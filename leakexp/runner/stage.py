@@ -174,6 +174,8 @@ class Stage:
     - ``require(cfg)``: what computing it needs from outside the store and the settings (annotation files, models in
       the Hugging Face cache), checked before any work by commands that compute it; read-only commands (status,
       plan) skip it.
+    - ``keyed_as``: the name a renamed stage had when its first artifacts were keyed: its keys hash that name, so a
+      store made before the rename keeps its artifacts (a runner that may write moves the old folder once).
     """
 
     name: str
@@ -192,6 +194,7 @@ class Stage:
     check: Callable[[Any], None] | None = None
     require: Callable[[Any], None] | None = None
     describe: str = ""
+    keyed_as: str = ""
     module: str = field(default="", compare=False)  # where it is declared (filled in); never part of a key
 
     def __post_init__(self):
@@ -199,6 +202,11 @@ class Stage:
             raise ValueError(f"stage {self.name}: give exactly one of compute (stored) or value (in-process)")
         if not self.module:  # the module whose code called Stage(...): dataclass __init__ -> __post_init__
             object.__setattr__(self, "module", sys._getframe(2).f_globals.get("__name__", ""))
+
+    @property
+    def key_name(self) -> str:
+        """The name its keys hash: its own, or the one it had when its first artifacts were keyed."""
+        return self.keyed_as or self.name
 
     @property
     def stored(self) -> bool:

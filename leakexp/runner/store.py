@@ -136,6 +136,7 @@ class Store:
 
     def __init__(self, root: str | os.PathLike, *, create: bool = True):
         self.root = Path(root).expanduser().resolve()
+        self.read_only = not create  # a command that only reads (status, plan, tables) changes nothing in it
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"the store {self.root} is a file, not a directory; point LEAKEXP_STORE (or store=) "
                              "at a directory")
@@ -148,6 +149,20 @@ class Store:
 
     def path(self, *parts: Any) -> Path:
         return self.root.joinpath(*(str(p) for p in parts))
+
+    def folder(self, name: str, *, renamed_from: str) -> str:
+        """The folder of a stage named ``name``, once named ``renamed_from`` (``Stage.keyed_as``): the old folder is
+        moved to the new name once by a store that may write, and read where it is by one that may not."""
+        old, new = self.path(renamed_from), self.path(name)
+        if renamed_from == name or new.exists() or not old.is_dir():
+            return name
+        if self.read_only or not self.writable():
+            return renamed_from
+        try:
+            old.rename(new)
+        except OSError:  # another worker moved it first, or the move is refused here
+            return name if new.exists() else renamed_from
+        return name
 
     def keyed(self, *parts: Any, config: Any) -> Path:
         """The path of the artifact ``parts`` made by ``config``: the readable parts, then the config hash."""

@@ -25,9 +25,9 @@ class Cell:
     seed: int
 
     def ask(self, stage: str, **extra) -> Ask:
-        """The request for this cell's artifact of ``stage`` (sets, train, rerank, eval, memorization, ...)."""
+        """The request for this cell's artifact of ``stage`` (build, train, rerank, evaluate, memorization, ...)."""
         params = dataclasses.asdict(self)
-        if stage == "sets":
+        if stage == "build":
             params = {k: params[k] for k in ("corpus", "leakage", "size")}
         return Ask.of(stage, **params, **extra)
 

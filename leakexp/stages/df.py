@@ -9,7 +9,7 @@ from pathlib import Path
 
 from leakexp.models.capreolus import IdfTable
 from leakexp.runner.stage import Ask, Context, Stage
-from leakexp.stages.docstats import docstats_input, stats_figures
+from leakexp.stages.corpus_stats import corpus_stats_input, stats_figures
 
 
 def _df(ctx: Context, tmp: Path) -> dict:
@@ -24,7 +24,7 @@ def _df(ctx: Context, tmp: Path) -> dict:
 DF = Stage(
     "df", version=1,  # the analyzer is part of the table (TOKENIZER_VERSION, checked when it is loaded)
     inputs=lambda p, c: {"docs": Ask.of("pool") if p["name"] == "train" else Ask.of("collection", corpus=p["name"]),
-                         "stats": docstats_input(p["name"])},
+                         "stats": corpus_stats_input(p["name"])},
     compute=_df, opener=lambda path: IdfTable.load(path / "df.parquet"),
     describe="document frequencies of a collection (name=train: the training pool), the idf KNRM/PACRR/DUET read",
 )

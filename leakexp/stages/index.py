@@ -18,7 +18,7 @@ from leakexp.lib.bm25 import (ANSERINI_VERSION, JavaMissing, anserini_jar, check
                               write_trec_index)
 from leakexp.runner.schema import Fraction, NonNegativeFloat, PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
-from leakexp.stages.docstats import docstats_input, stats_figures
+from leakexp.stages.corpus_stats import corpus_stats_input, stats_figures
 
 log = logging.getLogger(__name__)
 BM25 = ("bm25.k1", "bm25.b", "bm25.stemmer", "bm25.stopwords", "bm25.backend")
@@ -99,7 +99,7 @@ def check_bm25(cfg) -> None:
 INDEX = Stage(
     # 2: leakexp's own analysis (analyze(), for stemmer=porter); 3: Lucene's Porter (bli->ble, logi->log), backend
     "index", version=3,
-    reads=_reads, inputs=lambda p, c: {"docs": _docs_input(p["name"]), "stats": docstats_input(p["name"])},
+    reads=_reads, inputs=lambda p, c: {"docs": _docs_input(p["name"]), "stats": corpus_stats_input(p["name"])},
     compute=_index, check=check_bm25,
     external=index_identity,
     describe="BM25 index (PISA or Anserini, bm25.backend) of a test collection or of the training pool (name=train)",

@@ -95,7 +95,7 @@ def _inputs(p: dict, c) -> dict:
     """The leaked cell's training set, both models and their re-rankings of the corpus (with and without
     leakage), the collection (query texts), the idf the models read, and for MSM the verified leaks."""
     without = {**p, "leakage": "none"}
-    inputs = {"set": Ask.of("sets", **set_params(p)),
+    inputs = {"set": Ask.of("build", **set_params(p)),
               "model-with": Ask.of("train", **train_params(p)), "model-without": Ask.of("train", **train_params(without)),
               "run-with": Ask.of("rerank", **rerank_params(p)), "run-without": Ask.of("rerank", **rerank_params(without)),
               "collection": Ask.of("collection", corpus=p["corpus"])}

@@ -86,8 +86,8 @@ def _collection(ctx: Context) -> Collection:
     return collection_source(corpus).collection(corpus, ctx.settings("data").dump(), _toy_dir(ctx))
 
 
-# What a corpus's config holds beyond its collection: the leak counts of its training sets (the sets stage reads
-# them) and the documents check (the docstats stage reads it, for the pool in data.*): changing them must not re-key
+# What a corpus's config holds beyond its collection: the leak counts of its training sets (the build stage reads
+# them) and the documents check (the corpus-stats stage reads it, for the pool in data.*): changing them must not re-key
 # the collection or the pool, and with them detection, verification and every training set and model.
 DOCUMENTS_CHECK = ("documents", "accept_short_documents", "accept_duplicate_docnos")
 NOT_THE_COLLECTION = ("fixed_leak_queries", "test_leak_queries", *DOCUMENTS_CHECK)
@@ -130,7 +130,7 @@ COLLECTION = Stage(
 )
 
 
-# The kind of a collection's documents: it sets the shortest plausible median document (leakexp.stages.docstats);
+# The kind of a collection's documents: it sets the shortest plausible median document (leakexp.stages.corpus_stats);
 # accept_short_documents / accept_duplicate_docnos let a run go on with a corpus that fails that check, on purpose.
 DocumentKind = Literal["news", "web", "passages"]
 

@@ -11,7 +11,7 @@ from leakexp.models.tokens import Tokens
 from leakexp.models.vectors import VECTORS_CACHE_FORMAT
 from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.stages.cell import set_params
-from leakexp.stages.docstats import docstats_input
+from leakexp.stages.corpus_stats import corpus_stats_input
 
 
 def encoding_settings(config, model: str) -> dict:
@@ -29,10 +29,10 @@ def _reads(p: dict, cuda: bool) -> list[str]:
 
 def _inputs(p: dict, c) -> dict:
     if p["docs"] == "set":
-        inputs = {"set": Ask.of("sets", **set_params(p))}
+        inputs = {"set": Ask.of("build", **set_params(p))}
     else:
         inputs = {"run": Ask.of("firststage", corpus=p["corpus"]), "collection": Ask.of("collection", corpus=p["corpus"]),
-                  "stats": docstats_input(p["corpus"])}  # the corpus passed its check before its documents are read
+                  "stats": corpus_stats_input(p["corpus"])}  # the corpus passed its check before its documents are read
     if _embedded(c, p["model"]):
         inputs["vocab"] = Ask.of("t5vocab")
     return inputs

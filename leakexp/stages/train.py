@@ -35,7 +35,7 @@ def _train_reads(p: dict, cuda: bool) -> list[str]:
 
 
 def _train_inputs(p: dict, c) -> dict:
-    inputs = {"set": Ask.of("sets", **set_params(p)), "tokens": Ask.of("tokens", docs="set", model=p["model"],
+    inputs = {"set": Ask.of("build", **set_params(p)), "tokens": Ask.of("tokens", docs="set", model=p["model"],
                                                                         **set_params(p))}
     if reads_idf(c, p["model"]):  # the training documents' collection (Capreolus reads the index at hand)
         inputs["df"] = Ask.of("df", name="train")

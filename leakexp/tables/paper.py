@@ -373,7 +373,7 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
             f"{first_stage_caption(cfg, corpus)}." + trained + core_test_leak_note(cfg, [corpus])
         )
         left_out = sorted({q for c in cells if c.corpus == corpus and c not in states
-                           for q in runner.store.marker(runner.path(c.ask("eval"))).figures.get("without_relevant", [])})
+                           for q in runner.store.marker(runner.path(c.ask("evaluate"))).figures.get("without_relevant", [])})
         caption += (" " + no_relevant_note(left_out, e.get("no_relevant", "skip")) + "." if left_out else "")
         caption += incomplete_note(states, corpus)
         table, marks, notes = cv_table(rows, models)

@@ -2,7 +2,7 @@
 
 A corpus read wrongly does not fail: it reaches the models almost empty (WaPo through ir_datasets' default text kept
 10 words of a 302-word article) or with documents under one id twice, and every number downstream is quietly wrong.
-The figures here are cheap to compute in one pass and make that visible: the ``docstats`` stage computes them before
+The figures here are cheap to compute in one pass and make that visible: the ``corpus-stats`` stage computes them before
 any index, idf table, token array or training set reads a corpus's documents, and stops the run on an implausible
 corpus; ``leakexp corpus-stats`` prints them.
 """
@@ -95,7 +95,7 @@ def check_documents(name: str, figures: Mapping, settings: Mapping) -> None:
             f"{where}.documents to the right kind or accept it on purpose with {where}.accept_short_documents=true")
 
 
-# -- the docstats stage -------------------------------------------------------------------------------------------
+# -- the corpus-stats stage ---------------------------------------------------------------------------------------
 CHECK_KEYS = ("documents", "accept_short_documents", "accept_duplicate_docnos")
 
 
@@ -116,7 +116,7 @@ def check_settings(c: Config, name: str) -> dict:
     return {k: c.at(f"{_section(name)}.{k}") for k in CHECK_KEYS}
 
 
-def _docstats(ctx: Context, tmp: Path) -> dict:
+def _corpus_stats(ctx: Context, tmp: Path) -> dict:
     name = ctx.params["name"]
     figures = document_figures(ctx.inputs["docs"].docs)
     (tmp / "stats.json").write_text(json.dumps(figures, indent=1))
@@ -125,17 +125,18 @@ def _docstats(ctx: Context, tmp: Path) -> dict:
     return {k: figures[k] for k in FIGURES}
 
 
-DOCSTATS = Stage(
-    "docstats", version=1, reads=_reads, inputs=lambda p, c: {"docs": _docs_input(p["name"])}, compute=_docstats,
+CORPUS_STATS = Stage(
+    "corpus-stats", version=1, keyed_as="docstats", reads=_reads, inputs=lambda p, c: {"docs": _docs_input(p["name"])},
+    compute=_corpus_stats,
     opener=lambda path: json.loads((path / "stats.json").read_text()),
     describe="documents, median words, empty documents and repeated ids of a collection (name=train: the training "
              "pool), checked before anything reads its documents",
 )
 
 
-def docstats_input(name: str) -> Ask:
+def corpus_stats_input(name: str) -> Ask:
     """What a stage that reads the documents of ``name`` asks for first (its check, and the figures it records)."""
-    return Ask.of("docstats", name=name)
+    return Ask.of("corpus-stats", name=name)
 
 
 def stats_figures(figures: Mapping) -> dict:

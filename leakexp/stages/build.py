@@ -1,4 +1,4 @@
-"""The ``fillers``, ``negatives`` and ``sets`` stages: the controlled-leakage training sets of the grid (paper,
+"""The ``fillers``, ``negatives`` and ``build`` stages: the controlled-leakage training sets of the grid (paper,
 Section 4, "Training Datasets"), built by ``leakexp.lib.training_sets`` from the training pool, the verified leaks
 and BM25 negatives."""
 
@@ -18,7 +18,7 @@ from leakexp.runner.schema import NonNegativeInt, PositiveInt, Section
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.stages.cell import set_params
 from leakexp.stages.detect import above_threshold
-from leakexp.stages.docstats import docstats_input
+from leakexp.stages.corpus_stats import corpus_stats_input
 from leakexp.stages.index import bm25_options
 
 from leakexp.lib.training_sets import filler_order, query_key, split_query_key, Negatives, excluded_queries, build_set, write_set
@@ -110,7 +110,7 @@ def _set_inputs(p: dict, c: Config) -> dict:
         inputs["negatives"].append(Ask.of("negatives", part="leaks"))
     if p["leakage"] == "test":
         inputs["collection"] = Ask.of("collection", corpus=p["corpus"])
-        inputs["stats"] = docstats_input(p["corpus"])  # the corpus passed its check before its documents are read
+        inputs["stats"] = corpus_stats_input(p["corpus"])  # the corpus passed its check before its documents are read
     return inputs
 
 
@@ -182,8 +182,8 @@ def check_grid_sizes(cfg) -> None:
                 check_size(cfg, corpus, leakage, size, f"grid.sizes has {size}")
 
 
-SET = Stage(
-    "sets", version=1, reads=_set_reads, inputs=_set_inputs, compute=_set, normalise=set_params,
+BUILD = Stage(
+    "build", version=1, keyed_as="sets", reads=_set_reads, inputs=_set_inputs, compute=_set, normalise=set_params,
     check=check_grid_sizes,
     describe="a controlled-leakage training set (corpus x leakage type x size)",
 )

@@ -1,4 +1,4 @@
-"""The ``eval`` stage: a cell's re-ranked run scored per query (nDCG@10, P@1, MFR; ``leakexp.lib.measures``).
+"""The ``evaluate`` stage: a cell's re-ranked run scored per query (nDCG@10, P@1, MFR; ``leakexp.lib.measures``).
 
 Topics without a relevant judgment (Robust04 topic 672 has none): every ranking scores 0 on nDCG and P@1
 and has no first relevant rank, so such a topic says nothing about a re-ranker. By default
@@ -55,8 +55,8 @@ def _eval_inputs(p: dict, c) -> dict:
     return {"run": Ask.of("rerank", **rerank_params(p)), "collection": Ask.of("collection", corpus=p["target"])}
 
 
-EVAL = Stage(
-    "eval", version=2,
+EVALUATE = Stage(
+    "evaluate", version=2, keyed_as="eval",
     reads=("evaluate.measures", "evaluate.mfr_missing", "evaluate.no_relevant", "rerank.depth"),
     inputs=_eval_inputs, compute=_evaluate, normalise=rerank_params, path=lambda p, c: rerank_path(p),
     opener=lambda path: pd.read_parquet(path / "perquery.parquet"), check=check_evaluation,
