@@ -195,7 +195,10 @@ def test_status_why_names_the_setting_that_made_a_stored_set_stale(small_run, sm
     assert out.startswith("build/toy_core17/msm/256: key ") and "train/" in out
     assert 'bm25.stemmer: "porter2" -> "porter"' in out  # found through the negatives' input, upstream
     assert main(["status", *base, "--why", "build"]) == 0  # the stored set is this configuration's: nothing differs
-    assert "differs" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "differs" not in out
+    assert main(["status", *base, "--why", "sets"]) == 0  # the stage's name before the rename still answers
+    assert capsys.readouterr().out == out
     assert main(["status", *base, "--why", "bogus"]) == 2
     assert "no stage named bogus" in capsys.readouterr().err
 

@@ -244,13 +244,15 @@ def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
     """``status --why``: for the configured cell's artifact of each named stage, what made its key and, where
     only other configurations' artifacts are stored, which values and inputs differ."""
     r, cell = make_runner(cfg, readonly=True), cell_from_config(cfg)
+    renamed = {s.keyed_as: s.name for s in r.stages.values() if s.keyed_as}  # an old name still answers (eval)
+    stages = [renamed.get(s, s) for s in stages]
     unknown = [s for s in stages if s not in r.stages]
     if unknown:
         raise ConfigError(f"status --why: no stage named {', '.join(unknown)}; stages: {', '.join(r.stages)}")
     lines = []
     needed = r.upstream(cell.ask("evaluate"))  # the cell's artifacts and everything they read
     for stage in stages:
-        asks = [a for a in needed if a.stage == stage] or [cell.ask(stage)]  # e.g. memorization: below eval
+        asks = [a for a in needed if a.stage == stage] or [cell.ask(stage)]  # e.g. memorization: below evaluate
         for ask in asks:
             lines += [*why(r, ask), ""]
     return lines
