@@ -38,22 +38,23 @@ def bench_detect(root: Path) -> None:
 
     cfg = compose([f"store={root / 'detect'}", "data.queries_per_source=5000"])
     r = runner(cfg)
+    detect = r.settings.detect
     pool = r.get(Ask.of("pool"))
-    collections = [r.get(Ask.of("collection", corpus=c)) for c in cfg.data.corpora]
-    load_sbert(cfg.detect.sbert)  # warm the file cache for both timings
+    collections = [r.get(Ask.of("collection", corpus=c)) for c in r.settings.data.corpora]
+    load_sbert(detect.sbert)  # warm the file cache for both timings
     texts = pool.queries.text.tolist()
-    topics = topic_fields(collections, list(cfg.detect.fields)).text.tolist()
+    topics = topic_fields(collections, list(detect.fields)).text.tolist()
 
     start = time.perf_counter()
-    model = load_sbert(cfg.detect.sbert)
-    q = {s: model.encode(pool.queries[pool.queries.source == s].text.tolist(), batch_size=int(cfg.detect.batch_size),
+    model = load_sbert(detect.sbert)
+    q = {s: model.encode(pool.queries[pool.queries.source == s].text.tolist(), batch_size=detect.batch_size,
                          normalize_embeddings=True, convert_to_numpy=True) for s in ("msmarco", "orcas")}
-    t = model.encode(topics, batch_size=int(cfg.detect.batch_size), normalize_embeddings=True, convert_to_numpy=True)
+    t = model.encode(topics, batch_size=detect.batch_size, normalize_embeddings=True, convert_to_numpy=True)
     search_start = time.perf_counter()
     for emb in q.values():
         index = faiss.IndexFlatIP(emb.shape[1])
         index.add(np.ascontiguousarray(emb, dtype=np.float32))
-        index.search(np.ascontiguousarray(t, dtype=np.float32), int(cfg.detect.k))
+        index.search(np.ascontiguousarray(t, dtype=np.float32), detect.k)
     bare_search = time.perf_counter() - search_start
     bare = time.perf_counter() - start
 
@@ -87,7 +88,8 @@ def bench_build(root: Path) -> None:
     index = r.ensure(Ask.of("index", name="train"))
     r.ensure(Ask.of("detect")), r.get(Ask.of("verify"))  # upstream stages are not the builder's cost
     sets = list(dict.fromkeys(r.normal(Ask.of("build", corpus=c, leakage=l, size=int(s)))
-                              for c in cfg.grid.corpora for l in cfg.grid.leakages for s in cfg.grid.sizes))
+                              for c in r.settings.grid.corpora for l in r.settings.grid.leakages
+                              for s in r.settings.grid.sizes))
     negatives = list(dict.fromkeys(a for s in sets for a in r.inputs(s)["negatives"]))
     start = time.perf_counter()
     for a in negatives:  # the fillers (an in-process value) with the first; each chunk once, shared by the sets
@@ -324,7 +326,7 @@ def bench_monot5(root: Path) -> None:
     coll = r.get(Ask.of("collection", corpus="toy_robust"))
     docs = list(coll.docs)
     rng = np.random.default_rng(0)
-    topics = [t for c in cfg.data.corpora for t in r.get(Ask.of("collection", corpus=c)).topics.values()]
+    topics = [t for c in r.settings.data.corpora for t in r.get(Ask.of("collection", corpus=c)).topics.values()]
     queries = list(dict.fromkeys([t.title for t in topics] + [v for t in topics for v in t.variants]))[:50]
     rows = []
     for i, q in enumerate(queries):
@@ -743,7 +745,7 @@ def bench_gpu(root: Path) -> None:
     from leakexp.runner.store import atomic_write_json
     from leakexp.lib.trainer import PairBatches, TrainConfig, batch_loss, configure_precision, loader_workers, pairs_of, set_seed, train
 
-    configure_precision({"matmul": "highest"})
+    configure_precision("highest")
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
     device_name = torch.cuda.get_device_name(0) if on_gpu else "cpu"
     peak = peak_tflops(device_name) if on_gpu else None

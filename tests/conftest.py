@@ -112,8 +112,8 @@ def small_run(small_cfg):
     from leakexp.tables.paper import write_tables
 
     r = runner(small_cfg)
-    cells = grid_cells(small_cfg)
-    means = {c: run_cell(small_cfg, r, c) for c in cells}
+    cells = grid_cells(r.settings)
+    means = {c: run_cell(r, c) for c in cells}
     return r, cells, means, write_tables(small_cfg, r)
 
 

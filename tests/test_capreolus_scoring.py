@@ -113,14 +113,15 @@ def test_experiment_paper_scores_capreolus_models_in_float16_on_unit_vectors(tmp
 
 
 def test_captions_say_which_models_scores_are_rounded_and_read_unit_vectors(tmp_path, monkeypatch):
+    from leakexp.grid.registry import settings_of
     from leakexp.tables.captions import recipe_note
 
-    paper = compose([f"store={tmp_path}", *paper_env(tmp_path, monkeypatch)])
+    paper = settings_of(compose([f"store={tmp_path}", *paper_env(tmp_path, monkeypatch)]))
     note = recipe_note(paper, ["monot5", "knrm", "pacrr", "duet"])
     assert "Scores of KNRM, PACRR, Duet are rounded to float16 before ranking" in note
     assert "KNRM, PACRR, Duet read GloVe rows at unit length" in note
     assert "float16" not in recipe_note(paper, ["monot5"])
-    demo = compose([f"store={tmp_path}"])
+    demo = settings_of(compose([f"store={tmp_path}"]))
     assert "float16" not in recipe_note(demo, ["knrm", "duet"]) and "unit length" not in recipe_note(demo, ["knrm"])
 
 

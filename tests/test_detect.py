@@ -173,7 +173,8 @@ def test_table1_caption_states_the_searched_fields(tmp_path):
     from leakexp.tables.paper import write_table1
 
     class Searched:  # the two runner requests Table 1 makes: the candidates and each corpus's collection
-        collections = dict(zip(["robust", "core"], _collections()))
+        # named as corpora of the configuration: the typed settings resolve every corpus of data.corpora
+        collections = dict(zip(["toy_robust", "toy_core17"], _collections()))
 
         def get(self, ask: Ask):
             if ask.stage == "detect":

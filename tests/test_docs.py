@@ -35,6 +35,7 @@ import pytest
 from conftest import paper_env
 
 from leakexp.cli.main import main
+from leakexp.grid.registry import settings_of
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "experiments/README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
@@ -431,7 +432,7 @@ def case_paper_cell(ctx: Ctx, command: str) -> None:
     from leakexp.stages.cell import cell_from_config
 
     cfg = checks_before_data([*words(command)[1:], *furnished_paper(ctx)])
-    assert str(cell_from_config(cfg)) == "robust04/msm/16000/monot5/seed-3"
+    assert str(cell_from_config(settings_of(cfg))) == "robust04/msm/16000/monot5/seed-3"
 
 
 def case_paper_compare_runs(ctx: Ctx, command: str) -> None:

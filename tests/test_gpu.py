@@ -162,7 +162,7 @@ def test_one_whole_cell_on_cuda(tmp_path):
     cfg = compose([f"store={tmp_path / 'store'}", f"device={DEVICE}", "data.queries_per_source=600",
                    "grid.sizes=[128]", "grid.seeds=[1]", "grid.models=[monot5]", "loader_workers=2"])
     r = runner(cfg)
-    means = run_cell(cfg, r, Cell("toy_robust", "msm", 128, "monot5", 1))
+    means = run_cell(r, Cell("toy_robust", "msm", 128, "monot5", 1))
     assert set(means) >= {"nDCG@10", "P@1"} and all(math.isfinite(v) for v in means.values())
 
 

@@ -6,6 +6,9 @@ list, so a setting that a stage reads without declaring it, or a key that misses
 
 from __future__ import annotations
 
+import types
+import typing
+
 import pytest
 from conftest import edited, paper_env
 from omegaconf import OmegaConf
@@ -17,6 +20,7 @@ from leakexp.runner.lineage import leaves as _leaves
 from leakexp.runner.pipeline import Runner
 from leakexp.grid.registry import STAGES, schema_of
 from leakexp.runner.store import Store
+from leakexp.grid.registry import settings_of
 
 
 def _runner(s: dict, store) -> Runner:
@@ -24,13 +28,58 @@ def _runner(s: dict, store) -> Runner:
 
 
 def _all_asks(cfg, runner) -> list:
-    cells = grid_cells(cfg)
-    asks = [a for rows in (shared_asks(cfg), cell_asks(cfg, cells)) for v in rows.values() for a in v]
+    cells = grid_cells(settings_of(cfg))
+    asks = [a for rows in (shared_asks(cfg), cell_asks(settings_of(cfg), cells)) for v in rows.values() for a in v]
     return list(dict.fromkeys(u for a in asks for u in runner.upstream(a)))
 
 
-def _changed(value):
-    """Another value of the same type (a list loses its last element, or its only element changes)."""
+def _annotation(leaf: str):
+    """The type the schemas give ``leaf`` (the cell's model: every model's schema), or None where none says."""
+    parts = leaf.split(".")
+    if parts[0] in ("model_overrides", "corpus_overrides"):  # per-name overrides of a model's or a corpus's file
+        parts = ["models" if parts[0] == "model_overrides" else "corpora", *parts[1:]]
+    width = 2 if parts[0] in ("models", "corpora") else 1
+    try:
+        schema = schema_of(".".join(parts[:width]))
+    except KeyError:
+        return None
+    if isinstance(schema, dict):  # the cell's model: the first model schema that has the leaf
+        return next((a for a in (_annotation(".".join(["models", n, *parts[1:]])) for n in schema) if a), None)
+    annotation = None
+    for part in parts[width:]:
+        field = getattr(schema, "model_fields", {}).get(part)
+        if field is None:
+            return None
+        annotation = field.annotation
+        schema = next((a for a in (typing.get_args(annotation) or (annotation,)) if hasattr(a, "model_fields")), None)
+    return annotation
+
+
+def _options(annotation) -> list:
+    """The alternatives of a type: the members of a Union, the values of a Literal, else the type itself."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return list(typing.get_args(annotation))
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [o for a in typing.get_args(annotation) for o in _options(a)]
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _options(typing.get_args(annotation)[0])
+    return [annotation]
+
+
+def _changed(value, leaf: str = ""):
+    """Another value the leaf's schema accepts: another of its named values (``Literal``), a value of its type for a
+    null, else another of the same type (a list loses its last element, or its only element changes)."""
+    options = _options(_annotation(leaf)) if leaf and not leaf.endswith(".name") else []
+    named = [o for o in options if isinstance(o, (str, int, float)) and not isinstance(o, bool) and o != value
+             and (value is None or type(o) is type(value))]
+    if named and (value is None or value in options):
+        return named[0]
+    if value is not None and value in options and type(None) in options:  # the only value it names: null instead
+        return None
+    if value is None:
+        for kind, new in ((float, 1.0), (int, 1), (bool, True), (str, "changed")):
+            if kind in options:
+                return new
     if isinstance(value, bool):
         return not value
     if isinstance(value, int):
@@ -92,9 +141,9 @@ def test_every_leaf_rekeys_exactly_its_readers(experiment, tmp_path, monkeypatch
             new = next(r for r in model_config(leaf.split(".")[-2]).recipes if r != value)
         elif isinstance(value, list) or OmegaConf.is_list(value):
             items = list(value)
-            new = items[:-1] if len(items) > 1 else [_changed(items[0]) if items else "changed"]
+            new = items[:-1] if len(items) > 1 else [_changed(items[0], leaf) if items else "changed"]
         else:
-            new = _changed(value)
+            new = _changed(value, leaf)
         try:
             with edited(cfg, leaf, new) as changed_cfg:
                 s = settings(changed_cfg)
@@ -132,7 +181,7 @@ def test_analysis_rekeys_training_sets_and_all_below(tmp_path):
     cfg = compose(["experiment=demo", f"store={tmp_path}"])
     other = compose(["experiment=demo", f"store={tmp_path}", "bm25.stemmer=porter"])
     a, b = _runner(settings(cfg), Store(tmp_path)), _runner(settings(other), Store(tmp_path))
-    cells = grid_cells(cfg)
+    cells = grid_cells(settings_of(cfg))
     for stage in ("build", "train", "rerank", "evaluate"):
         assert all(a.key(c.ask(stage)) != b.key(c.ask(stage)) for c in cells), stage
     assert a.key(cells[0].ask("build")) != b.key(cells[0].ask("build"))
@@ -141,12 +190,12 @@ def test_analysis_rekeys_training_sets_and_all_below(tmp_path):
 def test_no_leakage_work_is_shared_by_corpora(tmp_path):
     cfg = compose(["experiment=demo", f"store={tmp_path}"])
     r = _runner(settings(cfg), Store(tmp_path))
-    none = [c for c in grid_cells(cfg) if c.leakage == "none"]
+    none = [c for c in grid_cells(settings_of(cfg)) if c.leakage == "none"]
     by_corpus = {}
     for c in none:
         by_corpus.setdefault((c.size, c.model, c.seed), set()).add((r.path(c.ask("build")), r.path(c.ask("train"))))
     assert all(len(v) == 1 for v in by_corpus.values())
     # re-rankings stay per corpus, and leaked models stay per corpus
     assert len({r.path(c.ask("rerank")) for c in none}) == len(none)
-    msm = [c for c in grid_cells(cfg) if c.leakage == "msm"]
+    msm = [c for c in grid_cells(settings_of(cfg)) if c.leakage == "msm"]
     assert len({r.path(c.ask("train")) for c in msm}) == len(msm)

@@ -5,12 +5,15 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from omegaconf import OmegaConf
 
 from leakexp.lib import memorization as pure
 from leakexp.stages import memorization as M
 from leakexp.tables import memorization as MT
 from leakexp.stages.cell import Cell
+from leakexp.grid.registry import schema_of, settings_of
+from leakexp.grid.work import ready_cells
+from leakexp.runner.config import RunSettings
+from leakexp.runner.schema import Settings
 from leakexp.models.base import rank_with_docno_ties
 from leakexp.runner.stage import Ask
 
@@ -156,20 +159,21 @@ def test_config_names_the_with_and_the_matching_without_rerank_and_waits_for_bot
     assert inputs["annotations"] == r.key(Ask.of("verify"))
     assert "annotations" not in r.record(Cell("toy_core17", "test", 128, "knrm", 2).ask("memorization"))["inputs"]
     # waits for both: with neither re-ranking in the (empty) store, nothing is ready and nothing is there
-    assert M.ready_cells(cfg, r, cell) == [] and M.ready_cells(cfg, r, none) == []
+    assert ready_cells(r.settings, r, cell) == [] and ready_cells(r.settings, r, none) == []
     assert r.state(cell.ask("memorization"))[0] == "missing"
     with pytest.raises(ValueError, match="needs a leaked cell"):
         r.key(none.ask("memorization"))
 
 
 def test_a_finished_cell_completes_the_memorization_whose_reranks_are_both_there():
-    cfg = OmegaConf.create({"memorization": {"enabled": True, "sizes": ["each", "cv"], "cv_measure": "nDCG@10"}})
+    cfg = Settings({"memorization": {"enabled": True, "sizes": ["each", "cv"], "cv_measure": "nDCG@10"}}, schema_of,
+                   RunSettings)
     none, msm, test = (Cell("core17", l, 4000, "knrm", 2) for l in ("none", "msm", "test"))
-    assert M.ready_cells(cfg, _FakeRunner(), none) == [msm, test]
-    assert M.ready_cells(cfg, _FakeRunner(missing=[msm]), none) == [test]
-    assert M.ready_cells(cfg, _FakeRunner(missing=[none]), msm) == []
-    assert M.ready_cells(cfg, _FakeRunner(missing=[msm]), msm) == []
-    assert M.ready_cells(cfg, _FakeRunner(), msm) == [msm]
+    assert ready_cells(cfg, _FakeRunner(), none) == [msm, test]
+    assert ready_cells(cfg, _FakeRunner(missing=[msm]), none) == [test]
+    assert ready_cells(cfg, _FakeRunner(missing=[none]), msm) == []
+    assert ready_cells(cfg, _FakeRunner(missing=[msm]), msm) == []
+    assert ready_cells(cfg, _FakeRunner(), msm) == [msm]
 
 
 def _rows(spec):
@@ -251,8 +255,8 @@ def test_bad_memorization_settings_name_the_key(tmp_path):
     from leakexp.grid.registry import compose_checked as compose  # composes and runs every stage's config check, memorization's included
 
     base = [f"store={tmp_path}", "grid.sizes=[128,256]"]
-    assert M.memorization_settings(compose(base)).sizes == ["each", "cv"]
-    assert M.memorization_settings(compose([*base, "memorization.sizes=pooled"])).sizes == ["pooled"]
+    assert M.memorization_settings(settings_of(compose(base))).sizes == ["each", "cv"]
+    assert M.memorization_settings(settings_of(compose([*base, "memorization.sizes=pooled"]))).sizes == ["pooled"]
     for override, message in (("memorization.sizes=[each,bogus]", r"memorization.sizes.1: input should be .*\(got 'bogus'\)"),
                               ("memorization.sizes=[999]", r"memorization.sizes has 999, which is not in grid.sizes \[128, 256\]"),
                               ("memorization.cv_measure=RR", "memorization.cv_measure='RR' is not one of"),
@@ -270,10 +274,10 @@ def test_bad_memorization_settings_name_the_key(tmp_path):
 def test_only_leaked_cells_are_wanted_and_enabled_false_turns_it_off(tmp_path):
     from leakexp.runner.config import compose
 
-    cfg = compose([f"store={tmp_path}"])
+    cfg = settings_of(compose([f"store={tmp_path}"]))
     assert M.wanted(cfg, Cell("toy_core17", "msm", 128, "knrm", 1))
     assert not M.wanted(cfg, Cell("toy_core17", "none", 128, "knrm", 1))
-    assert not M.wanted(compose([f"store={tmp_path}", "memorization.enabled=false"]), Cell("toy_core17", "test", 128, "knrm", 1))
+    assert not M.wanted(settings_of(compose([f"store={tmp_path}", "memorization.enabled=false"])), Cell("toy_core17", "test", 128, "knrm", 1))
 
 
 # -- the stage on the small toy grid --------------------------------------------------------------------
@@ -285,13 +289,13 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
 
     r, cells, _, tables_out = small_run
     absent = Cell("toy_core17", "msm", 4096, "knrm", 9)
-    assert M.ready_cells(small_cfg, r, absent) == []  # neither of its re-rankings is there: nothing to compute
+    assert ready_cells(r.settings, r, absent) == []  # neither of its re-rankings is there: nothing to compute
     assert not r.path(absent.ask("memorization")).exists()
     assert r.state(absent.ask("memorization"))[0] == "missing"
     leaked = [c for c in cells if c.corpus == "toy_core17" and c.leakage in pure.LEAKED]
     assert len(leaked) == 4
     nones = [c for c in cells if c.corpus == "toy_core17" and c.leakage == "none"]
-    ready = [x for c in nones for x in M.ready_cells(small_cfg, r, c)]  # the none cell completes its siblings
+    ready = [x for c in nones for x in ready_cells(r.settings, r, c)]  # the none cell completes its siblings
     done = [r.ensure(x.ask("memorization")) for x in ready]
     paths = {c: r.ensure(c.ask("memorization")) for c in leaked}
     assert sorted(ready, key=str) == sorted(leaked, key=str) and sorted(done) == sorted(paths.values())
@@ -350,7 +354,7 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
         for suffix in ("size128", "size256", "cv"):
             assert {f"{table}-{suffix}.{ext}" for ext in ("md", "csv", "tex")} <= names
     per_instance = pd.read_csv(tmp_path / "memorization.csv", dtype={"topic": str, "train_qid": str, "docno": str})
-    every = [r.state(c.ask("memorization")) for c in cells if M.wanted(small_cfg, c)]  # the grid memorizes every corpus
+    every = [r.state(c.ask("memorization")) for c in cells if M.wanted(r.settings, c)]  # the grid memorizes every corpus
     assert len(every) == 12 and all(state == "done" for state, _, _ in every)
     assert len(per_instance) == sum(len(pd.read_parquet(x / M.FILE)) for _, x, _ in every)
     t6 = pd.read_csv(tmp_path / "table6-size128.csv")

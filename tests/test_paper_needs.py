@@ -15,6 +15,7 @@ from leakexp.runner.config import compose
 from leakexp.grid.work import STATES, cell_asks, complete, grid_status, needed_indexes, shared_asks
 from leakexp.grid.registry import runner
 from leakexp.runner.store import Store
+from leakexp.grid.registry import settings_of
 
 PAPER_TINY = ["grid.sizes=[1000]", "grid.seeds=[1]", "grid.models=[knrm]"]
 
@@ -37,7 +38,7 @@ def test_status_of_a_finished_paper_grid_is_complete_without_indexes_of_the_bund
     cfg = compose(paper)
     r = runner(cfg, readonly=True)
     assert [a.params["name"] for a in needed_indexes(cfg, r)] == ["train", "robust04"]
-    rows = {**shared_asks(cfg, r), **cell_asks(cfg, grid_cells(cfg))}
+    rows = {**shared_asks(cfg, r), **cell_asks(settings_of(cfg), grid_cells(settings_of(cfg)))}
     assert [a.params["name"] for a in rows["index"]] == ["train", "robust04"]
     assert [a.params["corpus"] for a in rows["firststage"]] == ["robust04", "core17", "core18"]
     _finish(cfg, [a for asks in rows.values() for a in asks])

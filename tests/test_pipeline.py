@@ -28,8 +28,8 @@ def _excluded(r):
     from leakexp.lib.training_sets import excluded_queries
     from leakexp.stages.detect import above_threshold
 
-    pairs = above_threshold(r.get(Ask.of("detect")), float(r.settings["detect"]["threshold"]))
-    leaks = [r.get(Ask.of("leaks", corpus=c)) for c in r.settings["data"]["corpora"]]
+    pairs = above_threshold(r.get(Ask.of("detect")), r.settings.detect.threshold)
+    leaks = [r.get(Ask.of("leaks", corpus=c)) for c in r.settings.data.corpora]
     return excluded_queries(r.get(Ask.of("pool")), pairs, r.get(Ask.of("verify")), leaks)
 
 
@@ -50,7 +50,7 @@ def test_detection_recovers_planted_leaks(small_run):
     ann = r.get(Ask.of("verify"))
     assert len(ann) > 50 and ann.leak.mean() > 0.9  # the toy truth judges the reviewed candidates
     robust = r.get(Ask.of("leaks", corpus="toy_robust"))
-    assert len(robust) >= r.settings["corpora"]["toy_robust"]["fixed_leak_queries"]
+    assert len(robust) >= r.settings.corpus_of("toy_robust").fixed_leak_queries
     assert set(robust.source) == {"msmarco", "orcas"}
 
 
@@ -80,13 +80,13 @@ def test_no_leakage_sets_and_models_are_one_per_size_for_every_corpus(small_run,
 def test_rerun_is_a_no_op_and_a_changed_measure_setting_redoes_only_evaluation(small_run, small_cfg):
     r, cells, _, _ = small_run
     before = {s: _markers(r.store, s) for s in ("build", "train", "rerank", "evaluate")}
-    run_cell(small_cfg, runner(small_cfg), cells[0])
+    run_cell(runner(small_cfg), cells[0])
     assert {s: _markers(r.store, s) for s in before} == before
     from leakexp.runner.config import compose
 
     cfg = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "evaluate.mfr_missing=depth"])
     other = runner(cfg)
-    run_cell(cfg, other, cells[0])
+    run_cell(other, cells[0])
     after = {s: _markers(r.store, s) for s in before}
     for s in ("build", "train", "rerank"):
         assert after[s] == before[s]
@@ -95,7 +95,7 @@ def test_rerun_is_a_no_op_and_a_changed_measure_setting_redoes_only_evaluation(s
     assert set(after["evaluate"]) - set(before["evaluate"]) == {other.path(cells[0].ask("evaluate"))}
     assert other.path(cells[0].ask("evaluate")) != r.path(cells[0].ask("evaluate"))
     # and back: nothing is recomputed, the first configuration still finds its own result
-    run_cell(small_cfg, runner(small_cfg), cells[0])
+    run_cell(runner(small_cfg), cells[0])
     assert _markers(r.store, "evaluate") == after["evaluate"]
 
 
@@ -121,7 +121,7 @@ def test_tables_regenerate_from_the_store_alone(small_run, small_cfg):
 def test_every_toy_set_has_exact_counts_balance_and_no_candidate_filler(small_run, small_cfg):
     r = small_run[0]
     excluded = _excluded(r)
-    fixed = {c: r.settings["corpora"][c] for c in small_cfg.grid.corpora}
+    fixed = {c: r.values["corpora"][c] for c in small_cfg.grid.corpora}
     for corpus in small_cfg.grid.corpora:
         prefix = None
         for size in small_cfg.grid.sizes:

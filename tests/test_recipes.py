@@ -13,6 +13,7 @@ from leakexp.runner.config import ConfigError, compose, model_recipe, resolved_m
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.lib.trainer import Adafactor, PrecisionSettings, TrainConfig, make_optimizer
 from leakexp.tables.captions import recipe_note
+from leakexp.grid.registry import settings_of
 
 
 def train_config(cfg, model: str) -> TrainConfig:
@@ -29,13 +30,14 @@ def test_paper_trains_monot5_by_the_authors_mesh_tf_recipe_for_one_epoch():
     assert (t.epochs, t.updates, t.batch_size * t.grad_accum * 2, t.z_loss) == (1, None, 128, 1e-4)
     opt = make_optimizer(torch.nn.Linear(4, 3), t)
     assert type(opt) is MeshAdafactor and opt.param_groups[0]["lr"] == 1e-3
-    assert "mesh_tf" in recipe_note(cfg, ["monot5"]) and "1 epoch (the paper's text)" in recipe_note(cfg, ["monot5"])
-    assert "128 instances per update, z-loss 0.0001" in recipe_note(cfg, ["monot5"])
+    note = recipe_note(settings_of(cfg), ["monot5"])
+    assert "mesh_tf" in note and "1 epoch (the paper's text)" in note
+    assert "128 instances per update, z-loss 0.0001" in note
 
 
 def test_one_override_selects_the_scripts_budget_or_pygaggles_recipe():
     steps = compose(["experiment=paper", "model_overrides.monot5.recipe=mesh_tf_train_steps"])
-    assert train_config(steps, "monot5").updates == 100_000 and "100,000 updates" in recipe_note(steps, ["monot5"])
+    assert train_config(steps, "monot5").updates == 100_000 and "100,000 updates" in recipe_note(settings_of(steps), ["monot5"])
     hf = train_config(compose(["experiment=paper", "model_overrides.monot5.recipe=pygaggle_hf"]), "monot5")
     assert (hf.optimizer, hf.lr, hf.warmup, hf.decay, hf.weight_decay) == ("adafactor", 3e-4, 0.01, "linear", 5e-5)
     assert type(make_optimizer(torch.nn.Linear(4, 3), hf)) is Adafactor
@@ -59,6 +61,21 @@ def test_z_loss_is_the_mesh_tf_recipes_and_other_recipes_keep_their_keys(tmp_pat
     assert train_config(hf, "monot5").z_loss == 0
 
 
+def test_the_captions_name_the_recipe_the_configuration_resolves():
+    """The typed model settings hold the train: block a recipe makes, not its name: Settings.recipe_of names it as
+    model_recipe does, from the model's file, model_overrides and the command line's model.recipe."""
+    for overrides in ([], ["experiment=paper"], ["experiment=paper", "model_overrides.monot5.recipe=pygaggle_hf"],
+                      ["model=monot5", "model.recipe=mesh_tf_train_steps"],
+                      ["experiment=paper", "model=monot5", "model.recipe=pygaggle_hf"],
+                      ["model=monobert", "model.recipe=bert_glue"]):
+        cfg = compose(overrides)
+        s = settings_of(cfg)
+        for model in s.model_names:
+            assert s.recipe_of(model) == model_recipe(cfg, model), (overrides, model)
+    assert settings_of(compose(["model=monot5", "model.recipe=mesh_tf_train_steps"])).recipe_of("monot5") \
+        == "mesh_tf_train_steps"
+
+
 def test_the_other_reading_of_mesh_tfs_batch_is_one_override(tmp_path, monkeypatch):
     """mesh_tf: 128 sequences per update (T5's fine-tuning batch of 65,536 tokens, assumed); mesh_tf_default_batch:
     Mesh TF's utils.run default, 2,048 tokens per replica on the script's one device = 4 sequences of 512."""
@@ -69,8 +86,8 @@ def test_the_other_reading_of_mesh_tfs_batch_is_one_override(tmp_path, monkeypat
         cfg = compose([f"store={tmp_path}", *paper_env(tmp_path, monkeypatch),
                        f"model_overrides.monot5.recipe={recipe}"])
         t = train_config(cfg, "monot5")
-        cell = next(c for c in grid_cells(cfg) if c.model == "monot5")
-        return t, runner(cfg, readonly=True, files=False).key(cell.ask("train")), recipe_note(cfg, ["monot5"])
+        cell = next(c for c in grid_cells(settings_of(cfg)) if c.model == "monot5")
+        return t, runner(cfg, readonly=True, files=False).key(cell.ask("train")), recipe_note(settings_of(cfg), ["monot5"])
 
     (paper, paper_key, paper_note), (tokens, tokens_key, note) = trained("mesh_tf"), trained("mesh_tf_default_batch")
     assert (paper.batch_size * paper.grad_accum * 2, tokens.batch_size * tokens.grad_accum * 2) == (128, 4)
@@ -88,7 +105,7 @@ def test_torch_adamw_is_a_named_monobert_recipe(tmp_path):
 
     def trained(*extra):
         cfg = compose([f"store={tmp_path}", "~model_overrides.monobert.train", *extra])
-        cell = next(c for c in grid_cells(cfg) if c.model == "monobert")
+        cell = next(c for c in grid_cells(settings_of(cfg)) if c.model == "monobert")
         return train_config(cfg, "monobert"), runner(cfg, readonly=True).key(cell.ask("train"))
 
     (bert, bert_key), (adamw, adamw_key) = trained(), trained("model_overrides.monobert.recipe=dl4marco_torch_adamw")
@@ -118,7 +135,7 @@ def test_the_monobert_alternative_changes_the_optimisers_lr_and_the_training_key
         t = train_config(cfg, "monobert")
         opt = make_optimizer(torch.nn.Linear(4, 3), t)
         r = runner(cfg, readonly=True)
-        cell = next(c for c in grid_cells(cfg) if c.model == "monobert")
+        cell = next(c for c in grid_cells(settings_of(cfg)) if c.model == "monobert")
         return opt.param_groups[0]["lr"], t.batch_size * t.grad_accum * 2, r.key(cell.ask("train"))
 
     base, glue = trained(), trained("model_overrides.monobert.recipe=bert_glue")
@@ -139,10 +156,10 @@ def test_one_override_gives_the_references_fp32():
 
 def test_core_test_leakage_defaults_to_the_papers_text_and_the_authors_sets_are_one_override():
     paper = compose(["experiment=paper"])
-    assert "core17 100 queries = 200 instances (the paper's text)" in core_test_leak_note(paper, ["core17"])
+    assert "core17 100 queries = 200 instances (the paper's text)" in core_test_leak_note(settings_of(paper), ["core17"])
     sets = compose(["experiment=paper", "corpus_overrides.core18.test_leak_queries=200"])
-    assert "core18 200 queries = 400 instances (the authors' set names" in core_test_leak_note(sets, ["core18"])
-    assert core_test_leak_note(paper, ["robust04"]) == ""
+    assert "core18 200 queries = 400 instances (the authors' set names" in core_test_leak_note(settings_of(sets), ["core18"])
+    assert core_test_leak_note(settings_of(paper), ["robust04"]) == ""
 
 
 def test_the_trainer_runs_the_mesh_recipe_at_a_constant_learning_rate():

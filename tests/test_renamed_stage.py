@@ -15,7 +15,7 @@ COMPUTED: list[str] = []
 
 def _count(ctx, tmp: Path) -> dict:
     COMPUTED.append(ctx.stage.name)
-    (tmp / "value.json").write_text(json.dumps(ctx.config.at("count.start") + 1))
+    (tmp / "value.json").write_text(json.dumps(ctx.config["count"]["start"] + 1))
     return {"n": 1}
 
 

@@ -240,7 +240,7 @@ def test_a_per_corpus_mapping_of_first_stages(tmp_path):
                "other": _corpus(tmp_path, "other", DOCS, {"7": "deer"})}
     run = _run_file(tmp_path, "1 Q0 d4 1 3.0 x\n1 Q0 d2 2 1.0 x\n2 Q0 d3 1 2.0 x\n")
     r = _runner(tmp_path, corpora)
-    r.settings["rerank"]["first_stage"] = {"tiny": str(run), "other": None}
+    r.values["rerank"]["first_stage"] = {"tiny": str(run), "other": None}
     tiny = r.get(Ask.of("firststage", corpus="tiny"))
     assert tiny.docno.tolist() == ["d4", "d2", "d3"]  # the external run, not BM25
     other = r.get(Ask.of("firststage", corpus="other"))

@@ -130,7 +130,7 @@ def test_cells_finish_a_failing_cell_fails_and_shared_artifacts_are_computed_onc
 
     done = _status(cluster, store, "64", "1,2")
     assert done.returncode == 0, done.stdout[-3000:]
-    assert re.search(r"^eval\s+2\s+0\s+0", done.stdout, re.M), done.stdout
+    assert re.search(r"^evaluate\s+2\s+0\s+0", done.stdout, re.M), done.stdout
     failed = _status(cluster, store, "46", "1,2")
     for seed in (1, 2):
         assert (f"FAILED toy_core17/msm/46/knrm/seed-{seed}: SLURM job {jobs[f'toy_core17.msm.46.knrm.s{seed}']}: "

@@ -30,6 +30,14 @@ def test_every_stage_is_listed_in_registry_order_with_its_version_and_module(dem
     assert not store.exists()
 
 
+def test_the_renamed_stages_are_listed_with_the_name_their_keys_keep(demo):
+    _, _, infos, _ = demo
+    assert {s.name: s.keyed_as for s in infos if s.keyed_as} == {"build": "sets", "evaluate": "eval",
+                                                                  "corpus-stats": "docstats"}
+    assert "renamed, keys unchanged: corpus-stats (was docstats), build (was sets), evaluate (was eval)" in \
+        overview.render_stages(infos)
+
+
 def test_train_reads_the_model_sections_and_the_training_set_and_tokens(demo):
     cfg, _, infos, _ = demo
     t = {s.name: s for s in infos}["train"]

@@ -234,15 +234,15 @@ def test_history_csv_round_trip_and_plot(tmp_path):
 def test_precision_is_set_from_config_and_training_leaves_it_alone():
     old = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
     try:
-        configure_precision({"matmul": "high"})
+        configure_precision("high")
         assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
-        configure_precision({"matmul": "highest"})
+        configure_precision("highest")
         assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
         train(knrm(), pairs(4), seed=0, cfg=TrainConfig(batch_size=2), progress=False)
         assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
         assert not torch.backends.cuda.matmul.allow_tf32
         with pytest.raises(ValueError, match="precision.matmul='fast'"):
-            configure_precision({"matmul": "fast"})
+            configure_precision("fast")
     finally:
         torch.set_float32_matmul_precision(old[0])
         torch.backends.cudnn.allow_tf32 = old[1]

@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from leakexp.grid.registry import settings_of
 
 from irds_corpora import copy_disks45_compressed
 
@@ -84,8 +85,8 @@ def test_paper_indexes_robust04_through_trec_collection_over_its_raw_files(irds_
     # the training pool's index reads no bm25.collection: its negatives, training sets and models keep their keys
     assert json_.key(Ask.of("index", name="train")) == r.key(Ask.of("index", name="train"))
     # the tables' captions say which index ran
-    assert "Anserini 0.22.1's TrecCollection index of the raw TREC files" in first_stage_caption(cfg, "robust04")
-    assert "TrecCollection" not in first_stage_caption(json_cfg, "robust04")
+    assert "Anserini 0.22.1's TrecCollection index of the raw TREC files" in first_stage_caption(settings_of(cfg), "robust04")
+    assert "TrecCollection" not in first_stage_caption(settings_of(json_cfg), "robust04")
 
 
 def test_trec_collection_needs_anserini(tmp_path, monkeypatch):

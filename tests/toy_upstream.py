@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from leakexp.grid.registry import settings_of
 from pathlib import Path
 
 TOY_600 = "data.queries_per_source=600"
@@ -30,7 +31,7 @@ def build(store: Path) -> None:
 
     cfg = compose([f"store={store}", TOY_600, "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]"])
     r = runner(cfg)
-    asks = [a for row in shared_asks(cfg, r).values() for a in row] + [c.ask("build") for c in grid_cells(cfg)]
+    asks = [a for row in shared_asks(cfg, r).values() for a in row] + [c.ask("build") for c in grid_cells(settings_of(cfg))]
     for ask in asks:
         for up in r.upstream(ask):
             if up.stage in STAGES and r.stage(up).stored:

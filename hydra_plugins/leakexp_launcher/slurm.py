@@ -51,12 +51,12 @@ class CellSlurmLauncher(SlurmLauncher):
     def cell(self, overrides: Sequence[str]) -> tuple[str, Path | None]:
         """The cell a Hydra job runs, and its store (None where its config cannot be composed: the job fails and
         says why)."""
-        from leakexp.stages.cell import cell_from_config
+        from leakexp.cli.app import job_cell
 
         assert self.hydra_context is not None and self.config is not None
         try:
-            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
-            return str(cell_from_config(cfg)), Path(str(cfg.store)).expanduser().resolve()
+            cell, store = job_cell(self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides)))
+            return str(cell), store
         except Exception:
             return "_".join(o.split("=")[-1] for o in filter_overrides(overrides)) or "cell", None
 

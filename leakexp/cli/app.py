@@ -23,8 +23,8 @@ from omegaconf import DictConfig
 from leakexp.runner.config import conf_dir, validate_config
 from leakexp.runner.jobs import record_failure, size_torch_threads
 from leakexp.runner.loop import each
-from leakexp.stages import robustness
-from leakexp.stages.cell import Cell, cell_from_config
+from leakexp.grid import robustness
+from leakexp.stages.cell import Cell
 from leakexp.grid.work import run_cell
 from leakexp.grid.registry import runner
 
@@ -42,22 +42,31 @@ def _summary() -> None:
               file=sys.stderr, flush=True)
 
 
+def job_cell(cfg: DictConfig) -> tuple[Cell, Path]:
+    """The cell a job runs and its store, read off the composed values before any check (the one reading of raw
+    values outside the runner's configuration and the registry): a job whose settings are refused is still named
+    (the launchers' job names) and recorded against its cell."""
+    cell = Cell(str(cfg.corpus.name), str(cfg.leakage.name), int(cfg.size), str(cfg.model.name), int(cfg.seed))
+    return cell, Path(str(cfg.store)).expanduser().resolve()
+
+
 @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")
 def run(cfg: DictConfig) -> dict:
     size_torch_threads()  # the job's CPUs, not every core of the node
+    cell, store = job_cell(cfg)
 
     def work(cell: Cell) -> dict:
         validate_config(cfg)
         r = runner(cfg)
-        means = run_cell(cfg, r, cell)
-        if cfg.robustness.get("enabled", False) and cell in robustness.robustness_cells(cfg):
-            robustness.robust(cfg, r, cell)
+        means = run_cell(r, cell)
+        if r.settings.robustness.enabled and cell in robustness.robustness_cells(r.settings):
+            robustness.robust(r.settings, r, cell)
         return means
 
     # one cell per job: a failure in a stage is recorded next to its artifact; it is raised all the same (the
     # launcher goes on with the other jobs, and names this one)
     results = []
-    failures = each([cell_from_config(cfg)], work, desc="cell", progress=False, failed=lambda cell, exc: None,
+    failures = each([cell], work, desc="cell", progress=False, failed=lambda cell, exc: None,
                     done=lambda cell, means: (results.append(means), log.info("cell %s: %s", cell, means)))
     for cell, exc in failures:
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -65,7 +74,7 @@ def run(cfg: DictConfig) -> dict:
         if not FAILED:
             atexit.register(_summary)
         FAILED.append(f"{cell}: {reason}")
-        record_failure(Path(str(cfg.store)).expanduser().resolve(), str(cell), reason)  # status names it, with the job
+        record_failure(store, str(cell), reason)  # status names it, with the job
         raise CellFailed(f"cell {cell} failed: {reason}") from exc
     return results[0]
 

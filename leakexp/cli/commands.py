@@ -21,15 +21,17 @@ from leakexp.runner.loop import each
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, read_json
 from leakexp.grid import overview
-from leakexp.stages import detect as d, memorization, robustness
+from leakexp.stages import detect as d
 from leakexp.toolkit import annotations
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.corpus_stats import corpus_stats
 from leakexp.stages.firststage import first_stage_file
 from leakexp.data.judgments import run_path
-from leakexp.grid.work import (cell_workers, complete, grid_jobs, grid_status, lineage, needed_indexes, render_status,
-                                  run_cell, run_job, run_job_in_worker, scheduler_notes)
-from leakexp.grid.registry import runner, unmet_requirements
+from leakexp.grid import robustness
+from leakexp.grid.work import (cell_workers, complete, grid_jobs, grid_status, lineage, memorization_all,
+                               needed_indexes, render_status, run_cell, run_job, run_job_in_worker, scheduler_notes)
+from leakexp.grid.registry import compose_checked, runner, settings_of, unmet_requirements
+from leakexp.stages.robustness import robustness_settings
 from leakexp.stages.build import check_size
 from leakexp.lib.training_sets import export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
@@ -69,22 +71,22 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
 def cmd_cells(stage: str, overrides: list[str]) -> int:
     configs = [compose(combo) for combo in expand_sweeps(overrides)]  # bad settings stop before any work
     for cfg in configs:  # so does a set the training pool cannot fill
-        check_size(cfg, cfg.corpus.name, cfg.leakage.name, int(cfg.size), f"size={cfg.size}")
-    runs = [(cfg, runner(cfg)) for cfg in configs]
+        s = settings_of(cfg)
+        check_size(s, s.corpus.name, s.leakage.name, s.run.size, f"size={s.run.size}")
+    runners = [runner(cfg) for cfg in configs]
 
-    def work(run) -> str:
-        cfg, r = run
-        cell, start = cell_from_config(cfg), time.time()
+    def work(r) -> str:
+        cell, start = cell_from_config(r.settings), time.time()
         if stage in ("train", "rerank"):
             out = r.ensure(cell.ask(stage))
         else:
-            out = "  ".join(f"{m}={v:.4f}" for m, v in sorted(run_cell(cfg, r, cell).items()))
+            out = "  ".join(f"{m}={v:.4f}" for m, v in sorted(run_cell(r, cell).items()))
         return f"{cell}: {out}  ({time.time() - start:.1f}s)"
 
-    def failed(run, exc: Exception) -> None:
-        print(f"FAILED {cell_from_config(run[0])}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    def failed(r, exc: Exception) -> None:
+        print(f"FAILED {cell_from_config(r.settings)}: {type(exc).__name__}: {exc}", file=sys.stderr)
 
-    failures = each(runs, work, desc=stage, progress=False, done=lambda run, line: print(line), failed=failed)
+    failures = each(runners, work, desc=stage, progress=False, done=lambda run, line: print(line), failed=failed)
     return 1 if failures else 0
 
 
@@ -92,17 +94,18 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     start = time.time()
     cfg, r = _runner((["experiment=demo"] if demo else []) + overrides)
     r.store.require_writable("leakexp demo" if demo else "leakexp grid")
-    if cfg.robustness.get("enabled", False):
-        robustness.robustness_settings(cfg)  # bad settings fail before any work
-    cells = grid_cells(cfg)
+    s = r.settings
+    if s.robustness.enabled:
+        robustness_settings(s)  # bad settings fail before any work
+    cells = grid_cells(s)
     # the cells, the robustness cells and the demo's audits in one pool of workers (cells in processes at once,
     # each computing what the store lacks, shared work once)
     jobs = grid_jobs(cfg, r, cells, [Ask.of("audit"), Ask.of("graph")] if demo else [])
-    workers = cell_workers(cfg, len(jobs))
+    workers = cell_workers(s, len(jobs))
     if workers > 1:
         failed_jobs = each(jobs, functools.partial(run_job_in_worker, cfg), desc="grid", unit="job", workers=workers)
     else:
-        failed_jobs = each(jobs, lambda job: run_job(cfg, r, job), desc="grid", unit="job")
+        failed_jobs = each(jobs, lambda job: run_job(r, job), desc="grid", unit="job")
     failed = [(job.what, exc) for job, exc in failed_jobs if job.kind in ("cell", "robustness")]
     extra_lines = []
     if demo:
@@ -124,8 +127,8 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
 def cmd_memorization(overrides: list[str]) -> int:
     cfg, r = _runner(overrides)
     r.store.require_writable("leakexp memorization")
-    cells = grid_cells(cfg)
-    _, failed = memorization.compute_all(cfg, r, cells)
+    cells = grid_cells(r.settings)
+    _, failed = memorization_all(r.settings, r, cells)
     written = memorization_tables.write_memorization_tables(cfg, r, tables_dir(cfg), cells,
                                                memorization_tables.stored_cv_sizes(cfg, r, cells))
     for path in written:
@@ -137,10 +140,10 @@ def cmd_memorization(overrides: list[str]) -> int:
 
 def cmd_robustness(overrides: list[str]) -> int:
     cfg, r = _runner(overrides)
-    robustness.robustness_settings(cfg)  # bad settings fail before any work
+    robustness_settings(r.settings)  # bad settings fail before any work
     r.store.require_writable("leakexp robustness")
-    cells = robustness.robustness_cells(cfg)
-    failed = robustness.robust_all(cfg, r, cells)
+    cells = robustness.robustness_cells(r.settings)
+    failed = robustness.robust_all(r.settings, r, cells)
     for path in robustness_tables.write_robustness_tables(cfg, r, tables_dir(cfg), cells):
         print(path)
     for cell, exc in failed:
@@ -150,7 +153,7 @@ def cmd_robustness(overrides: list[str]) -> int:
 
 def cmd_tables(overrides: list[str]) -> int:
     cfg = compose(overrides)
-    Store(cfg.store, create=False).require_writable("leakexp tables")
+    Store(settings_of(cfg).run.store, create=False).require_writable("leakexp tables")
     print(f"tables: {write_tables(cfg)}")
     return 0
 
@@ -169,8 +172,8 @@ def cmd_index(overrides: list[str]) -> int:
         path = r.ensure(ask)
         print(f"{ask.params['name']}: {path} ({r.store.marker(path).figures['documents']} documents)")
     built = {a.params["name"] for a in needed}
-    for corpus in dict.fromkeys(cfg.grid.corpora):
-        run = first_stage_file(cfg.rerank.get("first_stage"), corpus)
+    for corpus in dict.fromkeys(r.settings.grid.corpora):
+        run = first_stage_file(r.settings.rerank.first_stage, corpus)
         if corpus not in built and run is not None:
             print(f"{corpus}: no index needed (its first stage is the run {run.name})")
     return 0
@@ -179,9 +182,9 @@ def cmd_index(overrides: list[str]) -> int:
 def cmd_corpus_stats(overrides: list[str]) -> int:
     """``name: value`` lines per test corpus and for the training pool; exit 2 (the errors on stderr) when a corpus
     fails its check (duplicate ids, an implausibly short median document)."""
-    cfg = compose(overrides)  # the runner (and its checks of Java, variants, ...) only for the toy world it makes
-    toy = _runner(overrides, needs=())[1].get(Ask.of("toy")) if cfg.data.kind == "toy" else None  # no model read
-    lines, errors = corpus_stats(cfg, toy)
+    s = settings_of(compose(overrides))  # the runner (and its checks of Java, variants, ...) only for the toy world
+    toy = _runner(overrides, needs=())[1].get(Ask.of("toy")) if s.data.kind == "toy" else None  # no model read
+    lines, errors = corpus_stats(s, toy)
     for name, value in lines:
         print(f"{name}: {value:g}" if isinstance(value, float) else f"{name}: {value}")
     for e in errors:
@@ -192,7 +195,7 @@ def cmd_corpus_stats(overrides: list[str]) -> int:
 def cmd_detect(overrides: list[str]) -> int:
     cfg, r = _runner(overrides, needs=("embed", "detect"))  # candidates: the SBERT model and the variants, no annotation
     path = write_table1(cfg, r)
-    print(f"{len(r.get(Ask.of('detect')))} candidate rows; threshold {cfg.detect.threshold}")
+    print(f"{len(r.get(Ask.of('detect')))} candidate rows; threshold {r.settings.detect.threshold}")
     print(path.read_text())
     print(f"table 1: {path.with_suffix('')}.{{md,csv,tex}}")
     return 0
@@ -250,7 +253,7 @@ def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str
         cfg = compose(overrides)
         r = runner(cfg, needs=())  # a first stage needs no model and no annotation
         frames.insert(0, r.get(Ask.of("firststage", corpus=corpus)))
-        names.insert(0, f"leakexp's first stage of {corpus} (bm25.backend={cfg.bm25.get('backend', 'pisa')})")
+        names.insert(0, f"leakexp's first stage of {corpus} (bm25.backend={r.settings.bm25.backend})")
         out_dir = r.store.path("compare-runs")
     table = run_overlap(frames[0], frames[1], depth)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -268,8 +271,7 @@ def cmd_fetch(overrides: list[str], *, only: list[str] | None = None, listing: b
     """Download what the configuration's runs read and is public; list what cannot be fetched (leakexp.grid.fetch)."""
     from leakexp.grid.fetch import fetch
 
-    cfg = compose(overrides)
-    return fetch(cfg, only=only, listing=listing)
+    return fetch(settings_of(compose(overrides)), only=only, listing=listing)
 
 
 def cmd_plan(overrides: list[str]) -> int:
@@ -278,11 +280,11 @@ def cmd_plan(overrides: list[str]) -> int:
     cfg = compose(overrides)
     r = runner(cfg, files=False)  # a plan reads no input file: it may be made before the data is in place
     print(render_plan(plan(cfg, r)))
-    if cfg.bm25.get("backend") == "anserini":
+    if r.settings.bm25.backend == "anserini":
         print("  first stage: Anserini 0.22.1 (bm25.backend=anserini) needs Java 11 or 17 "
               "(Debian 12: apt-get install openjdk-17-jre-headless) and its jar, installed by `make setup`")
-    jobs = pd.DataFrame([vars(c) for c in grid_cells(cfg)])
-    path = r.store.path("plan", f"{cfg.data.name}-jobs.tsv")
+    jobs = pd.DataFrame([vars(c) for c in grid_cells(r.settings)])
+    path = r.store.path("plan", f"{r.settings.data.name}-jobs.tsv")
     atomic_write_text(path, jobs.to_csv(sep="\t", index=False))
     print(f"  job list ({len(jobs)} cells, one per line): {path}")
     _print_unmet(cfg)
@@ -347,16 +349,17 @@ def cmd_annotations(args) -> int:
 
 
     cfg, r = _runner(args.overrides, needs=("embed", "detect"))  # candidates to annotate: no annotation needed yet
-    collections = [r.get(Ask.of("collection", corpus=c)) for c in cfg.data.corpora]
+    s = r.settings
+    collections = [r.get(Ask.of("collection", corpus=c)) for c in s.data.corpora]
     if args.action == "sample":
         pairs = d.leak_pairs(r.get(Ask.of("detect")), args.lower)
         chosen = annotations.stratified_sample(pairs, n=args.n, lower=args.lower, seed=args.seed)
     else:
-        pairs = d.leak_pairs(r.get(Ask.of("detect")), float(cfg.detect.threshold))
-        chosen = annotations.review_candidates(pairs, int(cfg.verify.review_top_k))
+        pairs = d.leak_pairs(r.get(Ask.of("detect")), s.detect.threshold)
+        chosen = annotations.review_candidates(pairs, s.verify.review_top_k)
     labels = None
     if args.label_with_truth:
-        if cfg.data.kind != "toy":
+        if s.data.kind != "toy":
             raise SystemExit("leakexp: --label-with-truth needs the toy world (data=toy)")
         truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
         labels = annotations.truth_labels(chosen, truth)
@@ -371,19 +374,20 @@ def cmd_verify(overrides: list[str]) -> int:
     cfg, r = _runner(overrides, needs=("embed", "detect", "verify"))
     ann = r.get(Ask.of("verify"))
     print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
-    if cfg.data.kind == "toy":
+    s = r.settings
+    if s.data.kind == "toy":
         import pandas as pd
 
         from leakexp.stages.detect import leak_pairs
         from leakexp.toolkit.annotations import detection_quality
 
         truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
-        q = detection_quality(leak_pairs(r.get(Ask.of("detect")), float(cfg.detect.threshold)), truth)
-        print(f"detection vs planted leaks at threshold {cfg.detect.threshold}: recall {q['recall']:.3f} "
+        q = detection_quality(leak_pairs(r.get(Ask.of("detect")), s.detect.threshold), truth)
+        print(f"detection vs planted leaks at threshold {s.detect.threshold}: recall {q['recall']:.3f} "
               f"precision {q['precision']:.3f} ({q['true_positives']} of {q['planted']} planted, "
               f"{q['candidates']} candidate pairs)")
 
-    for c in cfg.data.corpora:  # Table 2 (a)'s true candidates: a query verified for two topics leaks for each
+    for c in s.data.corpora:  # Table 2 (a)'s true candidates: a query verified for two topics leaks for each
         leaks = r.get(Ask.of("leaks", corpus=c))
         print(f"{c}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics "
               f"({len(training_queries(leaks))} distinct training queries)")
@@ -399,10 +403,11 @@ def cmd_build(overrides: list[str], export: bool = False) -> int:
     cfg, r = _runner(overrides, needs=("embed", "detect", "verify"))  # training sets: no model is loaded
 
     rows = []
-    for corpus in cfg.grid.corpora:
-        for leakage in cfg.grid.leakages:
-            for size in cfg.grid.sizes:
-                path = r.ensure(Cell(corpus, leakage, int(size), "", 0).ask("build"))
+    g = r.settings.grid
+    for corpus in g.corpora:
+        for leakage in g.leakages:
+            for size in g.sizes:
+                path = r.ensure(Cell(corpus, leakage, size, "", 0).ask("build"))
                 m = read_json(path / "manifest.json")
                 row = {"corpus": corpus, "leakage": leakage, "size": int(size), "instances": m["instances"],
                        "leaked": m["leaked_instances"], "ratio": float(m["leakage_ratio"])}
@@ -464,12 +469,12 @@ def _pair_kwargs(args) -> dict:
             key = v.partition("=")[0]
             (overrides if "=" in v and ("." in key or key in _OVERRIDE_KEYS) else specs).append(v)
         setattr(args, side, specs)
-    cfg = compose(overrides)
-    d = cfg.detect
+    s = settings_of(compose(overrides))
+    d = s.detect
     given = {o.partition("=")[0].lstrip("+~") for o in overrides}
 
     def default(key: str):
-        return d[key] if "experiment" in given or f"detect.{key}" in given else PAPER_DEFAULTS[key]
+        return getattr(d, key) if "experiment" in given or f"detect.{key}" in given else PAPER_DEFAULTS[key]
 
     k = getattr(args, "k", None)
     k = int(default("k")) if k is None else k
@@ -497,8 +502,8 @@ def _pair_kwargs(args) -> dict:
             else:
                 require_sbert(sbert, "--model", default="not given: the default, Fröbe et al. 2022's model")
     return dict(train=args.train, test=args.test, train_qrels=args.train_qrels, test_qrels=args.test_qrels,
-                fields=args.fields, test_variants=args.test_variants, out=Path(args.out), store=Path(cfg.store),
-                sbert=sbert, batch_size=int(d.batch_size), options=options)
+                fields=args.fields, test_variants=args.test_variants, out=Path(args.out), store=Path(s.run.store),
+                sbert=sbert, batch_size=d.batch_size, options=options)
 
 
 def _defaults_line(args, kwargs) -> str | None:
@@ -548,7 +553,7 @@ def cmd_measure(args) -> int:
     runs = [a for a, o in zip(args.runs, is_override) if not o]
     if not runs:
         raise ConfigError("measure: give at least one run file besides the overrides")
-    settings = measure.MeasureSettings.of(compose([a for a, o in zip(args.runs, is_override) if o]))
+    settings = measure.MeasureSettings.of(settings_of(compose_checked([a for a, o in zip(args.runs, is_override) if o])))
     if args.out and Path(args.out).is_dir():
         raise IsADirectoryError(f"--out {args.out} is a folder; give the CSV file to write")
     means, per_topic, empty = measure.measure_runs(runs, args.qrels, settings)

@@ -11,12 +11,14 @@ import json
 import math
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from leakexp.grid import robustness as rb
 from leakexp.lib import hub
-from leakexp.runner.config import model_plan, resolved_model_config
+from leakexp.runner.config import model_plan
+from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask
-from leakexp.stages import robustness as rb
+from leakexp.stages.robustness import DOC, OOD, QUERY
 from leakexp.stages.cell import grid_cells, rerank_params
 from leakexp.stages.build import NEGATIVES_CHUNK
 from leakexp.lib.trainer import TrainConfig
@@ -25,8 +27,8 @@ SBERT_DIM = {"bundled": 384, "sentence-transformers/paraphrase-MiniLM-L6-v2": 38
 BENCH_FILE = Path("bench") / "gpu.json"  # under the store root; written by `benchmarks/run.py gpu`
 
 
-def bench_path(cfg: DictConfig) -> Path:
-    return Path(str(cfg.store)) / BENCH_FILE
+def bench_path(s: Settings) -> Path:
+    return Path(s.run.store) / BENCH_FILE
 
 
 def load_measured(path: str | Path) -> dict | None:
@@ -52,12 +54,13 @@ def load_measured(path: str | Path) -> dict | None:
     return out
 
 
-def query_counts(cfg: DictConfig, runner=None) -> dict[str, int]:
+def query_counts(runner) -> dict[str, int]:
     """Training queries per source, from the loaded pool (toy, local) or ir_datasets' metadata (irds)."""
-    if cfg.data.kind == "irds":
+    data = runner.settings.data
+    if data.kind == "irds":
         from leakexp.data.irds import load_dataset
 
-        return {s: int(load_dataset(cfg.data[s]).queries_count()) for s in ("msmarco", "orcas")}
+        return {s: int(load_dataset(getattr(data, s)).queries_count()) for s in ("msmarco", "orcas")}
 
     pool = runner.get(Ask.of("pool"))
     return {s: int((pool.queries.source == s).sum()) for s in ("msmarco", "orcas")}
@@ -71,20 +74,19 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-def trained_instances(cfg: DictConfig, model: str, size: int) -> int:
-    """Instances one cell trains on under the configured budget (each pair is two instances)."""
-    model_train = OmegaConf.to_container(resolved_model_config(cfg, model).get("train", {}) or {}, resolve=True)
-    run = OmegaConf.to_container(cfg.get("train", {}) or {}, resolve=True)
-    t = TrainConfig.from_config(model_train, run)
+def trained_instances(s: Settings, model: str, size: int) -> int:
+    """Instances one cell trains on under the configured budget (each pair is two instances): the model's ``train:``
+    block and the ``train`` budget, passed on whole as the train stage passes them."""
+    t = TrainConfig.from_config(s.values["models"][model].get("train") or {}, s.values.get("train") or {})
     if t.updates is not None:
         return 2 * t.updates * t.batch_size * t.grad_accum
     return t.epochs * size
 
 
-def distinct_jobs(cfg: DictConfig, runner) -> dict[str, tuple[int, list]]:
+def distinct_jobs(runner) -> dict[str, tuple[int, list]]:
     """Per stage of the grid's cells: (requests, the distinct artifacts they name after sharing: the No-Leakage
     sets and models are one for every corpus). Computes nothing and needs no data."""
-    cells = grid_cells(cfg)
+    cells = grid_cells(runner.settings)
     out = {}
     for stage, label in (("build", "training sets"), ("train", "train"), ("rerank", "rerank"), ("evaluate", "evaluate")):
         asks = [c.ask(stage) for c in cells]
@@ -96,28 +98,28 @@ def distinct_jobs(cfg: DictConfig, runner) -> dict[str, tuple[int, list]]:
     return out
 
 
-def robustness_jobs(cfg: DictConfig, runner, grid_reranks: list, topics: dict[str, int]) -> dict:
+def robustness_jobs(runner, grid_reranks: list, topics: dict[str, int]) -> dict:
     """The robustness stage's work when ``robustness.enabled``: distinct artifacts per robustness stage (after
     sharing), and per model the documents it scores beyond the grid's re-rankings: OOD re-rankings the grid
     lacks (a No-Leakage model's re-ranking of another grid corpus is the grid's own run: not counted), each query
     attack's re-ranking of every topic's candidates (an upper bound: topics an attack cannot change are not
     re-scored), and the manipulated documents re-scored before and after (stuff: one per topic; noise: the pool)."""
-    s = rb.robustness_settings(cfg)
-    depth = int(cfg.rerank.depth)
+    s = runner.settings
+    depth = s.rerank.depth
     grid = set(grid_reranks)
     jobs: dict[str, set] = {}
     docs: dict[str, int] = {}
     ood_reranks = set()
-    for cell in rb.robustness_cells(cfg):
-        for name, ask in rb.asks(cfg, cell).items():
+    for cell in rb.robustness_cells(s):
+        for name, ask in rb.asks(s, cell).items():
             normal = runner.normal(ask)
             jobs.setdefault(ask.stage, set()).add(normal)
             n = topics.get(ask.params.get("target", cell.corpus), 50)
-            if ask.stage == rb.OOD:
+            if ask.stage == OOD:
                 ood_reranks.add(runner.normal(Ask.of("rerank", **rerank_params(ask.params))))
-            elif ask.stage == rb.QUERY:
+            elif ask.stage == QUERY:
                 docs[cell.model] = docs.get(cell.model, 0) + n * depth
-            elif ask.stage == rb.DOC:
+            elif ask.stage == DOC:
                 docs[cell.model] = docs.get(cell.model, 0) + 2 * n * (1 if ask.params["kind"] == "stuff" else depth)
     for r in ood_reranks - grid:
         docs[r.params["model"]] = docs.get(r.params["model"], 0) + topics.get(r.params["target"], 50) * depth
@@ -126,13 +128,13 @@ def robustness_jobs(cfg: DictConfig, runner, grid_reranks: list, topics: dict[st
     return {"jobs": counts, "docs": docs, "shared_ood_reranks": len(ood_reranks & grid)}
 
 
-def cpu_jobs(cfg: DictConfig, runner, jobs: dict) -> dict:
+def cpu_jobs(runner, jobs: dict) -> dict:
     """CPU work that grows with the real data, in one-core hours: pairing training queries with negatives (every
     distinct training set pairs the queries of the negatives chunks it reads: ``NEGATIVES_CHUNK`` per chunk) at
     ``plan.negatives_queries_per_s``, and each distinct df table (the training collection's, each ranked corpus's:
     KNRM / PACRR / Duet) at ``plan.df_words_per_s``, sized by ``plan.collections`` (documents x words per
     document); a table without a size there is listed as unknown."""
-    p = cfg.plan
+    p = runner.settings.plan
     queries = sum(NEGATIVES_CHUNK * sum(1 for n in runner.inputs(a).get("negatives", []) if n.params["part"] != "leaks")
                   for a in jobs["training sets"][1])
     tables = {}
@@ -140,31 +142,31 @@ def cpu_jobs(cfg: DictConfig, runner, jobs: dict) -> dict:
         df = runner.inputs(a).get("df")
         if df is not None:
             tables.setdefault(str(df.params["name"]), runner.normal(df))
-    sizes = p.get("collections") or {}
     df_hours, unknown = {}, []
     for name in tables:
-        if name in sizes:
-            words = float(sizes[name]["docs"]) * float(sizes[name]["words_per_doc"])
-            df_hours[name] = words / float(p.get("df_words_per_s", 450_000)) / 3600
+        if name in p.collections:
+            size = p.collections[name]
+            df_hours[name] = size.docs * size.words_per_doc / p.df_words_per_s / 3600
         else:
             unknown.append(name)
     return {"negatives_queries": queries,
-            "negatives_cpu_hours": queries / float(p.get("negatives_queries_per_s", 25_000)) / 3600,
+            "negatives_cpu_hours": queries / p.negatives_queries_per_s / 3600,
             "df_cpu_hours": df_hours, "df_unknown": unknown}
 
 
 def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
     """Job counts (after sharing) and hours. ``bench`` (default ``<store>/bench/gpu.json``): measured throughput,
     when present."""
-    p, g = cfg.plan, cfg.grid
-    counts = query_counts(cfg, runner)
-    jobs = distinct_jobs(cfg, runner)
-    dim = SBERT_DIM.get(hub.parse(str(cfg.detect.sbert))[0], int(p.get("sbert_dim", 384)))  # NAME of NAME@COMMIT
+    s = runner.settings
+    p, g = s.plan, s.grid
+    counts = query_counts(runner)
+    jobs = distinct_jobs(runner)
+    dim = SBERT_DIM.get(hub.parse(s.detect.sbert)[0], 384)  # NAME of NAME@COMMIT
     n = sum(counts.values())
     embed_bytes = n * dim * 4
     models = list(g.models)
-    measured = load_measured(bench if bench is not None else bench_path(cfg))
-    topics = {c: int(t) for c, t in p.topics.items()}
+    measured = load_measured(bench if bench is not None else bench_path(s))
+    topics = dict(p.topics)
     train_hours, rerank_hours, source, instances, overhead_hours, encode_hours, feed = {}, {}, {}, {}, {}, {}, {}
     for m in models:
         have = measured is not None and m in measured["train_instances_per_s"]
@@ -177,38 +179,38 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
             if a.params["model"] == m:
                 size = int(a.params["size"])
                 if size not in per_size:
-                    per_size[size] = trained_instances(cfg, m, size)
+                    per_size[size] = trained_instances(s, m, size)
                 instances[m] = instances.get(m, 0) + per_size[size]
         instances.setdefault(m, 0)
         train_hours[m] = instances[m] / train_rate / 3600
         docs = sum(topics.get(a.params["target"], 50) for a in jobs["rerank"][1] if a.params["model"] == m) * \
-            int(cfg.rerank.depth)
+            s.rerank.depth
         rerank_hours[m] = docs / rerank_rate / 3600
         # every job is a process that imports and loads its word vectors before its first step; the gpu_local,
         # gpu_slurm and cpu_slurm launchers run plan.cells_per_job cells per process (hydra.launcher.cells_per_job)
         startup = (measured or {}).get("startup_s", {}).get(m, assumed.job_startup_s)
-        processes = math.ceil(sum(1 for a in jobs["train"][1] if a.params["model"] == m) / int(p.get("cells_per_job", 1)))
+        processes = math.ceil(sum(1 for a in jobs["train"][1] if a.params["model"] == m) / p.cells_per_job)
         overhead_hours[m] = processes * startup / 3600
         # CPU: encoding each document once (a set of `size` instances holds at most `size` documents), and whether
         # the loader's workers collate faster than the GPU trains
         docs_encoded = sum(int(a.params["size"]) if a.params["docs"] == "set" else
-                           topics.get(a.params["corpus"], 50) * int(cfg.rerank.depth)
+                           topics.get(a.params["corpus"], 50) * s.rerank.depth
                            for a in jobs["tokens"][1] if a.params["model"] == m)
         encode_hours[m] = docs_encoded / assumed.encode_docs_per_s / 3600
         per_core = assumed.data_pipeline_instances_per_s
-        feed[m] = {"cpu_instances_per_s": per_core * max(1, int(p.get("loader_workers", 4))),
+        feed[m] = {"cpu_instances_per_s": per_core * max(1, p.loader_workers),
                    "gpu_instances_per_s": train_rate}
     robust = None
-    if cfg.get("robustness", {}).get("enabled", False):
-        robust = robustness_jobs(cfg, runner, jobs["rerank"][1], topics)
+    if s.robustness.enabled:
+        robust = robustness_jobs(runner, jobs["rerank"][1], topics)
         rates = {m: (measured["rerank_docs_per_s"][m] if measured is not None and m in measured["rerank_docs_per_s"]
                      else model_plan(cfg, m).rerank_docs_per_s) for m in robust["docs"]}
         robust["gpu_hours"] = {m: d / rates[m] / 3600 for m, d in robust["docs"].items()}
     return {
-        "cpu": cpu_jobs(cfg, runner, jobs),
+        "cpu": cpu_jobs(runner, jobs),
         "robustness": robust,
         "queries": counts, "queries_total": n, "embedding_dim": dim,
-        "embedding_bytes": embed_bytes, "embed_hours": n / float(p.embed_queries_per_s) / 3600,
+        "embedding_bytes": embed_bytes, "embed_hours": n / p.embed_queries_per_s / 3600,
         "jobs": {k: len(v[1]) for k, v in jobs.items()}, "jobs_before_sharing": {k: v[0] for k, v in jobs.items()},
         "training_instances": sum(instances.values()), "training_instances_per_model": instances,
         "train_gpu_hours": train_hours, "rerank_gpu_hours": rerank_hours, "throughput_source": source,

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
 from leakexp.data.files import DataUnavailable
@@ -38,8 +37,7 @@ from leakexp.data.irds_files import LICENSED, dataset_files, home
 from leakexp.data.judgments import BUNDLED, BUNDLED_RUNS
 from leakexp.lib import hub
 from leakexp.lib.download import DownloadError, fetch_file, part_path
-from leakexp.runner.config import corpus_names, resolved_corpus_config, resolved_model_config
-from leakexp.runner.schema import Name, Section
+from leakexp.runner.schema import Name, Section, Settings
 from leakexp.runner.stage import ConfigError
 from leakexp.stages.sources import require_variants
 from leakexp.stages.train import checkpoint_setting
@@ -99,25 +97,21 @@ class Need:
     how: str = ""
 
 
-def _section(cfg: DictConfig) -> FetchSettings:
-    return FetchSettings.model_validate(OmegaConf.to_container(cfg.fetch, resolve=True))
-
-
-def _models(cfg: DictConfig) -> list[tuple[str, str, bool]]:
+def _models(s: Settings) -> list[tuple[str, str, bool]]:
     """(setting, value, is SBERT) of every model setting the configuration's grid and cell read."""
-    out = [("detect.sbert", str(cfg.detect.sbert), True)]
-    for model in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
-        checkpoint = resolved_model_config(cfg, model).get("checkpoint")
+    out = [("detect.sbert", s.detect.sbert, True)]
+    for model in s.model_names:
+        checkpoint = getattr(s.model_of(model), "checkpoint", None)
         if checkpoint is not None:
-            out.append((checkpoint_setting(cfg, model), str(checkpoint), False))
+            out.append((checkpoint_setting(s, model), str(checkpoint), False))
     return out
 
 
-def model_needs(cfg: DictConfig) -> list[Need]:
+def model_needs(s: Settings) -> list[Need]:
     """The pinned Hugging Face models the settings name; a name that cannot be fetched as it is (no commit, not a hub
     name) is listed with what to change, a model missing where downloads are forbidden fails with today's line."""
     needs, seen = [], set()
-    for setting, name, sbert in _models(cfg):
+    for setting, name, sbert in _models(s):
         if name in hub.SPECIAL or Path(name).expanduser().is_dir() or name in seen:
             continue
         seen.add(name)
@@ -143,11 +137,11 @@ def _refuse(message: str) -> Callable[[], str]:
     return refuse
 
 
-def glove_needs(cfg: DictConfig, fs: FetchSettings) -> list[Need]:
+def glove_needs(s: Settings, fs: FetchSettings) -> list[Need]:
     """One need per GloVe file the models' ``embeddings`` name (several models may share one file)."""
     readers: dict[Path, list[str]] = {}
-    for model in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
-        value = resolved_model_config(cfg, model).get("embeddings")
+    for model in s.model_names:
+        value = getattr(s.model_of(model), "embeddings", None)
         if value is not None and str(value) != "bundled":
             readers.setdefault(Path(str(value)).expanduser(), []).append(model)
     needs = []
@@ -203,12 +197,12 @@ def spire22_dir(fs: FetchSettings) -> Path:
     return Path(fs.dir).expanduser().absolute() / f"SPIRE-22@{fs.spire22.commit[:7]}"
 
 
-def annotation_needs(cfg: DictConfig, fs: FetchSettings) -> tuple[list[Need], str | None]:
+def annotation_needs(s: Settings, fs: FetchSettings) -> tuple[list[Need], str | None]:
     """The study's annotation files a run of real data reads, and the ``verify.annotations`` override that names them
     where leakexp fetch puts them (None when the setting already names files)."""
-    if str(cfg.data.kind) == "toy":
+    if s.data.kind == "toy":
         return [], None
-    spec = OmegaConf.to_container(cfg.verify, resolve=True).get("annotations")
+    spec = s.verify.annotations
     known = {f.name: f for f in fs.spire22.annotations}
     override = None
     if spec is None or spec == "???":
@@ -235,9 +229,9 @@ def annotation_needs(cfg: DictConfig, fs: FetchSettings) -> tuple[list[Need], st
     return needs, override
 
 
-def run_needs(cfg: DictConfig, fs: FetchSettings) -> list[Need]:
+def run_needs(s: Settings, fs: FetchSettings) -> list[Need]:
     """The SPIRE-22 runs whose top-100 ship in leakexp/data/runs/ and that the grid re-ranks (rerank.first_stage)."""
-    spec = OmegaConf.to_container(cfg.rerank, resolve=True).get("first_stage")
+    spec = s.rerank.first_stage
     named = set((spec.values() if isinstance(spec, dict) else [spec]) if spec else [])
     needs = []
     for f in fs.spire22.runs:
@@ -259,13 +253,13 @@ def _run(fs: FetchSettings, f: SourceFile, dest: Path) -> str:
     return f"{done}; the bundled {f.bundled} is its top-100"
 
 
-def irds_needs(cfg: DictConfig) -> list[Need]:
+def irds_needs(s: Settings) -> list[Need]:
     """The files ir_datasets reads for the training pool and the test collections: public ones fetched by ir_datasets
     itself, licensed and local ones listed."""
-    data = OmegaConf.to_container(cfg.data, resolve=True)
+    data = s.data.model_dump()
     requests = list(source_of(data["kind"]).pool_datasets(data))
-    for name in corpus_names(cfg):
-        corpus = OmegaConf.to_container(resolved_corpus_config(cfg, name), resolve=True)
+    for name in s.corpus_names:
+        corpus = s.corpus_of(name).model_dump()
         requests += source_of(corpus["kind"], "corpus.kind").corpus_datasets(corpus)
     return irds_file_needs(requests)
 
@@ -311,34 +305,33 @@ def _irds(f) -> str:
     return f"fetched by ir_datasets to {path}"
 
 
-def variant_needs(cfg: DictConfig) -> list[Need]:
+def variant_needs(s: Settings) -> list[Need]:
     """Query variants that detection reads and no file names: not public, placed by hand."""
     needs = []
-    names = [] if OmegaConf.is_missing(cfg.data, "corpora") else list(cfg.data.corpora)
-    for name in names:
-        corpus = OmegaConf.to_container(resolved_corpus_config(cfg, name), resolve=True)
+    for name in [] if s.data.corpora == "???" else s.data.corpora:
         try:
-            require_variants(corpus, list(cfg.detect.fields))
+            require_variants(s.corpus_of(name).model_dump(), list(s.detect.fields))
         except DataUnavailable as exc:
             needs.append(Need("manual", f"query variants of {name}", f"LEAKEXP_VARIANTS_{name.upper()}", False, None,
                               str(exc)))
     return needs
 
 
-def needs(cfg: DictConfig) -> tuple[list[Need], str | None]:
-    """Everything a run of ``cfg`` reads from outside leakexp and the store, and the ``verify.annotations`` override
-    for the annotation files fetched to fetch.dir (None: not needed)."""
-    fs = _section(cfg)
-    annotations, override = annotation_needs(cfg, fs)
-    return ([*model_needs(cfg), *glove_needs(cfg, fs), *annotations, *run_needs(cfg, fs), *irds_needs(cfg),
-             *variant_needs(cfg)], override)
+def needs(s: Settings) -> tuple[list[Need], str | None]:
+    """Everything a run of the settings ``s`` reads from outside leakexp and the store, and the ``verify.annotations``
+    override for the annotation files fetched to fetch.dir (None: not needed)."""
+    fs = s.fetch
+    annotations, override = annotation_needs(s, fs)
+    return ([*model_needs(s), *glove_needs(s, fs), *annotations, *run_needs(s, fs), *irds_needs(s),
+             *variant_needs(s)], override)
 
 
-def fetch(cfg: DictConfig, *, only: list[str] | None = None, listing: bool = False,
+def fetch(s: Settings, *, only: list[str] | None = None, listing: bool = False,
           say: Callable[[str], None] = print) -> int:
-    """Fetch what ``cfg``'s runs read and is public (``only``: those kinds), say what cannot be fetched and where to
-    put it; ``listing``: say what would be fetched and touch nothing. Exit code: 0, or 1 when a fetch failed."""
-    found, override = needs(cfg)
+    """Fetch what the runs of the settings ``s`` read and is public (``only``: those kinds), say what cannot be fetched
+    and where to put it; ``listing``: say what would be fetched and touch nothing. Exit code: 0, or 1 when a fetch
+    failed."""
+    found, override = needs(s)
     wanted = [n for n in found if n.kind == "manual" or only is None or n.kind in only]
     fetchable = [n for n in wanted if n.kind != "manual"]
     manual = [n for n in wanted if n.kind == "manual" or (n.get is None and not n.here)]

@@ -43,13 +43,15 @@ class StageInfo:
     reads: tuple[str, ...] | None
     inputs: tuple[str, ...] | None
     unresolved: tuple[tuple[str, int], ...] = ()
+    keyed_as: str = ""  # the name its keys were first derived under (``Stage.keyed_as``)
 
 
 def configured_asks(cfg: DictConfig, runner: Runner) -> list[Ask]:
     """The artifacts the configured grid asks for (status's rows, and the demo's extras on the toy world)."""
-    rows = (shared_asks(cfg, runner), cell_asks(cfg, grid_cells(cfg)))
+    s = runner.settings
+    rows = (shared_asks(cfg, runner), cell_asks(s, grid_cells(s)))
     asks = [a for row in rows for v in row.values() for a in v]
-    if cfg.data.kind == "toy":
+    if s.data.kind == "toy":
         asks += DEMO_EXTRAS
     return list(dict.fromkeys(asks))
 
@@ -90,7 +92,7 @@ def stages(cfg: DictConfig, runner: Runner | None = None) -> list[StageInfo]:
         out.append(StageInfo(s.name, s.version, s.module, s.stored, used,
                              tuple(sorted(reads[s.name])) if used else static,
                              tuple(sorted(inputs[s.name])) if used else None,
-                             tuple(unresolved.get(s.name, {}).items())))
+                             tuple(unresolved.get(s.name, {}).items()), s.keyed_as))
     return out
 
 
@@ -143,6 +145,9 @@ def render_stages(infos: list[StageInfo], width: int = 60) -> str:
     for s in infos:
         for why, n in s.unresolved:
             lines.append(f"{s.name}: the inputs of {n} artifact(s) are not known yet: {why}")
+    renamed = [f"{s.name} (was {s.keyed_as})" for s in infos if s.keyed_as]
+    if renamed:
+        lines.append(f"renamed, keys unchanged: {', '.join(renamed)}; a store made before keeps its artifacts")
     unused = [s.name for s in infos if not s.used]
     if unused:
         lines.append(f"not used by this configuration ({len(unused)}): {', '.join(unused)}; their reads are the "

@@ -16,7 +16,7 @@ from leakexp.lib import hub
 from leakexp.runner import config
 from leakexp.runner.config import compose as compose_config, runtime, settings
 from leakexp.runner.pipeline import Runner
-from leakexp.runner.schema import check_files, check_sections, validate
+from leakexp.runner.schema import Settings, check_files, check_sections, validate
 from leakexp.runner.stage import ConfigError
 from leakexp.runner.store import Store
 from leakexp.grid import fetch
@@ -90,13 +90,14 @@ def check_config(cfg: DictConfig, *, files: bool = False, needs: Iterable[str] |
     the stages named in ``needs`` (None: every stage) have what they require (``Stage.require``: annotation files,
     models in the Hugging Face cache, fetched first on a connected machine)."""
     sections = _schemas(cfg)
+    typed = Settings(settings(cfg), schema_of, config.RunSettings)
     for fn in dict.fromkeys(s.check for s in STAGES if s.check is not None):
-        fn(cfg)
+        fn(typed)
     if files:
         check_files(_file_entries(cfg, sections))
         with hub.fetching():  # a pinned Hugging Face model missing from the cache is fetched now, where allowed
             for fn in _requirements(needs):
-                fn(cfg)
+                fn(typed)
 
 
 def _file_entries(cfg: DictConfig, sections: list) -> list:
@@ -122,12 +123,21 @@ def unmet_requirements(cfg: DictConfig) -> list[str]:
             check_files([entry])
         except ConfigError as exc:
             unmet.append(str(exc))
+    typed = Settings(settings(cfg), schema_of, config.RunSettings)
     for fn in _requirements(None):
         try:
-            fn(cfg)
+            fn(typed)
         except (ConfigError, DataUnavailable) as exc:
             unmet.extend(getattr(exc, "messages", [str(exc)]))  # ConfigErrors: one line each
     return list(dict.fromkeys(unmet))
+
+
+def settings_of(cfg: DictConfig) -> Settings:
+    """The typed settings of ``cfg`` (:class:`~leakexp.runner.schema.Settings`): how code outside a stage reads a
+    setting (``settings_of(cfg).evaluate.mfr``). Every section is checked against its schema first, so a bad value
+    is a ConfigError naming the setting; the stages' own checks are :func:`check_config`'s."""
+    _schemas(cfg)
+    return Settings(settings(cfg), schema_of, config.RunSettings)
 
 
 def compose_checked(overrides: list[str] | None = None) -> DictConfig:
@@ -145,9 +155,10 @@ def runner(cfg: DictConfig, *, readonly: bool = False, files: bool | None = None
     # a run that computes needs its input files, and what its stages require
     check_config(cfg, files=not readonly if files is None else files, needs=needs)
     device = resolve_device(str(cfg.get("device", "auto")))
-    configure_precision(cfg.precision)  # process-wide, from config, before any model runs
-    return Runner(settings(cfg), STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device),
-                  cuda=device.startswith("cuda"), schemas=schema_of)
+    r = Runner(settings(cfg), STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device),
+               cuda=device.startswith("cuda"), schemas=schema_of, top=config.RunSettings)
+    configure_precision(r.settings.precision.matmul)  # process-wide, from config, before any model runs
+    return r
 
 
 def schema_of(section: str) -> type:

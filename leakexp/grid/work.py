@@ -8,20 +8,27 @@ models, the first-stage runs, the indexes) are counted once.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from leakexp.data.types import SOURCES
 from leakexp.lib.measures import average
+from leakexp.lib.memorization import LEAKED
 from leakexp.runner.jobs import scheduled
 from leakexp.runner.lineage import why
 from leakexp.runner.jobs import allocated_cpus
+from leakexp.runner.loop import each
 from leakexp.runner.pipeline import Runner
+from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask, ConfigError
-from leakexp.stages import memorization, robustness
+from leakexp.stages import memorization
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
-from leakexp.grid.registry import runner as make_runner
+from leakexp.stages.memorization import without_cell
+from leakexp.grid import robustness
+from leakexp.grid.registry import runner as make_runner, settings_of
 
 STATES = ("done", "running", "failed", "damaged", "stale", "missing", "data missing")
 
@@ -62,10 +69,12 @@ def needed_indexes(cfg: DictConfig, runner: Runner | None = None) -> list[Ask]:
     training set), a corpus's where its first stage is leakexp's own BM25 (a bundled or file run, e.g. Core 2017 /
     2018 in experiment=paper, needs none), and those robustness re-runs BM25 on (``robustness.first_stage=bm25``)."""
     r = runner or make_runner(cfg, readonly=True)
-    asks = [Ask.of("negatives", part="0"), *(Ask.of("firststage", corpus=c) for c in dict.fromkeys(cfg.grid.corpora))]
-    if cfg.robustness.get("enabled", False):
-        corpora = dict.fromkeys(c.corpus for c in robustness.robustness_cells(cfg))
-        asks += [robustness.queries_ask(cfg, c, a) for c in corpora for a in robustness.robustness_settings(cfg).query_attacks]
+    s = r.settings
+    asks = [Ask.of("negatives", part="0"), *(Ask.of("firststage", corpus=c) for c in dict.fromkeys(s.grid.corpora))]
+    if s.robustness.enabled:
+        corpora = dict.fromkeys(c.corpus for c in robustness.robustness_cells(s))
+        attacks = robustness.robustness_settings(s).query_attacks
+        asks += [robustness.queries_ask(s, c, a) for c in corpora for a in attacks]
     found = [r.normal(b) for a in asks for v in r.inputs(a).values() for b in (v if isinstance(v, list) else [v])
              if b.stage == "index"]
     return list(dict.fromkeys(found))
@@ -75,16 +84,17 @@ def shared_asks(cfg: DictConfig, runner: Runner | None = None) -> dict[str, list
     """The artifacts every cell of the grid builds on, per status row: toy world, the indexes it reads
     (:func:`needed_indexes`), embeddings, detection, verification, and the first-stage runs of the corpora the grid
     re-ranks."""
-    corpora = list(dict.fromkeys(cfg.grid.corpora))
-    rows = {"data": [Ask.of("toy")] if cfg.data.kind == "toy" else [],
+    s = runner.settings if runner is not None else settings_of(cfg)
+    corpora = list(dict.fromkeys(s.grid.corpora))
+    rows = {"data": [Ask.of("toy")] if s.data.kind == "toy" else [],
             "index": needed_indexes(cfg, runner),
-            "embed": [Ask.of("embed", source=s) for s in SOURCES],
+            "embed": [Ask.of("embed", source=source) for source in SOURCES],
             "detect": [Ask.of("detect")], "verify": [Ask.of("verify")],
             "firststage": [Ask.of("firststage", corpus=c) for c in corpora]}
     return {k: v for k, v in rows.items() if v}
 
 
-def cell_asks(cfg: DictConfig, cells: list[Cell]) -> dict[str, list[Ask]]:
+def cell_asks(s: Settings, cells: list[Cell]) -> dict[str, list[Ask]]:
     """Per status row, the requests of the grid's cells (several cells may ask for one artifact)."""
     rows: dict[str, list[Ask]] = {"build": [c.ask("build") for c in cells]}
     # documents encoded once per model: a training set's and a corpus's first-stage candidates
@@ -93,9 +103,9 @@ def cell_asks(cfg: DictConfig, cells: list[Cell]) -> dict[str, list[Ask]]:
         Ask.of("tokens", docs="run", model=c.model, corpus=c.corpus))]
     for stage in ("train", "rerank", "evaluate"):
         rows[stage] = [c.ask(stage) for c in cells]
-    rows["memorize"] = [c.ask("memorization") for c in cells if memorization.wanted(cfg, c)]
-    robust = robustness.robustness_cells(cfg) if cfg.robustness.get("enabled", False) else []
-    rows["robust"] = [a for c in robust for a in robustness.asks(cfg, c).values()]
+    rows["memorize"] = [c.ask("memorization") for c in cells if memorization.wanted(s, c)]
+    robust = robustness.robustness_cells(s) if s.robustness.enabled else []
+    rows["robust"] = [a for c in robust for a in robustness.asks(s, c).values()]
     return {k: v for k, v in rows.items() if v}
 
 
@@ -104,7 +114,7 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
     every finished artifact's files against their checksums). An artifact several cells share counts once."""
     r = runner or make_runner(cfg, readonly=True)
     out: dict[str, StageStatus] = {}
-    rows = {**shared_asks(cfg, r), **cell_asks(cfg, grid_cells(cfg))}
+    rows = {**shared_asks(cfg, r), **cell_asks(r.settings, grid_cells(r.settings))}
     for row, asks in rows.items():
         st = out.setdefault(row, StageStatus())
         seen = set()
@@ -139,7 +149,7 @@ def scheduler_notes(cfg: DictConfig, runner: Runner | None = None) -> list[str]:
     scheduler ended the job."""
     r = runner or make_runner(cfg, readonly=True)
     pending = []
-    for cell in grid_cells(cfg):
+    for cell in grid_cells(r.settings):
         try:
             state = r.state(cell.ask("evaluate"))[0]
         except Exception:  # status reports why it cannot be keyed
@@ -149,22 +159,43 @@ def scheduler_notes(cfg: DictConfig, runner: Runner | None = None) -> list[str]:
     return [f"{word.upper()} {cell}: {detail}" for word, cell, detail in scheduled(r.store.root, pending)]
 
 
-def run_cell(cfg: DictConfig, runner: Runner, cell: Cell) -> dict:
+def run_cell(runner: Runner, cell: Cell) -> dict:
     """Everything one cell needs, computing only what the store lacks; returns its mean measures. A leaked
     cell's memorization is computed once it and its No-Leakage cell are both re-ranked."""
     pq = runner.get(cell.ask("evaluate"))
-    for leaked in memorization.ready_cells(cfg, runner, cell):
+    for leaked in ready_cells(runner.settings, runner, cell):
         runner.ensure(leaked.ask("memorization"))
-    return {m: average(v, m, cfg.evaluate.mfr) for m, v in pq.groupby("measure").value}
+    return {m: average(v, m, runner.settings.evaluate.mfr) for m, v in pq.groupby("measure").value}
 
 
-def cell_workers(cfg: DictConfig, cells: int) -> int:
+def ready_cells(s: Settings, runner, cell: Cell) -> list[Cell]:
+    """The leaked cells whose memorization can be computed now that ``cell`` is finished: the cell itself
+    (leaked) or its MSM and test siblings (no leakage), where both re-rankings are in the store. Cheap.
+
+    Whichever of a leaked cell and its no-leakage cell finishes last computes it, so grid workers never
+    wait for, or train, a model of another cell (``memorization_all`` does, for grids without ``none``)."""
+    family = [cell] if cell.leakage in LEAKED else [dataclasses.replace(cell, leakage=l) for l in LEAKED]
+    return [c for c in family if memorization.wanted(s, c)
+            and all(runner.state(x.ask("rerank"))[0] == "done" for x in (c, without_cell(c)))]
+
+
+def memorization_all(s: Settings, runner, cells: list[Cell]) -> tuple[list[Path], list[tuple[Cell, Exception]]]:
+    """The memorization artifacts of every wanted cell among ``cells`` (and what they lack upstream); a
+    failing cell is reported and does not stop the others."""
+    done = []
+    failed = each([c for c in cells if memorization.wanted(s, c)], lambda cell: runner.ensure(cell.ask("memorization")),
+                  desc="memorization", done=lambda cell, path: done.append(path))
+    return done, failed
+
+
+
+def cell_workers(s: Settings, cells: int) -> int:
     """``workers``: processes running cells at once. ``auto``: one per core (at most 4) when cells run on the CPU,
     one when they run on a GPU (``hydra/launcher=gpu_local`` gives each GPU its own cell)."""
-    setting = cfg.get("workers", "auto")
+    setting = s.run.workers
     if setting != "auto":
-        return max(1, min(int(setting), cells))
-    device = str(cfg.get("device", "auto"))
+        return max(1, min(setting, cells))
+    device = s.run.device
     if device.startswith("cuda") or (device == "auto" and _cuda()):
         return 1
     return max(1, min(allocated_cpus(), 4, cells))
@@ -196,16 +227,17 @@ def grid_jobs(cfg: DictConfig, runner: Runner, cells: list[Cell], extra: list[As
     (``robustness.enabled``), whose models the cells trained."""
     rows = shared_asks(cfg, runner)
     shared = [Job("ask", a) for row in ("embed", "index", "firststage") for a in rows.get(row, [])]
-    robust = robustness.robustness_cells(cfg) if cfg.robustness.get("enabled", False) else []
+    s = runner.settings if runner is not None else settings_of(cfg)
+    robust = robustness.robustness_cells(s) if s.robustness.enabled else []
     return [*shared, *(Job("ask", a) for a in extra), *(Job("cell", c) for c in cells),
             *(Job("robustness", c) for c in robust)]
 
 
-def run_job(cfg: DictConfig, runner: Runner, job: Job):
+def run_job(runner: Runner, job: Job):
     if job.kind == "cell":
-        return run_cell(cfg, runner, job.what)
+        return run_cell(runner, job.what)
     if job.kind == "robustness":
-        return robustness.robust(cfg, runner, job.what)
+        return robustness.robust(runner.settings, runner, job.what)
     return runner.ensure(job.what)
 
 
@@ -215,7 +247,7 @@ def run_job_in_worker(cfg: DictConfig, job: Job):
     if key not in _WORKER_RUNNERS:
         _WORKER_RUNNERS.clear()
         _WORKER_RUNNERS[key] = make_runner(cfg)
-    return run_job(cfg, _WORKER_RUNNERS[key], job)
+    return run_job(_WORKER_RUNNERS[key], job)
 
 
 _WORKER_RUNNERS: dict = {}
@@ -243,7 +275,8 @@ def stored_results(runner: Runner, cells: list[Cell]):
 def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
     """``status --why``: for the configured cell's artifact of each named stage, what made its key and, where
     only other configurations' artifacts are stored, which values and inputs differ."""
-    r, cell = make_runner(cfg, readonly=True), cell_from_config(cfg)
+    r = make_runner(cfg, readonly=True)
+    cell = cell_from_config(r.settings)
     renamed = {s.keyed_as: s.name for s in r.stages.values() if s.keyed_as}  # an old name still answers (eval)
     stages = [renamed.get(s, s) for s in stages]
     unknown = [s for s in stages if s not in r.stages]
@@ -260,9 +293,11 @@ def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
 
 def render_status(status: dict[str, StageStatus]) -> str:
     width = {s: max(9, len(s) + 2) for s in STATES}
-    lines = [f"{'stage':<8}" + "".join(f"{s:>{width[s]}}" for s in STATES) + f"{'total':>8}"]
+    name = max([8, *(len(stage) + 1 for stage in status)])  # the stage column fits its longest row (firststage)
+    lines = [f"{'stage':<{name}}" + "".join(f"{s:>{width[s]}}" for s in STATES) + f"{'total':>8}"]
     for stage, st in status.items():
-        lines.append(f"{stage:<8}" + "".join(f"{getattr(st, _attr(s)):>{width[s]}}" for s in STATES) + f"{st.total:>8}")
+        lines.append(f"{stage:<{name}}" + "".join(f"{getattr(st, _attr(s)):>{width[s]}}" for s in STATES)
+                     + f"{st.total:>8}")
     absent: dict[str, list[str]] = {}  # one line per missing data, not per artifact that needs it
     for stage, st in status.items():
         for state, path, detail in st.notes:

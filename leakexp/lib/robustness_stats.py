@@ -213,3 +213,34 @@ def kendall_tau_distance(before: Sequence[str], after: Sequence[str]) -> float:
     pos = {d: i for i, d in enumerate(a)}
     tau = sps.kendalltau(np.arange(n), [pos[d] for d in b])[0]
     return float((1.0 - tau) / 2.0)
+
+
+def manipulation_effects(run: pd.DataFrame, pairs: pd.DataFrame, relevant: set[tuple[str, str]],
+                         kind: str) -> pd.DataFrame:
+    """Per topic of the re-ranked ``run``, what re-scoring its manipulated documents did (``pairs``: qid, docno and
+    their scores ``before`` and ``after`` the manipulation; every other document keeps its stored score): Top
+    Change (TC) and the normalised Kendall-tau distance (KT) of the two rankings (Wu et al. 2022, Eqs. 20-22), and
+    for stuffing the stuffed document's ranks, its gain and whether it is judged relevant (``relevant``: (qid,
+    docno) pairs)."""
+    rows = []
+    for qid, g in run.groupby("qid", sort=True):
+        changed = pairs[pairs.qid == qid]
+        if changed.empty:
+            continue
+        rb, ra = rescored_rankings(g, dict(zip(changed.docno, changed.before)), dict(zip(changed.docno, changed.after)))
+        row = {"qid": qid, "documents": len(g), "manipulated": len(changed),
+               "TC": top_change(rb, ra), "KT": kendall_tau_distance(rb, ra), "before_is_stored": rb == strict_ranking(g)}
+        if kind == "stuff":
+            d = str(changed.docno.iloc[0])
+            row.update(docno=d, rank_before=rb.index(d), rank_after=ra.index(d), relevant=(str(qid), d) in relevant)
+            row["gain"] = row["rank_before"] - row["rank_after"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def attack_effects(before: pd.Series, after: pd.Series, applied: set) -> pd.DataFrame:
+    """Per topic (``before``: the measure per qid on the stored run; ``after``: on the run with the attacked topics
+    re-scored), whether the attack changed its query and the measure before and after."""
+    return pd.DataFrame({"qid": before.index, "applied": before.index.isin(applied),
+                         "original": before.values, "attacked": after.reindex(before.index).values})
+

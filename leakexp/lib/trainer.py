@@ -134,7 +134,7 @@ def resolve_device(device: str = "auto") -> str:
     return device
 
 
-def configure_precision(precision: Mapping | None = None) -> None:
+def configure_precision(matmul: str = "highest") -> None:
     """Set float32 matmul precision once per process, from config ``precision.matmul`` (call at start-up).
 
     ``highest`` (default): no TF32, fp32 matmuls and convolutions are exact IEEE fp32; ``high`` / ``medium``
@@ -143,7 +143,6 @@ def configure_precision(precision: Mapping | None = None) -> None:
     Nothing else in leakexp changes these switches, so a re-rank right after training in the same process
     computes exactly what a re-rank of the stored model computes.
     """
-    matmul = str((precision or {}).get("matmul", "highest"))
     if matmul not in ("highest", "high", "medium"):
         raise ValueError(f"precision.matmul={matmul!r}; use highest, high or medium")
     torch.set_float32_matmul_precision(matmul)

@@ -347,7 +347,10 @@ def settings(cfg: DictConfig) -> dict:
     out = OmegaConf.to_container(cfg, resolve=True)
     out.pop("hydra", None)
     out["corpora"] = {n: _resolved(cfg, "corpus", n) for n in corpus_names(cfg)}
-    out["models"] = {m: _resolved_model(cfg, m) for m in dict.fromkeys([*cfg.grid.models, cfg.model.name])}
+    models = list(dict.fromkeys([*cfg.grid.models, cfg.model.name]))
+    out["models"] = {m: _resolved_model(cfg, m) for m in models}
+    # the recipe each model trains by, by name (models.<name> holds the train: block it makes, not its name)
+    out["recipes"] = {m: model_recipe(cfg, m) for m in models}
     return out
 
 

@@ -9,13 +9,13 @@ records are one artifact. Keys are computed once per process and need no data: s
 from __future__ import annotations
 
 import copy
-import functools
 import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from leakexp.runner.jobs import compute_threads
+from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask, Config, Context, InputsMissing, Stage, select
 from leakexp.runner.store import KEY_LENGTH, Store, config_hash
 
@@ -23,16 +23,18 @@ RUNNER = 2  # the key scheme; markers of other schemes are another layout (see `
 
 
 class Runner:
-    """Keys, paths, states and values of the artifacts of one configuration (``settings``, resolved)."""
+    """Keys, paths, states and values of the artifacts of one configuration: ``values`` are its resolved settings as
+    plain data (what keys hash), ``settings`` the same typed (:class:`~leakexp.runner.schema.Settings`)."""
 
-    def __init__(self, settings: Mapping, stages: Iterable[Stage], store: Store, *, runtime: Mapping | None = None,
-                 cuda: bool = False, schemas: Callable[[str], type] | None = None):
-        self.settings, self.store, self.cuda, self.schemas = settings, store, cuda, schemas
+    def __init__(self, values: Mapping, stages: Iterable[Stage], store: Store, *, runtime: Mapping | None = None,
+                 cuda: bool = False, schemas: Callable[[str], type] | None = None, top: type | None = None):
+        self.values, self.store, self.cuda, self.schemas = values, store, cuda, schemas
+        self.settings = Settings(values, schemas, top) if schemas is not None else None  # the same, typed
         self.runtime, self.stages = dict(runtime or {}), {s.name: s for s in stages}
-        self._values, self._ensured = {}, set()  # what ``get`` returned, what ``ensure`` checked (Ask, computed)
+        self._got, self._ensured = {}, set()  # what ``get`` returned, what ``ensure`` checked (Ask, computed)
         # per ask, made once (status and plan key every artifact of the grid); _missing: see ``unavailable``
-        self._normals, self._configs, self._inputs, self._records, self._keys, self._upstream, self._missing, \
-            self._sections = {}, {}, {}, {}, {}, {}, {}, {}
+        self._normals, self._configs, self._inputs, self._records, self._keys, self._upstream, self._missing = \
+            {}, {}, {}, {}, {}, {}, {}
         self._folders = {s.name: store.folder(s.name, renamed_from=s.key_name) for s in self.stages.values()}
 
     def stage(self, ask: Ask) -> Stage:
@@ -51,7 +53,8 @@ class Runner:
         """The config values the stage of ``ask`` reads (shared: its computation gets a copy in its context)."""
         ask = self.normal(ask)
         return self._once(self._configs, ask,
-                          lambda: select(self.settings, self.stage(ask).read_paths(ask.params, self.cuda)))
+                          lambda: select(self.values, self.stage(ask).read_paths(ask.params, self.cuda),
+                                         self.settings.section if self.settings is not None else None))
 
     def inputs(self, ask: Ask) -> dict[str, Ask | list[Ask]]:
         ask = self.normal(ask)
@@ -123,16 +126,8 @@ class Runner:
             v = inputs[name]
             return [self.get(a) for a in v] if isinstance(v, list) else self.get(v)
 
-        section = self.section if self.schemas is not None else None
         return Context(self.stage(ask), ask.params, copy.deepcopy(self.config(ask)), self.key(ask), self.path(ask),
-                       self.runtime, tuple(inputs), resolve, _section=section)
-
-    def section(self, dotted: str) -> Any:
-        """The settings of a config section (``evaluate``, ``models.knrm``) as its schema's validated object."""
-        if dotted not in self._sections:
-            node = functools.reduce(lambda n, part: n[part], dotted.split("."), self.settings)
-            self._sections[dotted] = self.schemas(dotted).model_validate(node)
-        return self._sections[dotted]
+                       self.runtime, tuple(inputs), resolve)
 
     def ensure(self, ask: Ask, *, load: bool = False) -> Path:
         """The stored artifact of ``ask``, computing it and whatever it lacks upstream. Every stored artifact
@@ -155,13 +150,13 @@ class Runner:
         """What a dependant receives: the in-process value, or the stored artifact (opened), memoised."""
         ask, stage = self.normal(ask), self.stage(ask)
         memo = f"{ask.stage}:{self.key(ask)}"
-        if memo not in self._values:
+        if memo not in self._got:
             if stage.stored:
                 path = self.ensure(ask, load=True)
-                self._values[memo] = stage.opener(path) if stage.opener else path
+                self._got[memo] = stage.opener(path) if stage.opener else path
             else:
-                self._values[memo] = stage.value(self.context(ask))
-        return self._values[memo]
+                self._got[memo] = stage.value(self.context(ask))
+        return self._got[memo]
 
     def state(self, ask: Ask, *, checksums: bool = False) -> tuple[str, Path | None, str]:
         """(state, path, detail), computing nothing: data missing (outside files it reads), done, damaged (files differ

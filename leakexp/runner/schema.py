@@ -9,8 +9,9 @@ checked before a run that computes, each error naming the setting, the path and 
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -34,6 +35,71 @@ class Section(BaseModel):
     def files(self) -> Iterable[tuple[str, Path]]:
         """(setting, path) of every file this section says a run reads (checked before the run)."""
         return ()
+
+
+class Settings:
+    """A configuration's settings, typed: the one way code reads a setting. Each section is its schema's validated
+    object, made once: ``s.evaluate.mfr``, ``s.grid.corpora``; ``s.run`` holds the top-level values (store, size,
+    seed, device), ``s.corpus`` and ``s.model`` the cell's corpus and model as the configuration resolves them
+    (``corpora.<name>``, ``models.<name>``: ``s.corpus_of(name)``, ``s.model_of(name)``). A stage reads the same
+    objects through ``ctx.settings``, which also holds it to the leaves it declared."""
+
+    def __init__(self, values: Mapping[str, Any], schemas: Callable[[str], type[Section]], top: type[Section]):
+        self.values, self._schemas, self._top, self._made = values, schemas, top, {}
+
+    def section(self, dotted: str) -> Section:
+        """A section by its dotted place in the settings: ``evaluate``, ``models.knrm``, ``corpora.robust04``."""
+        if dotted not in self._made:
+            try:
+                node = functools.reduce(lambda n, part: n[part], dotted.split("."), self.values)
+                schema = self._schemas(dotted)
+            except (KeyError, TypeError):
+                raise AttributeError(f"the settings have no section {dotted!r}") from None
+            self._made[dotted] = schema.model_validate(node)
+        return self._made[dotted]
+
+    def __getattr__(self, name: str) -> Section:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.section(name)
+
+    @property
+    def run(self) -> Section:
+        if "" not in self._made:
+            self._made[""] = self._top.model_validate({k: v for k, v in self.values.items()
+                                                       if k in self._top.model_fields})
+        return self._made[""]
+
+    @property
+    def corpus_names(self) -> list[str]:
+        """Every corpus the configuration can touch: the data's, the grid's and the cell's."""
+        return list(self.values.get("corpora", {}))
+
+    @property
+    def model_names(self) -> list[str]:
+        """The grid's models and the cell's."""
+        return list(self.values.get("models", {}))
+
+    def recipe_of(self, model: str) -> str | None:
+        """The recipe ``model`` trains by (None: its file names none); ``models.<name>`` holds the ``train:`` block
+        the recipe makes, not the recipe's name."""
+        return self.values.get("recipes", {}).get(model)
+
+    def corpus_of(self, name: str) -> Section:
+        return self.section(f"corpora.{name}")
+
+    def model_of(self, name: str) -> Section:
+        return self.section(f"models.{name}")
+
+    @property
+    def corpus(self) -> Section:
+        """The cell's corpus (``corpus=``), with its ``corpus_overrides``."""
+        return self.corpus_of(self.values["corpus"]["name"])
+
+    @property
+    def model(self) -> Section:
+        """The cell's model (``model=``), as its file, its recipe and ``model_overrides`` make it."""
+        return self.model_of(self.values["model"]["name"])
 
 
 def _message(prefix: str, error: Mapping[str, Any]) -> str:

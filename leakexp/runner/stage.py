@@ -98,23 +98,29 @@ class Declared:
 
 
 class Config(dict):
-    """The config values one stage reads, as nested dicts, with a dotted getter (``c.at("bm25.k1")``).
+    """The config values one stage reads, as nested dicts (what its key hashes), and the same as typed settings:
+    ``c.settings("bm25").k1`` is how a stage's declarations (inputs, path, external files) read a setting.
 
     ``declared`` holds the paths the stage declared (``Stage.reads``): reading any other path is an error, not a
     silent None, so a key cannot miss a value its stage reads.
     """
 
     declared: tuple[str, ...] | None = None
+    section: Callable[[str], Any] | None = None  # the runner's typed sections (``Settings.section``)
 
-    def at(self, dotted: str, default: Any = None) -> Any:
-        if not _declared(dotted, self.declared):
-            raise KeyError(f"{dotted!r} is read but not declared in the stage's reads ({', '.join(self.declared)})")
-        node: Any = self
-        for part in dotted.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return default
-            node = node[part]
-        return node
+    def settings(self, section: str) -> "Declared":
+        """The validated settings object of a section the stage reads (``data``, ``models.knrm``, ``corpora.x``);
+        reading a leaf the stage did not declare is an error."""
+        if not _declared(section, self.declared):
+            raise KeyError(f"{section!r} is read but not declared in the stage's reads ({', '.join(self.declared)})")
+        if self.section is None:
+            raise RuntimeError("these settings have no schemas: build the runner with schemas=")
+        return Declared(self.section(section), section, self.declared)
+
+    def __deepcopy__(self, memo: dict) -> "Config":
+        out = Config(copy.deepcopy(dict(self), memo))
+        out.declared, out.section = self.declared, self.section  # the typed sections are shared, never copied
+        return out
 
 
 def _copied(node: Any) -> Any:
@@ -129,8 +135,9 @@ def _copied(node: Any) -> Any:
     return copy.deepcopy(node)
 
 
-def select(settings: Mapping, paths: Iterable[str]) -> Config:
-    """The parts of ``settings`` that ``paths`` name (dotted; ``!path`` removes), as nested dicts."""
+def select(settings: Mapping, paths: Iterable[str], section: Callable[[str], Any] | None = None) -> Config:
+    """The parts of ``settings`` that ``paths`` name (dotted; ``!path`` removes), as nested dicts; ``section``: the
+    typed sections they come from (``Config.settings``)."""
     out: dict = {}
     paths = list(paths)
     for path in (p for p in paths if not p.startswith("!")):
@@ -151,6 +158,7 @@ def select(settings: Mapping, paths: Iterable[str]) -> Config:
             target.pop(leaf, None)
     config = Config(out)
     config.declared = tuple(p for p in paths if not p.startswith("!"))
+    config.section = section
     return config
 
 
@@ -234,16 +242,13 @@ class Context:
     input_names: tuple[str, ...] = ()
     _resolve: Callable[[str], Any] = field(repr=False, default=None)
     _cache: dict = field(default_factory=dict, repr=False)
-    _section: Callable[[str], Any] | None = field(repr=False, default=None)
 
     def settings(self, section: str) -> Declared:
         """The validated settings object of a config section the stage reads (``evaluate``, ``models.knrm``,
-        ``corpora.robust04``); reading a leaf the stage did not declare is an error, as with ``config``."""
+        ``corpora.robust04``): ``Config.settings``; a leaf the stage did not declare is an error."""
         if not _declared(section, self.config.declared):
             raise KeyError(f"{section!r} is not read by stage {self.stage.name} ({', '.join(self.config.declared)})")
-        if self._section is None:
-            raise RuntimeError("this context has no schemas: build the runner with schemas=")
-        return Declared(self._section(section), section, self.config.declared)
+        return self.config.settings(section)
 
     def input(self, name: str) -> Any:
         if name not in self._cache:

@@ -64,7 +64,7 @@ def _pair_audit(ctx: Context, tmp: Path) -> dict:
 PAIR_AUDIT = Stage(
     "audit", version=2, reads=("detect.sbert", "detect.k", "detect.threshold", "detect.fields", "data.corpora"),
     inputs=lambda p, c: {"pool": Ask.of("pool"), **{f"embed-{s}": Ask.of("embed", source=s) for s in SOURCES},
-                         "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora")]},
+                         "collections": [Ask.of("collection", corpus=n) for n in c.settings("data").corpora]},
     compute=_pair_audit, describe="audit, decontamination and resampling of the toy world's train/test pair",
 )
 

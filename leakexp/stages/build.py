@@ -13,8 +13,7 @@ import pandas as pd
 
 from leakexp.data.types import SOURCES
 from leakexp.lib.bm25 import bm25_search
-from leakexp.runner.config import resolved_corpus_config
-from leakexp.runner.schema import NonNegativeInt, PositiveInt, Section
+from leakexp.runner.schema import NonNegativeInt, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.stages.cell import set_params
 from leakexp.stages.detect import above_threshold
@@ -30,7 +29,7 @@ NEGATIVES_CHUNK = 8192  # fillers per negatives artifact: every set reads the ch
 
 
 def _corpora(c: Config) -> list[str]:
-    return list(c.at("data.corpora") or [])
+    return list(c.settings("data").corpora or [])
 
 
 def _fillers(ctx: Context) -> pd.DataFrame:
@@ -144,42 +143,42 @@ def _set(ctx: Context, tmp: Path) -> dict:
                                      "content_hash")}
 
 
-def pool_queries(cfg) -> tuple[int, str] | None:
+def pool_queries(s: Settings) -> tuple[int, str] | None:
     """How many training queries the configured pool holds at most, and which setting says so, where the config
     alone tells (the toy world: ``data.queries_per_source`` per source); None where only the data does."""
-    if cfg.data.kind == "toy" and cfg.data.get("queries_per_source"):
-        per = int(cfg.data.queries_per_source)
+    if s.data.kind == "toy" and s.data.queries_per_source:
+        per = s.data.queries_per_source
         return len(SOURCES) * per, f"{len(SOURCES)} x data.queries_per_source={per}"
     return None
 
 
-def check_size(cfg, corpus: str, leakage: str, size: int, where: str) -> None:
+def check_size(s: Settings, corpus: str, leakage: str, size: int, where: str) -> None:
     """A set the pool cannot fill, known from the config before any work: its non-test queries (the fillers and
     the verified leaks, all drawn from the pool) outnumber the pool's queries. ``where`` names the setting
     (``size=…``, ``grid.sizes has …``). The exact number of fillers (the pool less the queries leakage detection
     sets aside and those without a BM25 negative) is checked when the set is built (:func:`build_set`)."""
-    pool = pool_queries(cfg)
+    pool = pool_queries(s)
     if pool is None:
         return
     held, why = pool
-    test = int(resolved_corpus_config(cfg, corpus).get("test_leak_queries") or 0) if leakage == "test" else 0
+    test = s.corpus_of(corpus).test_leak_queries if leakage == "test" else 0
     need = int(size) // 2 - test
     if need > held:
         raise ConfigError(
             f"{where}: a training set of corpus={corpus} leakage={leakage} needs {need} training queries but the "
-            f"training pool of data={cfg.data.name} holds {held} ({why}), fewer once leakage detection sets "
+            f"training pool of data={s.data.name} holds {held} ({why}), fewer once leakage detection sets "
             f"queries aside: the filler pool is exhausted; choose size <= {2 * (held + test)} or raise "
             "data.queries_per_source"
         )
 
 
-def check_grid_sizes(cfg) -> None:
+def check_grid_sizes(s: Settings) -> None:
     """Every set of the grid fits the pool (:func:`check_size`): plan, status and grid refuse before any work."""
-    g = cfg.grid
+    g = s.grid
     for size in dict.fromkeys(g.sizes):
         for corpus in dict.fromkeys(g.corpora):
             for leakage in dict.fromkeys(g.leakages):
-                check_size(cfg, corpus, leakage, size, f"grid.sizes has {size}")
+                check_size(s, corpus, leakage, size, f"grid.sizes has {size}")
 
 
 BUILD = Stage(

@@ -7,10 +7,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from omegaconf import DictConfig
 from pydantic import Field
 
-from leakexp.runner.schema import Name, NonNegativeInt, PositiveInt, Section
+from leakexp.runner.schema import Name, NonNegativeInt, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask
 
 
@@ -38,13 +37,14 @@ class Cell:
         return f"{self.corpus}/{self.leakage}/{self.size}/{self.model}/seed-{self.seed}"
 
 
-def cell_from_config(cfg: DictConfig) -> Cell:
-    return Cell(cfg.corpus.name, cfg.leakage.name, int(cfg.size), cfg.model.name, int(cfg.seed))
+def cell_from_config(s: Settings) -> Cell:
+    """The cell the command line names (``corpus=… leakage=… size=… model=… seed=…``)."""
+    return Cell(s.corpus.name, s.leakage.name, s.run.size, s.model.name, s.run.seed)
 
 
-def grid_cells(cfg: DictConfig) -> list[Cell]:
-    g = cfg.grid
-    return [Cell(c, l, int(s), m, int(seed)) for c in g.corpora for l in g.leakages for s in g.sizes
+def grid_cells(s: Settings) -> list[Cell]:
+    g = s.grid
+    return [Cell(c, l, size, m, seed) for c in g.corpora for l in g.leakages for size in g.sizes
             for m in g.models for seed in g.seeds]
 
 

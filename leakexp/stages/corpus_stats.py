@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from leakexp.data.files import DataFormatError
-from leakexp.runner.config import corpus_names, resolved_corpus_config
 from leakexp.runner.stage import Ask, Config, Context, Stage
 from leakexp.stages.sources import collection_source, pool_source
+from leakexp.runner.schema import Settings
 
 # The lowest plausible median length, in white-space words, per kind of document. News articles (Robust04, NYT, WaPo)
 # and web documents (MS MARCO) have medians of hundreds of words; a median under 20 means the body was not read.
@@ -113,7 +113,8 @@ def _reads(p: dict, cuda: bool) -> list[str]:
 
 def check_settings(c: Config, name: str) -> dict:
     """The check settings of ``name`` (the training pool or a corpus) from a stage's config."""
-    return {k: c.at(f"{_section(name)}.{k}") for k in CHECK_KEYS}
+    settings = c.settings(_section(name))
+    return {k: getattr(settings, k) for k in CHECK_KEYS}
 
 
 def _corpus_stats(ctx: Context, tmp: Path) -> dict:
@@ -145,20 +146,18 @@ def stats_figures(figures: Mapping) -> dict:
 
 
 # -- the command ----------------------------------------------------------------------------------------------------
-def corpus_stats(cfg, toy: Path | None = None) -> tuple[list[tuple[str, object]], list[str]]:
+def corpus_stats(s: Settings, toy: Path | None = None) -> tuple[list[tuple[str, object]], list[str]]:
     """(``name: value`` lines, check errors) for every test corpus of the configuration (``data.corpora`` and
     ``grid.corpora``) and the training pool (``train_…``; its topics are the training queries of both sources, judged:
     those with a relevant document); ``toy``: the generated toy world's directory, for ``data=toy``.
 
     Computed from the collections themselves, not the store, so a corpus the check refuses still shows its figures.
     """
-    from omegaconf import OmegaConf
-
-    data = OmegaConf.to_container(cfg.data, resolve=True)
+    data = s.data.model_dump()
     lines: list[tuple[str, object]] = []
     errors: list[str] = []
-    for name in corpus_names(cfg):
-        corpus = OmegaConf.to_container(resolved_corpus_config(cfg, name), resolve=True)
+    for name in s.corpus_names:
+        corpus = s.corpus_of(name).model_dump()
         c = collection_source(corpus).collection(corpus, data, toy)
         fig = document_figures(c.docs)
         judged = set(c.qrels.qid) & set(c.topics)

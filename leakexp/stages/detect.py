@@ -22,7 +22,7 @@ from pydantic import Field
 from leakexp.data.types import SOURCES, Collection
 from leakexp.lib.dense import embed_to_memmap, encode, exact_topk, load_sbert, sbert_slug
 from leakexp.lib.hub import require_sbert as require
-from leakexp.runner.schema import Name, PositiveInt, Section
+from leakexp.runner.schema import Name, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, Context, Stage
 from leakexp.runner.store import atomic_write_json, read_json
 from leakexp.stages.sources import check_variants, require_variants_of_corpora
@@ -138,14 +138,14 @@ def open_embeddings(path: Path) -> np.ndarray:
     return np.memmap(path / "emb.f32", dtype=np.float32, mode="r", shape=(max(meta["n"], 1), meta["dim"]))[: meta["n"]]
 
 
-def require_detection_model(cfg) -> None:
+def require_detection_model(s: Settings) -> None:
     """The SBERT model ``detect.sbert`` names loads without a download (leakexp.lib.hub)."""
-    require(str(cfg.detect.sbert), "detect.sbert")
+    require(s.detect.sbert, "detect.sbert")
 
 
 EMBED = Stage(
     "embed", version=1, reads=("detect.sbert",), inputs=lambda p, c: {"pool": Ask.of("pool")}, compute=_embed,
-    opener=open_embeddings, path=lambda p, c: [sbert_slug(str(c.at("detect.sbert"))), p["source"]],
+    opener=open_embeddings, path=lambda p, c: [sbert_slug(c.settings("detect").sbert), p["source"]],
     require=require_detection_model,
     describe="SBERT embeddings of one source's training queries",
 )
@@ -184,9 +184,9 @@ def _detect(ctx: Context, tmp: Path) -> dict:
 DETECT = Stage(
     "detect", version=1, reads=("detect.sbert", "detect.k", "detect.fields", "data.corpora"),
     inputs=lambda p, c: {"pool": Ask.of("pool"), **{f"embed-{s}": Ask.of("embed", source=s) for s in SOURCES},
-                         "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora")]},
+                         "collections": [Ask.of("collection", corpus=n) for n in c.settings("data").corpora]},
     compute=_detect, opener=lambda path: pd.read_parquet(path / "candidates.parquet"),
-    path=lambda p, c: [sbert_slug(str(c.at("detect.sbert")))], require=require_variants_of_corpora,
+    path=lambda p, c: [sbert_slug(c.settings("detect").sbert)], require=require_variants_of_corpora,
     describe="leakage candidates: the k most similar training queries of every topic field (SBERT + exact kNN)",
 )
 

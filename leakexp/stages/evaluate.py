@@ -20,16 +20,17 @@ import pandas as pd
 from pydantic import Field
 
 from leakexp.lib.measures import MFR_DEFINITIONS, average, check_mfr, parse_measures, per_query, without_relevant
-from leakexp.runner.schema import Name, NonNegativeInt, Section
+from leakexp.runner.schema import Name, NonNegativeInt, Section, Settings
 from leakexp.runner.stage import Ask, ConfigError, Context, Stage
 from leakexp.stages.cell import rerank_params, rerank_path
 
 
-def check_evaluation(cfg) -> None:
+def check_evaluation(s: Settings) -> None:
     """The measure names, which only ir_measures can parse (every other domain is :class:`EvaluateSettings`')."""
+    e = s.evaluate
     try:
-        check_mfr(cfg.evaluate.mfr, cfg.evaluate.mfr_missing)
-        parse_measures(list(cfg.evaluate.measures), mfr_missing=cfg.evaluate.mfr_missing)
+        check_mfr(e.mfr, e.mfr_missing)
+        parse_measures(list(e.measures), mfr_missing=e.mfr_missing)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

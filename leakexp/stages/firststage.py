@@ -14,9 +14,9 @@ from leakexp.data.judgments import BUNDLED_RUNS, run_path
 from leakexp.data.irds_files import trec_files
 from leakexp.lib.bm25 import ANSERINI_VERSION, bm25_search
 from leakexp.lib.trec import read_run
-from leakexp.runner.config import resolved_corpus_config
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.stages.index import BM25, bm25_options
+from leakexp.runner.schema import Settings
 
 
 def first_stage_file(spec: str | Mapping | None, corpus: str) -> Path | None:
@@ -34,34 +34,33 @@ def first_stage_file(spec: str | Mapping | None, corpus: str) -> Path | None:
     return run_path(str(spec).format(corpus=corpus)) if "{corpus}" in str(spec) else run_path(spec)
 
 
-def first_stage_caption(cfg, corpus: str) -> str:
+def first_stage_caption(s: Settings, corpus: str) -> str:
     """What the models of ``corpus`` re-ranked, for a table's caption."""
-    depth = int(cfg.rerank.depth)
-    spec = cfg.rerank.get("first_stage")
-    external = first_stage_file(dict(spec) if isinstance(spec, Mapping) else spec, corpus)
+    depth = s.rerank.depth
+    external = first_stage_file(s.rerank.first_stage, corpus)
     if external is not None:
         who = ("the SPIRE-22 authors' Anserini BM25 run" if external.parent == BUNDLED_RUNS
                else "the external run")
         return f"First stage: the top-{depth} of {who} {external.name}"
-    b = cfg.bm25
-    anserini = str(b.get("backend", "pisa")) == "anserini"
+    b = s.bm25
+    anserini = b.backend == "anserini"
     tool = f"Anserini {ANSERINI_VERSION}" if anserini else "PISA"
-    if anserini and str(b.get("collection", "json")) == "trec":
-        c = resolved_corpus_config(cfg, corpus)
-        if str(c.kind) == "irds" and trec_files(str(c.irds_id)) is not None:
+    if anserini and b.collection == "trec":
+        c = s.corpus_of(corpus)
+        if c.kind == "irds" and trec_files(str(c.irds_id)) is not None:
             tool += "'s TrecCollection index of the raw TREC files"
     return (f"First stage: the BM25 top-{depth} of {tool} (k1 {b.k1}, b {b.b}, stemmer {b.stemmer}, "
             f"stop words {b.stopwords})")
 
 
-def check_first_stage(cfg) -> None:
+def check_first_stage(s: Settings) -> None:
     """A plain ``rerank.first_stage`` path is one corpus's run: the grid and the cell must re-rank that corpus
     alone (Core 2017's topics are a subset of Robust04's, so a wrong run would not be noticed by its topics)."""
-    spec = cfg.rerank.get("first_stage")
+    spec = s.rerank.first_stage
     if isinstance(spec, Mapping):  # a corpus it does not know would silently re-rank BM25: name it
-        from leakexp.runner.config import corpus_names, options
+        from leakexp.runner.config import options
 
-        known = list(dict.fromkeys([*options("corpus"), *corpus_names(cfg)]))
+        known = list(dict.fromkeys([*options("corpus"), *s.corpus_names]))
         unknown = [str(k) for k in spec if str(k) not in known]
         if unknown:
             raise ConfigError(f"rerank.first_stage.{unknown[0]} names no corpus; the mapping's keys are corpora "
@@ -69,18 +68,19 @@ def check_first_stage(cfg) -> None:
         return
     if not spec or "{corpus}" in str(spec):
         return
-    corpora = list(dict.fromkeys([*cfg.grid.corpora, cfg.corpus.name]))
-    if corpora != [cfg.corpus.name]:
-        raise ConfigError(f"rerank.first_stage={spec} is one run, for corpus={cfg.corpus.name}, but the grid also "
-                          f"re-ranks {', '.join(c for c in corpora if c != cfg.corpus.name)}; name one run per "
+    cell = s.corpus.name
+    corpora = list(dict.fromkeys([*s.grid.corpora, cell]))
+    if corpora != [cell]:
+        raise ConfigError(f"rerank.first_stage={spec} is one run, for corpus={cell}, but the grid also "
+                          f"re-ranks {', '.join(c for c in corpora if c != cell)}; name one run per "
                           f"corpus with a template such as 'runs/{{corpus}}.bm25.gz' or a mapping such as "
-                          f"{{{cfg.corpus.name}: {spec}}}, or re-rank this corpus alone "
-                          f"with grid.corpora=[{cfg.corpus.name}]")
+                          f"{{{cell}: {spec}}}, or re-rank this corpus alone "
+                          f"with grid.corpora=[{cell}]")
 
 
 def _first_stage_inputs(p: dict, c: Config) -> dict:
     inputs = {"topics": Ask.of("collection", corpus=p["corpus"])}
-    if first_stage_file(c.at("rerank.first_stage"), p["corpus"]) is None:
+    if first_stage_file(c.settings("rerank").first_stage, p["corpus"]) is None:
         inputs["index"] = Ask.of("index", name=p["corpus"])
     return inputs
 
@@ -104,7 +104,7 @@ def _first_stage_reads(p: dict, cuda: bool) -> tuple[str, ...]:
 FIRST_STAGE = Stage(
     "firststage", version=1, reads=_first_stage_reads, inputs=_first_stage_inputs, compute=_first_stage,
     external=lambda p, c: (lambda f: None if f is None else files_identity(f))(
-        first_stage_file(c.at("rerank.first_stage"), p["corpus"])),
+        first_stage_file(c.settings("rerank").first_stage, p["corpus"])),
     opener=lambda path: pd.read_parquet(path / "run.parquet"), check=check_first_stage,
     describe="the first-stage top-k of every topic of a corpus that the models re-rank",
 )

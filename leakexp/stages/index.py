@@ -16,7 +16,7 @@ from typing import Literal
 from leakexp.data.irds_files import TrecFiles, trec_files
 from leakexp.lib.bm25 import (ANSERINI_VERSION, JavaMissing, anserini_jar, check_anserini, check_java, write_index,
                               write_trec_index)
-from leakexp.runner.schema import Fraction, NonNegativeFloat, PositiveInt, Section
+from leakexp.runner.schema import Fraction, NonNegativeFloat, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.stages.corpus_stats import corpus_stats_input, stats_figures
 
@@ -34,7 +34,7 @@ def bm25_options(ctx: Context) -> dict:
 def backend_identity(p: dict, c: Config):
     """What a stage's key records of the tool beside its settings: Anserini's release (None for PISA, whose
     version the environment pins)."""
-    return {"anserini": ANSERINI_VERSION} if c.at("bm25.backend") == "anserini" else None
+    return {"anserini": ANSERINI_VERSION} if c.settings("bm25").backend == "anserini" else None
 
 
 def _reads(p: dict, cuda: bool) -> tuple[str, ...]:
@@ -48,11 +48,13 @@ def _reads(p: dict, cuda: bool) -> tuple[str, ...]:
 def raw_trec(p: dict, c: Config) -> TrecFiles | None:
     """The raw TREC files Anserini's TrecCollection indexes for this index (``bm25.collection=trec``, Anserini, an
     ir_datasets corpus read from TREC SGML files), or None: leakexp's text is indexed."""
-    if p["name"] == "train" or c.at("bm25.backend") != "anserini" or c.at("bm25.collection") != "trec":
+    bm25 = c.settings("bm25")
+    if p["name"] == "train" or bm25.backend != "anserini" or bm25.collection != "trec":
         return None
-    if c.at(f"corpora.{p['name']}.kind") != "irds":
+    corpus = c.settings(f"corpora.{p['name']}")
+    if corpus.kind != "irds":
         return None
-    return trec_files(str(c.at(f"corpora.{p['name']}.irds_id")))
+    return trec_files(str(corpus.irds_id))
 
 
 def index_identity(p: dict, c: Config):
@@ -82,16 +84,17 @@ def _index(ctx: Context, tmp: Path) -> dict:
     return {**figures, **stats, "collection": "TrecCollection"}
 
 
-def check_bm25(cfg) -> None:
+def check_bm25(s: Settings) -> None:
     """The stemmers Anserini offers, when it is the backend, and TrecCollection only with Anserini (each setting's
     own domain is :class:`BM25Settings`')."""
-    if cfg.bm25.collection == "trec" and cfg.bm25.backend != "anserini":
+    b = s.bm25
+    if b.collection == "trec" and b.backend != "anserini":
         raise ConfigError(f"bm25.collection=trec indexes the raw TREC files with Anserini's TrecCollection, which "
-                          f"bm25.backend={cfg.bm25.backend} does not have; add bm25.collection=json (leakexp's text) "
+                          f"bm25.backend={b.backend} does not have; add bm25.collection=json (leakexp's text) "
                           "or use bm25.backend=anserini")
-    if cfg.bm25.backend == "anserini":
+    if b.backend == "anserini":
         try:
-            check_anserini(str(cfg.bm25.stemmer), str(cfg.bm25.stopwords))
+            check_anserini(b.stemmer, b.stopwords)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 

@@ -34,11 +34,9 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
-from leakexp.runner.loop import each
-from leakexp.runner.schema import Name, PositiveInt, Section, validate
+from leakexp.runner.schema import Name, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, ConfigError, Context, Stage
 from leakexp.stages.cell import Cell, cell_path, memorization_params, rerank_params, set_params, train_params
 from leakexp.stages.rerank import load_model, scoring
@@ -61,27 +59,27 @@ def without_cell(cell: "Cell") -> "Cell":
 
 
 # -- config ---------------------------------------------------------------------------------------------
-def memorization_settings(cfg: DictConfig) -> "MemorizationSettings":
-    """The ``memorization`` section validated by its schema (every domain), sizes always a list."""
-    m = validate("memorization", MemorizationSettings, OmegaConf.to_container(cfg.memorization, resolve=True))
+def memorization_settings(s: Settings) -> "MemorizationSettings":
+    """The ``memorization`` section, sizes always a list."""
+    m = s.memorization
     return m.model_copy(update={"sizes": m.sizes if isinstance(m.sizes, list) else [m.sizes]})
 
 
-def validate_settings(cfg: DictConfig) -> None:
+def validate_settings(s: Settings) -> None:
     """What the schema cannot say: the sizes named must be sizes of the grid, the CV measure one of the measures."""
-    s = memorization_settings(cfg)
-    grid_sizes = [int(x) for x in cfg.grid.sizes]
-    for v in s.sizes:
+    m = memorization_settings(s)
+    grid_sizes = list(s.grid.sizes)
+    for v in m.sizes:
         if isinstance(v, int) and v not in grid_sizes:
             raise ConfigError(f"memorization.sizes has {v}, which is not in grid.sizes {grid_sizes}")
-    if s.cv_measure not in list(cfg.evaluate.measures):
-        raise ConfigError(f"memorization.cv_measure={s.cv_measure!r} is not one of evaluate.measures "
-                          f"{list(cfg.evaluate.measures)}")
+    if m.cv_measure not in s.evaluate.measures:
+        raise ConfigError(f"memorization.cv_measure={m.cv_measure!r} is not one of evaluate.measures "
+                          f"{list(s.evaluate.measures)}")
 
 
-def wanted(cfg: DictConfig, cell: "Cell") -> bool:
+def wanted(s: Settings, cell: "Cell") -> bool:
     """Whether the grid computes the memorization stage for ``cell`` (a leaked cell, stage enabled)."""
-    return cell.leakage in LEAKED and memorization_settings(cfg).enabled
+    return cell.leakage in LEAKED and s.memorization.enabled
 
 
 # -- the stage ------------------------------------------------------------------------------------------
@@ -160,27 +158,6 @@ MEMORIZATION = Stage(
     device=True, check=validate_settings,
     describe="ranks and scores of a leaked cell's leaked documents with and without leakage (Tables 6-8)",
 )
-
-
-# -- running it through a runner --------------------------------------------------------------------------
-def ready_cells(cfg: DictConfig, runner, cell: Cell) -> list[Cell]:
-    """The leaked cells whose memorization can be computed now that ``cell`` is finished: the cell itself
-    (leaked) or its MSM and test siblings (no leakage), where both re-rankings are in the store. Cheap.
-
-    Whichever of a leaked cell and its no-leakage cell finishes last computes it, so grid workers never
-    wait for, or train, a model of another cell (``compute_all`` does, for grids without ``none``)."""
-    family = [cell] if cell.leakage in LEAKED else [dataclasses.replace(cell, leakage=l) for l in LEAKED]
-    return [c for c in family if wanted(cfg, c)
-            and all(runner.state(x.ask("rerank"))[0] == "done" for x in (c, without_cell(c)))]
-
-
-def compute_all(cfg: DictConfig, runner, cells: list[Cell]) -> tuple[list[Path], list[tuple[Cell, Exception]]]:
-    """The memorization artifacts of every wanted cell among ``cells`` (and what they lack upstream); a
-    failing cell is reported and does not stop the others."""
-    done = []
-    failed = each([c for c in cells if wanted(cfg, c)], lambda cell: runner.ensure(cell.ask("memorization")),
-                  desc="memorization", done=lambda cell, path: done.append(path))
-    return done, failed
 
 
 class MemorizationSettings(Section):

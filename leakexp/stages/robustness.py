@@ -36,17 +36,16 @@ from typing import Annotated, Literal
 
 import ir_measures
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
 from leakexp.lib.measures import LOWER_IS_BETTER, per_query
-from leakexp.lib.robustness_stats import (vnap, pct_no, shared_topics, drop_rate, strict_ranking, rescored_rankings, top_change, kendall_tau_distance)
-from leakexp.runner.loop import each
-from leakexp.runner.schema import Name, PositiveInt, Section, validate
+from leakexp.lib.robustness_stats import attack_effects, drop_rate, manipulation_effects, pct_no, shared_topics, vnap
+from leakexp.runner.schema import Name, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
-from leakexp.runner.store import file_digest
-from leakexp.stages.cell import Cell, grid_cells, rerank_params, rerank_path, train_params
+from leakexp.stages.cell import rerank_params, rerank_path, train_params
 from leakexp.stages.rerank import load_model, rerank, scoring
+from leakexp.stages import perturbations
+from leakexp.stages.perturbations import DOCS, QUERIES
 from leakexp.stages.train import reads_idf
 from leakexp.toolkit import attacks
 
@@ -56,14 +55,11 @@ FIRST_STAGES = ("pool", "bm25")
 OOD_TOPICS = ("disjoint", "all")
 
 
-def robustness_settings(cfg: DictConfig) -> "RobustnessSettings":
-    """The robustness settings of ``cfg``: the section validated by its schema (:class:`RobustnessSettings`: every
-    domain), then what only code can check (attack names, the measure, word lists), with ``sizes: largest`` resolved
-    to the grid's largest size and the attacks by their canonical names (none: an empty list)."""
-    r = cfg.get("robustness")
-    if r is None:
-        raise ConfigError("the config has no 'robustness' block; use leakexp's conf/config.yaml")
-    v = validate("robustness", RobustnessSettings, OmegaConf.to_container(r, resolve=True))
+def robustness_settings(s: Settings) -> "RobustnessSettings":
+    """The ``robustness`` section (:class:`RobustnessSettings`: every domain), then what only code can check (attack
+    names, the measure, word lists), with ``sizes: largest`` resolved to the grid's largest size and the attacks by
+    their canonical names (none: an empty list)."""
+    v = s.robustness
     try:
         qa = tuple(attacks.check_attack(a) for a in v.query_attacks or [])
         dm = tuple(attacks.check_manipulation(d) for d in v.doc_manipulations or [])
@@ -77,12 +73,13 @@ def robustness_settings(cfg: DictConfig) -> "RobustnessSettings":
         raise ConfigError(f"robustness.measure={v.measure!r} cannot be parsed; e.g. nDCG@10, AP, P@10") from None
     # the grid's largest size, whatever the grid (the demo's choice); corpora and sizes outside this grid are simply
     # not run (a narrowed grid keeps working), but their names must exist
-    sizes = [max(int(x) for x in cfg.grid.sizes)] if v.sizes == "largest" else v.sizes
+    sizes = [max(s.grid.sizes)] if v.sizes == "largest" else v.sizes
+    corpora = [] if s.data.corpora == "???" else list(s.data.corpora)
     for key, values in (("corpora", v.corpora), ("ood", v.ood)):
-        bad = [x for x in values or [] if x not in list(cfg.data.corpora)]
+        bad = [x for x in values or [] if x not in corpora]
         if bad:
-            raise ConfigError(f"robustness.{key} has {bad[0]!r}, which is not in data.corpora="
-                              f"{list(cfg.data.corpora)}; choose from those or null")
+            raise ConfigError(f"robustness.{key} has {bad[0]!r}, which is not in data.corpora={corpora}; choose from "
+                              "those or null")
     for key in ("synonyms", "misspellings"):
         if getattr(v, key) != "bundled":
             try:
@@ -93,130 +90,13 @@ def robustness_settings(cfg: DictConfig) -> "RobustnessSettings":
                                 "doc_manipulations": list(dm)})
 
 
-def robustness_cells(cfg: DictConfig) -> list[Cell]:
-    """The grid cells that get robustness artifacts (``robustness.corpora`` / ``robustness.sizes``)."""
-    s = robustness_settings(cfg)
-    return [c for c in grid_cells(cfg) if (s.corpora is None or c.corpus in s.corpora)
-            and (s.sizes is None or c.size in s.sizes)]
-
-
 
 
 # =========================================================================================================
 # The stages
 # =========================================================================================================
-QUERIES, DOCS = "robustness/attacked-queries", "robustness/manipulated-docs"
 OWN, OOD, QUERY, DOC = ("robustness/own-corpus", "robustness/ood", "robustness/query-attack",
                         "robustness/doc-manipulation")
-WORDLIST_KEY = {"word-synonym": "synonyms", "word-misspell": "misspellings"}  # the one list each word attack reads
-
-
-def wordlist_file(name: str, value: str) -> Path:
-    """The file of word list ``name`` (synonyms, misspellings) that config value ``value`` names."""
-    return attacks.bundled_wordlist(name) if str(value) == "bundled" else Path(str(value))
-
-
-# -- shared: attacked queries of a corpus ------------------------------------------------------------------
-def _queries_reads(p: dict, cuda: bool) -> list[str]:
-    reads = ["robustness.seed", "rerank.query_field"]
-    if p["attack"] in WORDLIST_KEY:
-        reads.append(f"robustness.{WORDLIST_KEY[p['attack']]}")
-    if p["first_stage"] == "bm25":  # BM25 re-run with the attacked query (its analysis is the index's)
-        reads += ["rerank.depth", "bm25.k1", "bm25.b"]
-    return reads
-
-
-def _queries_inputs(p: dict, c: Config) -> dict:
-    inputs = {"topics": Ask.of("collection", corpus=p["corpus"])}
-    if p["first_stage"] == "bm25":
-        inputs["index"] = Ask.of("index", name=p["corpus"])
-    else:
-        inputs["run"] = Ask.of("firststage", corpus=p["corpus"])
-    return inputs
-
-
-def _wordlists_external(p: dict, c: Config):
-    """The content of the word list the attack reads (not its path or time): an edited list redoes the attack."""
-    name = WORDLIST_KEY.get(p["attack"])
-    if name is None:
-        return None
-    return {name: file_digest(wordlist_file(name, c.at(f"robustness.{name}", "bundled")))}
-
-
-def _attacked_queries(ctx: Context, tmp: Path) -> dict:
-    """``attacks.tsv``/``.parquet`` (qid, original, attacked, applied, edits) and ``pool.parquet``: the candidates
-    the re-ranker scores for the attacked topics (BM25 re-run with the attacked query, or the original pool)."""
-    p, r = ctx.params, ctx.settings("robustness")
-    attack = p["attack"]
-    name = WORDLIST_KEY.get(attack)
-    lists = {"synonyms": {}, "misspellings": {}}
-    if name is not None:
-        lists[name] = attacks.load_wordlist(wordlist_file(name, getattr(r, name)))
-    topics = ctx.inputs["topics"].topics_frame(ctx.settings("rerank").query_field)
-    att = attacks.attack_queries(topics, attack, r.seed, attacks.WordLists(**lists))
-    applied = att[att.applied][["qid", "attacked"]].rename(columns={"attacked": "query"})
-    if p["first_stage"] == "bm25":
-        from leakexp.lib.bm25 import bm25_search
-
-        bm25 = ctx.settings("bm25")
-        pool = bm25_search(ctx.inputs["index"], applied, depth=ctx.settings("rerank").depth, k1=bm25.k1, b=bm25.b,
-                           threads=int(ctx.runtime.get("threads", 2)), verbose=bool(ctx.runtime.get("verbose", False)))
-    else:
-        run = ctx.inputs["run"]
-        pool = run[run.qid.isin(set(applied.qid))].drop(columns="query").merge(applied, on="qid")
-        pool = pool[["qid", "query", "docno", "score", "rank"]]
-    att.to_parquet(tmp / "attacks.parquet", index=False)
-    (tmp / "attacks.tsv").write_text(att.to_csv(sep="\t", index=False), encoding="utf-8")
-    pool.reset_index(drop=True).to_parquet(tmp / "pool.parquet", index=False)
-    return {"topics": len(att), "applied": int(att.applied.sum()), "pool_rows": len(pool)}
-
-
-ATTACKED_QUERIES = Stage(
-    QUERIES, version=1, reads=_queries_reads, inputs=_queries_inputs, compute=_attacked_queries,
-    external=_wordlists_external, path=lambda p, c: [p["corpus"], p["attack"], p["first_stage"]], check=robustness_settings,
-    describe="a corpus's test queries under one seeded query attack, and the first-stage pool for them",
-)
-
-
-# -- shared: manipulated documents of a corpus ---------------------------------------------------------------
-def _docs_reads(p: dict, cuda: bool) -> list[str]:
-    kind = attacks.check_manipulation(p["kind"])
-    return ["robustness.seed", *(["robustness.stuff.repeats", "robustness.stuff.from_rank"] if kind == "stuff"
-                                 else ["robustness.noise.rate"])]
-
-
-def _manipulated_docs(ctx: Context, tmp: Path) -> dict:
-    """``documents.tsv``/``.parquet``: stuffed documents (qid, docno, first_stage_rank, query, text), one per
-    topic, or noisy documents (docno, edited_words, text) of every document in the corpus's first-stage pools."""
-    r, kind = ctx.settings("robustness"), ctx.params["kind"]
-    seed = r.seed
-    run, docs = ctx.inputs["run"], ctx.inputs["collection"].docs
-    if kind == "stuff":
-        repeats = r.stuff.repeats
-        frame = attacks.stuffing_targets(run, r.stuff.from_rank, seed)
-        frame["text"] = [attacks.stuff_document(docs[d], q, repeats, attacks.query_rng(seed, "stuff-text", str(qid)))
-                         for qid, q, d in zip(frame.qid, frame["query"], frame.docno)]
-    else:
-        rate, rows = r.noise.rate, []
-        for d in sorted(set(run.docno)):
-            text, n = attacks.noise_document(docs[d], rate, attacks.query_rng(seed, "noise", str(d)))
-            if n:
-                rows.append({"docno": d, "edited_words": n, "text": text})
-        frame = pd.DataFrame(rows, columns=["docno", "edited_words", "text"])
-    frame.to_parquet(tmp / "documents.parquet", index=False)
-    (tmp / "documents.tsv").write_text(frame.to_csv(sep="\t", index=False), encoding="utf-8")
-    return {"documents": len(frame)}
-
-
-MANIPULATED_DOCS = Stage(
-    DOCS, version=1, reads=_docs_reads, compute=_manipulated_docs,
-    inputs=lambda p, c: {"run": Ask.of("firststage", corpus=p["corpus"]),
-                         "collection": Ask.of("collection", corpus=p["corpus"])},
-    path=lambda p, c: [p["corpus"], p["kind"]],
-    describe="a corpus's documents under one seeded manipulation (query stuffing or character noise)",
-)
-
-
 # -- per cell ----------------------------------------------------------------------------------------------
 def _part_params(extra: str):
     """A part depends on the re-ranking (the model and the corpus it ranks) and on ``extra`` (attack, kind)."""
@@ -286,7 +166,7 @@ def _model_inputs(p: dict, c: Config) -> dict:
 
 def _query_inputs(p: dict, c: Config) -> dict:
     queries = Ask.of(QUERIES, corpus=p["target"], attack=p["attack"],
-                     first_stage=str(c.at("robustness.first_stage", "pool")))
+                     first_stage=c.settings("robustness").first_stage)
     return {**_model_inputs(p, c), "queries": queries}
 
 
@@ -303,8 +183,7 @@ def _query(ctx: Context, tmp: Path) -> dict:
     m = ctx.settings("robustness").measure
     before = _values(ctx, run, [m]).set_index("qid").value
     after = _values(ctx, attacked_run, [m]).set_index("qid").value
-    pq = pd.DataFrame({"qid": before.index, "applied": before.index.isin(applied),
-                       "original": before.values, "attacked": after.reindex(before.index).values})
+    pq = attack_effects(before, after, applied)
     pq.to_parquet(tmp / "perquery.parquet", index=False)
     a = pq[pq.applied]
     return {"applied": len(a), "scored_pairs": len(new),
@@ -331,20 +210,7 @@ def _doc(ctx: Context, tmp: Path) -> dict:
     queries = pairs["query"].tolist()
     scores = load_model(ctx).score(queries * 2, [docs[d] for d in pairs.docno] + pairs.text.tolist(), **scoring(ctx))
     pairs["before"], pairs["after"] = scores[:len(pairs)], scores[len(pairs):]
-    rows = []
-    for qid, g in run.groupby("qid", sort=True):
-        changed = pairs[pairs.qid == qid]
-        if changed.empty:
-            continue
-        rb, ra = rescored_rankings(g, dict(zip(changed.docno, changed.before)), dict(zip(changed.docno, changed.after)))
-        row = {"qid": qid, "documents": len(g), "manipulated": len(changed),
-               "TC": top_change(rb, ra), "KT": kendall_tau_distance(rb, ra), "before_is_stored": rb == strict_ranking(g)}
-        if kind == "stuff":
-            d = str(changed.docno.iloc[0])
-            row.update(docno=d, rank_before=rb.index(d), rank_after=ra.index(d), relevant=(str(qid), d) in relevant)
-            row["gain"] = row["rank_before"] - row["rank_after"]
-        rows.append(row)
-    pq = pd.DataFrame(rows)
+    pq = manipulation_effects(run, pairs, relevant, kind)
     pq.to_parquet(tmp / "perquery.parquet", index=False)
     out = {"topics": len(pq), "scored_pairs": 2 * len(pairs), "TC": float(pq.TC.mean()) if len(pq) else None,
            "KT": float(pq.KT.mean()) if len(pq) else None}
@@ -357,7 +223,7 @@ def _doc(ctx: Context, tmp: Path) -> dict:
 
 OWN_STAGE = Stage(
     OWN, version=2, reads=("robustness.measure", "evaluate.no_relevant"), inputs=_eval_inputs, compute=_own,
-    normalise=rerank_params, path=lambda p, c: _part_path(p),
+    normalise=rerank_params, path=lambda p, c: _part_path(p), check=robustness_settings,
     describe="per-topic effectiveness, AP and P@10 of a cell's re-ranking of its own corpus (VNAP, %no, gMAP)",
 )
 OOD_STAGE = Stage(
@@ -381,55 +247,7 @@ DOC_STAGE = Stage(
     describe="a cell's rankings before and after manipulated documents (Top Change, Kendall-tau distance)",
 )
 
-ROBUSTNESS_STAGES = (ATTACKED_QUERIES, MANIPULATED_DOCS, OWN_STAGE, OOD_STAGE, QUERY_STAGE, DOC_STAGE)
-
-
-# =========================================================================================================
-# Requests of a cell's robustness, and running them through a runner
-# =========================================================================================================
-def ood_targets(s: "RobustnessSettings", cfg: DictConfig, cell: Cell) -> list[str]:
-    targets = s.ood if s.ood is not None else tuple(cfg.grid.corpora)
-    return [c for c in dict.fromkeys(targets) if c != cell.corpus]
-
-
-def asks(cfg: DictConfig, cell: Cell) -> dict[str, Ask]:
-    """Every part of ``cell``'s robustness: part name (own, ood-<corpus>, <attack>, doc-<kind>) -> request."""
-    s = robustness_settings(cfg)
-    out = {"own": cell.ask(OWN)}
-    out.update({f"ood-{t}": cell.ask(OOD, target=t) for t in ood_targets(s, cfg, cell)})
-    out.update({a: cell.ask(QUERY, attack=a) for a in s.query_attacks})
-    out.update({f"doc-{k}": cell.ask(DOC, kind=k) for k in s.doc_manipulations})
-    return out
-
-
-def queries_ask(cfg: DictConfig, corpus: str, attack: str) -> Ask:
-    """The shared attacked queries of ``corpus`` under ``attack`` (with this config's first stage)."""
-    return Ask.of(QUERIES, corpus=corpus, attack=attack, first_stage=robustness_settings(cfg).first_stage)
-
-
-def docs_ask(corpus: str, kind: str) -> Ask:
-    """The shared manipulated documents of ``corpus`` (``kind``: stuff or noise)."""
-    return Ask.of(DOCS, corpus=corpus, kind=kind)
-
-
-def robust(cfg: DictConfig, runner, cell: Cell) -> dict[str, Path]:
-    """Compute (once) every robustness part of ``cell`` and everything it lacks upstream; part -> artifact."""
-    return {name: runner.ensure(ask) for name, ask in asks(cfg, cell).items()}
-
-
-def robust_all(cfg: DictConfig, runner, cells: list[Cell]) -> list[tuple[Cell, Exception]]:
-    """``robust`` for every cell with a progress bar; a failing cell is logged and skipped. Returns failures."""
-    return each(cells, lambda cell: robust(cfg, runner, cell), desc="robustness")
-
-
-def cell_state(cfg: DictConfig, runner, cell: Cell) -> str:
-    """done if every robustness part of the cell is done, else the first of failed, damaged, stale, running,
-    missing among its parts. Computes nothing."""
-    states = [runner.state(ask)[0] for ask in asks(cfg, cell).values()]
-    for s in ("failed", "damaged", "stale", "running", "missing", "data missing"):
-        if s in states:
-            return s
-    return "done"
+ROBUSTNESS_STAGES = (perturbations.ATTACKED_QUERIES, perturbations.MANIPULATED_DOCS, OWN_STAGE, OOD_STAGE, QUERY_STAGE, DOC_STAGE)
 
 
 class _Stuff(Section):

@@ -13,8 +13,7 @@ from leakexp.data import toy
 from leakexp.data.files import DataFormatError, DataUnavailable
 from leakexp.data.sources import Source, source_of
 from leakexp.data.types import Collection
-from leakexp.runner.config import resolved_corpus_config
-from leakexp.runner.schema import Fraction, Name, NonNegativeInt, PositiveInt, Section
+from leakexp.runner.schema import Fraction, Name, NonNegativeInt, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 
 log = logging.getLogger(__name__)
@@ -63,7 +62,7 @@ def pool_source(data: Mapping) -> Source:
 
 # -- stages ----------------------------------------------------------------------------------------------
 def _toy(params: dict, c: Config) -> dict:
-    return {"toy": Ask.of("toy")} if c.at("data.kind") == "toy" else {}
+    return {"toy": Ask.of("toy")} if c.settings("data").kind == "toy" else {}
 
 
 def _generate(ctx: Context, tmp: Path) -> dict:
@@ -96,7 +95,7 @@ TOY = Stage(
     # the generator: 5 = the real data's hazards (see leakexp.data.toy); 6 = a query that leaks for two topics
     "toy", version=6,
     reads=("data.seed", "data.queries_per_source", "data.leak_fraction"), compute=_generate,
-    path=lambda p, c: ["toy", f"seed-{c.at('data.seed')}"], describe="the generated toy world",
+    path=lambda p, c: ["toy", f"seed-{c.settings('data').seed}"], describe="the generated toy world",
 )
 POOL = Stage(
     "pool", version=2,  # 2: document texts as their collection holds them (leakexp.data.doctext)
@@ -107,15 +106,12 @@ POOL = Stage(
 )
 
 
-def require_variants_of_corpora(cfg) -> None:
+def require_variants_of_corpora(s: Settings) -> None:
     """Every corpus of the data names the query variants detection searches, before detection runs (a requirement,
     not a check: `plan` and `status` list it instead of refusing)."""
-    from omegaconf import OmegaConf
-
-    for c in ([] if OmegaConf.is_missing(cfg.data, "corpora") else cfg.data.corpora):
+    for c in ([] if s.data.corpora == "???" else s.data.corpora):
         try:  # variants missing by accident would make detection search without them
-            require_variants(OmegaConf.to_container(resolved_corpus_config(cfg, c), resolve=True),
-                             list(cfg.detect.fields))
+            require_variants(s.corpus_of(c).model_dump(), list(s.detect.fields))
         except DataUnavailable as exc:
             raise ConfigError(str(exc)) from None
 
@@ -123,7 +119,7 @@ def require_variants_of_corpora(cfg) -> None:
 COLLECTION = Stage(
     "collection", version=2,  # 2: document texts as their collection holds them (leakexp.data.doctext)
     reads=("data.kind", "data.name", "corpora.{corpus}", *(f"!corpora.{{corpus}}.{k}" for k in NOT_THE_COLLECTION)),
-    inputs=lambda p, c: _toy(p, c) if c.at(f"corpora.{p['corpus']}.kind") == "toy" else {},
+    inputs=lambda p, c: _toy(p, c) if c.settings(f"corpora.{p['corpus']}").kind == "toy" else {},
     external=lambda p, c: collection_source(c["corpora"][p["corpus"]]).corpus_identity(c["corpora"][p["corpus"]]),
     missing=lambda p, c: collection_source(c["corpora"][p["corpus"]]).corpus_missing(c["corpora"][p["corpus"]]),
     value=lambda ctx: _collection(ctx), describe="a test collection (topics, qrels, documents)",

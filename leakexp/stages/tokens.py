@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from leakexp.data.files import file_identity, files_identity
+from leakexp.data.files import file_identity
 from leakexp.models import get
 from leakexp.models.tokens import Tokens
 from leakexp.models.vectors import VECTORS_CACHE_FORMAT
@@ -16,11 +16,12 @@ from leakexp.stages.corpus_stats import corpus_stats_input
 
 def encoding_settings(config, model: str) -> dict:
     """The settings of ``model`` its documents' encoding reads (the model class's ``ENCODING``)."""
-    return {k: config.at(f"models.{model}.{k}") for k in get(model).ENCODING}
+    settings = config.settings(f"models.{model}")
+    return {k: getattr(settings, k) for k in get(model).ENCODING}
 
 
 def _embedded(c, model: str) -> bool:
-    return model == "monot5" and c.at("models.monot5.checkpoint") == "embedded"
+    return model == "monot5" and c.settings("models.monot5").checkpoint == "embedded"
 
 
 def _reads(p: dict, cuda: bool) -> list[str]:

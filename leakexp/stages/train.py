@@ -10,22 +10,16 @@ import pandas as pd
 from leakexp.lib import hub
 from leakexp.lib.trainer import RESUME_EVERY_S, ResumeState, TrainConfig, loader_workers, set_seed, train, write_history
 from leakexp.models import get
-from leakexp.runner.config import model_config, resolved_model_config
+from leakexp.runner.config import model_config
 from leakexp.runner.stage import Ask, ConfigError, ConfigErrors, Context, Stage
 from leakexp.runner.store import Store, atomic_write_json
 from leakexp.stages.cell import cell_path, set_params, train_params
-
-
-def model_settings(config, model: str) -> dict:
-    """A model's constructor parameters (its config without name and training block)."""
-    m = dict(config.at(f"models.{model}") or {})
-    m.pop("name", None)
-    m.pop("train", None)
-    return m
+from leakexp.runner.schema import Settings
 
 
 def reads_idf(config, model: str) -> bool:
-    return get(model).reads_idf(model_settings(config, model))
+    """Whether ``model``, as configured, reads the idf of the collection it ranks (then a df table is an input)."""
+    return get(model).reads_idf(config.settings(f"models.{model}").dump())
 
 
 def _train_reads(p: dict, cuda: bool) -> list[str]:
@@ -39,7 +33,7 @@ def _train_inputs(p: dict, c) -> dict:
                                                                         **set_params(p))}
     if reads_idf(c, p["model"]):  # the training documents' collection (Capreolus reads the index at hand)
         inputs["df"] = Ask.of("df", name="train")
-    if p["model"] == "monot5" and c.at("models.monot5.checkpoint") == "embedded":
+    if p["model"] == "monot5" and c.settings("models.monot5").checkpoint == "embedded":
         inputs["vocab"] = Ask.of("t5vocab")
     return inputs
 
@@ -78,25 +72,27 @@ def _train(ctx: Context, tmp: Path) -> dict:
     return {k: result[k] for k in ("instances", "updates", "final_loss", "seconds", "instances_per_s")}
 
 
-def checkpoint_setting(cfg, model: str) -> str:
+def checkpoint_setting(s: Settings, model: str) -> str:
     """The setting that chose ``model``'s checkpoint: the command line's ``model.checkpoint``, the experiment's
-    ``model_overrides``, or the model file."""
-    if cfg.model.name == model and cfg.model.get("checkpoint") != model_config(model).get("checkpoint"):
+    ``model_overrides``, or the model file (where a value came from: the composed ``model`` section, before the
+    model's file and ``model_overrides`` are merged into ``models.<name>``)."""
+    chosen = s.values["model"]
+    if chosen["name"] == model and chosen.get("checkpoint") != model_config(model).get("checkpoint"):
         return "model.checkpoint"
-    if "checkpoint" in ((cfg.get("model_overrides") or {}).get(model) or {}):
+    if "checkpoint" in (s.run.model_overrides.get(model) or {}):
         return f"model_overrides.{model}.checkpoint"
     return f"models.{model}.checkpoint"
 
 
-def require_checkpoints(cfg) -> None:
+def require_checkpoints(s: Settings) -> None:
     """The weights the grid's and the cell's models start from load without a download (leakexp.lib.hub); every
     missing one is named at once, so that a disconnected machine's cache is filled in one trip."""
     missing = []
-    for model in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
-        checkpoint = resolved_model_config(cfg, model).get("checkpoint")
+    for model in s.model_names:
+        checkpoint = getattr(s.model_of(model), "checkpoint", None)
         if checkpoint is not None:
             try:
-                hub.require(str(checkpoint), checkpoint_setting(cfg, model),
+                hub.require(str(checkpoint), checkpoint_setting(s, model),
                             alternative=get(model).CHECKPOINT_ALTERNATIVE)
             except ConfigError as exc:
                 missing.append(str(exc))

@@ -11,7 +11,7 @@ import pandas as pd
 from pydantic import Field
 
 from leakexp.data.files import files_identity
-from leakexp.runner.schema import Name, PositiveInt, Section
+from leakexp.runner.schema import Name, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, ConfigError, Stage
 from leakexp.runner.store import atomic_write_json, read_json
 from leakexp.stages.detect import leak_pairs
@@ -47,19 +47,17 @@ def annotation_files(spec, data_kind: str) -> list[Path]:
 
 
 def _files(c) -> list[Path]:
-    return annotation_files(c.at("verify.annotations"), c.at("data.kind"))
+    return annotation_files(c.settings("verify").annotations, c.settings("data").kind)
 
 
-def require_annotations(cfg) -> None:
+def require_annotations(s: Settings) -> None:
     """Real data needs annotation files (``verify.annotations``), before any work of a command that verifies."""
-    from omegaconf import OmegaConf
-
-    annotation_files(OmegaConf.to_container(cfg.verify, resolve=True).get("annotations"), str(cfg.data.kind))
+    annotation_files(s.verify.annotations, s.data.kind)
 
 
 def _verify_inputs(p: dict, c) -> dict:
     inputs = {"candidates": Ask.of("detect"),
-              "collections": [Ask.of("collection", corpus=n) for n in c.at("data.corpora") or []]}
+              "collections": [Ask.of("collection", corpus=n) for n in c.settings("data").corpora or []]}
     if not _files(c):
         inputs["toy"] = Ask.of("toy")
     return inputs

@@ -3,11 +3,9 @@ budgets, float16 scores, unit-length GloVe rows): one sentence per model, from t
 
 from __future__ import annotations
 
-from omegaconf import OmegaConf
-
 from leakexp.lib.trainer import TrainConfig
 from leakexp.models import MODEL_LABEL
-from leakexp.runner.config import model_recipe, resolved_corpus_config, resolved_model_config
+from leakexp.runner.schema import Settings
 
 _MESH_TF = ("the SPIRE-22 authors' recipe (webis-de/SPIRE-22 train-mono-t5.sh: Mesh TensorFlow's Adafactor with "
             "parameter-scaled updates, constant learning rate, z-loss; ")
@@ -28,16 +26,15 @@ RECIPE_TEXT = {
 }
 
 
-def recipe_note(cfg, models) -> str:
+def recipe_note(s: Settings, models) -> str:
     """One sentence per model of ``models`` that has named recipes (monoT5, monoBERT): which recipe, learning rate
-    and budget trained it under ``cfg``, and the budget the paper's text and the authors' script disagree on."""
+    and budget trained it under ``s``, and the budget the paper's text and the authors' script disagree on."""
     out = []
     for model in models:
-        recipe = model_recipe(cfg, model)
+        recipe = s.recipe_of(model)
         if recipe is None:
             continue
-        train_block = OmegaConf.to_container(resolved_model_config(cfg, model).train, resolve=True)
-        t = TrainConfig.from_config(train_block, OmegaConf.to_container(cfg.train, resolve=True))
+        t = TrainConfig.from_config(s.model_of(model).train.model_dump(), s.train.model_dump())
         budget = (f"{t.updates:,} updates" if t.updates is not None else
                   f"{t.epochs} epoch{'s' if t.epochs != 1 else ''}" + (" (the paper's text)" if t.epochs == 1 else ""))
         text = f"{MODEL_LABEL.get(model, model)}: {RECIPE_TEXT.get(recipe, 'recipe ' + recipe)} ({model}.recipe={recipe}), {t.optimizer}, " \
@@ -47,15 +44,15 @@ def recipe_note(cfg, models) -> str:
             text += "; the authors' script runs 100,000 updates (run.train_steps = 1100000 from a 1M-step checkpoint)"
         out.append(text)
     note = (" Training: " + "; ".join(out) + ".") if out else ""
-    return note + scoring_note(cfg, models)
+    return note + scoring_note(s, models)
 
 
-def scoring_note(cfg, models) -> str:
+def scoring_note(s: Settings, models) -> str:
     """The sentence that says which models' scores are rounded to float16 before ranking, and which read GloVe rows
     at unit length, as Capreolus v0.2.x does (experiment=paper for KNRM, PACRR and DUET); empty when none."""
-    settings = {m: OmegaConf.to_container(resolved_model_config(cfg, m), resolve=True) for m in models}
-    half = [MODEL_LABEL.get(m, m) for m, c in settings.items() if c.get("score_dtype") == "float16"]
-    unit = [MODEL_LABEL.get(m, m) for m, c in settings.items() if c.get("unit_vectors")]
+    settings = {m: s.model_of(m) for m in models}
+    half = [MODEL_LABEL.get(m, m) for m, c in settings.items() if c.score_dtype == "float16"]
+    unit = [MODEL_LABEL.get(m, m) for m, c in settings.items() if getattr(c, "unit_vectors", False)]
     out = ""
     if half:
         out += (f" Scores of {', '.join(half)} are rounded to float16 before ranking, as Capreolus v0.2.x stores them "
@@ -74,7 +71,7 @@ PAPER_TEST_LEAK_QUERIES = {"core17": 100, "core18": 100, "robust04": 500}
 AUTHORS_SETS_TEST_LEAK_QUERIES = {"core17": 200, "core18": 200, "robust04": 500}
 
 
-def core_test_leak_note(cfg, corpora) -> str:
+def core_test_leak_note(s: Settings, corpora) -> str:
     """What a caption says about the test-leakage size of the Core corpora among ``corpora``: the count that ran and
     whether it is the paper's text (100 queries = 200 instances: each topic twice) or the authors' set names (400
     instances: each topic four times)."""
@@ -82,7 +79,7 @@ def core_test_leak_note(cfg, corpora) -> str:
     for corpus in corpora:
         if corpus not in ("core17", "core18"):
             continue
-        n = int(resolved_corpus_config(cfg, corpus).test_leak_queries)
+        n = s.corpus_of(corpus).test_leak_queries
         which = ("the paper's text" if n == PAPER_TEST_LEAK_QUERIES[corpus] else "the authors' set names, "
                  "'...-and-400-explicit-(nyt|wapo)-train-leakage'" if n == AUTHORS_SETS_TEST_LEAK_QUERIES[corpus] else
                  "neither the paper's 200 instances nor the authors' sets' 400")

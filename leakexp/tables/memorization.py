@@ -12,12 +12,14 @@ from omegaconf import DictConfig
 from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import CORPUS_LABEL, LEAKAGE_LABEL, TABLE_MEASURES, incomplete_note, latex_escape, markdown_table
 from leakexp.lib.stats import evaluate_corpus, seed_average
+from leakexp.runner.schema import Settings
 from leakexp.runner.store import atomic_write_text
 from leakexp.stages.cell import Cell
+from leakexp.grid.registry import settings_of
 from leakexp.grid.work import stored_results
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.tables.captions import recipe_note
-from leakexp.stages.memorization import FILE, memorization_settings
+from leakexp.stages.memorization import FILE, MemorizationSettings, memorization_settings
 from leakexp.lib.memorization import LEAKED, VARIANTS, cv_choice, macro_average, offset_increase
 
 log = logging.getLogger(__name__)
@@ -30,12 +32,12 @@ def stored_cv_sizes(cfg: DictConfig, runner, cells: list[Cell]) -> pd.DataFrame 
     results, _ = stored_results(runner, cells)
     if len(results) == 0:
         return None
-    e = cfg.evaluate
+    s = settings_of(cfg)
+    e = s.evaluate
     avg = seed_average(results, mfr=e.mfr)
-    frames = [evaluate_corpus(avg, corpus, list(TABLE_MEASURES), n_folds=int(e.get("folds", 5)),
-                              fold_seed=int(e.get("fold_seed", 0)), selection=e.get("cv_selection", "best"),
-                              alpha=float(e.get("alpha", 0.05)), mfr=e.mfr)[1]
-              for corpus in dict.fromkeys(cfg.grid.corpora) if corpus in set(avg.corpus)]
+    frames = [evaluate_corpus(avg, corpus, list(TABLE_MEASURES), n_folds=e.folds, fold_seed=e.fold_seed,
+                              selection=e.cv_selection, alpha=e.alpha, mfr=e.mfr)[1]
+              for corpus in dict.fromkeys(s.grid.corpora) if corpus in set(avg.corpus)]
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
@@ -143,11 +145,11 @@ def _counts(long: pd.DataFrame, corpora: list[str]) -> str:
     return "; ".join(parts)
 
 
-def _table_sets(s: dict, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd.DataFrame | None) -> list[tuple]:
+def _table_sets(m: MemorizationSettings, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd.DataFrame | None) -> list[tuple]:
     """(file suffix, sizes sentence, rows, selection of (corpus, leakage, size, model)) per table set."""
     sets, seen = [], set()
     present = sorted(int(x) for x in rows["size"].unique())
-    for spec in s.sizes:
+    for spec in m.sizes:
         if spec == "each" or isinstance(spec, int):
             for size in ([int(x) for x in grid_sizes] if spec == "each" else [spec]):
                 if size in seen or size not in present:
@@ -162,9 +164,9 @@ def _table_sets(s: dict, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd
             if cv_sizes is None or len(cv_sizes) == 0:
                 log.warning("memorization.sizes has cv but no cross-validation sizes are available; skipping the CV tables")
                 continue
-            choice = cv_choice(cv_sizes, s.cv_measure)
+            choice = cv_choice(cv_sizes, m.cv_measure)
             if choice.empty:
-                log.warning("no cross-validation size choices for %s; skipping the CV memorization tables", s.cv_measure)
+                log.warning("no cross-validation size choices for %s; skipping the CV memorization tables", m.cv_measure)
                 continue
             keys = set(zip(choice.corpus, choice.model, choice.leakage, choice["size"]))
             sel = rows[[k in keys for k in zip(rows.corpus, rows.model, rows.leakage, rows["size"])]]
@@ -172,7 +174,7 @@ def _table_sets(s: dict, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd
             listed = "; ".join(f"{c} {model_label.get(m, m)} {LEAKAGE_LABEL[l]} {z} ({n}/{o} folds)"
                                for c, m, l, z, n, o in choice.itertuples(index=False))
             sets.append(("cv", f"the training-set size the cross-validation chose most often (over its folds) for "
-                         f"{s.cv_measure} per corpus, model and leakage type ({listed})", sel,
+                         f"{m.cv_measure} per corpus, model and leakage type ({listed})", sel,
                          lambda c, keys=keys: (c.corpus, c.model, c.leakage, c.size) in keys))
     return sets
 
@@ -181,8 +183,14 @@ def write_memorization_tables(cfg: DictConfig, runner, out_dir: Path, cells: lis
                  cv_sizes: pd.DataFrame | None) -> list[Path]:
     """Tables 6-8 per configured size selection and the per-instance CSV, from the stored memorization
     artifacts alone (no scoring). Returns the written files (none when no artifact is finished)."""
-    s = memorization_settings(cfg)
-    if not s.enabled:
+    return write_memorization(settings_of(cfg), runner, out_dir, cells, cv_sizes)
+
+
+def write_memorization(s: Settings, runner, out_dir: Path, cells: list[Cell],
+                       cv_sizes: pd.DataFrame | None) -> list[Path]:
+    """:func:`write_memorization_tables` under the settings ``s``."""
+    m = memorization_settings(s)
+    if not m.enabled:
         log.info("memorization.enabled is false: Tables 6-8 are not written")
         return []
     leaked = [c for c in cells if c.leakage in LEAKED]
@@ -202,20 +210,20 @@ def write_memorization_tables(cfg: DictConfig, runner, out_dir: Path, cells: lis
     written = [atomic_write_text(out_dir / "memorization.csv", rows.sort_values(
         ["corpus", "leakage", "size", "model", "seed", "variant", "topic", "pair", "label"],
         ascending=[True] * 8 + [False], kind="mergesort").to_csv(index=False))]
-    corpora = [c for c in dict.fromkeys(cfg.grid.corpora) if c in set(rows.corpus)]
-    models = [m for m in dict.fromkeys(cfg.grid.models) if m in set(rows.model)]
-    depth = int(cfg.rerank.depth)
-    for suffix, sizes_text, sel, in_set in _table_sets(s, rows, list(cfg.grid.sizes), cv_sizes):
+    corpora = [c for c in dict.fromkeys(s.grid.corpora) if c in set(rows.corpus)]
+    models = [x for x in dict.fromkeys(s.grid.models) if x in set(rows.model)]
+    depth = s.rerank.depth
+    for suffix, sizes_text, sel, in_set in _table_sets(m, rows, list(s.grid.sizes), cv_sizes):
         long = table_rows(sel, corpora, models)
         seeds = sorted(int(x) for x in sel.seed.unique())
         note = incomplete_note({c: st for c, st in states.items() if in_set(c)})
-        common = (f"data={cfg.data.name}, {sizes_text}, {len(seeds)} seed(s): {', '.join(map(str, seeds))}. "
+        common = (f"data={s.data.name}, {sizes_text}, {len(seeds)} seed(s): {', '.join(map(str, seeds))}. "
                   f"Ranks are 1-based in each model's re-ranking of the BM25 top-{depth} for the topic's "
-                  f"{cfg.rerank.query_field} query; a leaked document outside it (every MS MARCO / ORCAS document) "
+                  f"{s.rerank.query_field} query; a leaked document outside it (every MS MARCO / ORCAS document) "
                   f"gets the hypothetical rank its score earns among the re-ranked {depth} (ties by docno), so the "
                   f"maximal rank is {depth + 1}. MSM-leaked documents are scored with "
-                  + ("the topic's query" if s.msm_query == "topic" else "the training query they leaked with")
-                  + f" (memorization.msm_query={s.msm_query}). Macro-averaged over topics (each topic's leaked queries and seeds "
+                  + ("the topic's query" if m.msm_query == "topic" else "the training query they leaked with")
+                  + f" (memorization.msm_query={m.msm_query}). Macro-averaged over topics (each topic's leaked queries and seeds "
                   f"averaged first; ± = standard deviation over topics): MSM over the topics with leaking queries in "
                   f"the training set, Test over all topics with test leakage. Topics / leaked queries: "
                   f"{_counts(long['table6'], corpora)}.")
@@ -232,7 +240,7 @@ def write_memorization_tables(cfg: DictConfig, runner, out_dir: Path, cells: lis
                       f"the no-leakage models; {common}",
         }
         for table, caption in captions.items():
-            caption += recipe_note(cfg, models) + core_test_leak_note(cfg, corpora) + note
+            caption += recipe_note(s, models) + core_test_leak_note(s, corpora) + note
             display = _display(long[table], table, corpora, models)
             stem = f"{table}-{suffix}"
             written.append(atomic_write_text(out_dir / f"{stem}.md", f"**{caption}**\n\n{markdown_table(display)}"))

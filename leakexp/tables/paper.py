@@ -22,14 +22,15 @@ from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import (CORPUS_LABEL, LEAKAGE_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
                                 markdown_table, save_figure, seed_spread, summary, write_table, write_table as write)
 from leakexp.lib.stats import evaluate_corpus, order_swaps, seed_average
+from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, config_hash
-from leakexp.stages import robustness
 from leakexp.stages.cell import grid_cells
 from leakexp.stages.detect import leak_pairs, table1, table1_wide
 from leakexp.stages.firststage import first_stage_caption
+from leakexp.grid.robustness import robustness_cells
 from leakexp.grid.work import cell_asks, shared_asks, stored_results
-from leakexp.grid.registry import runner as make_runner
+from leakexp.grid.registry import runner as make_runner, settings_of
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.lib.trainer import read_history
 from leakexp.tables.captions import recipe_note
@@ -49,7 +50,11 @@ def table_number(corpus: str, position: int) -> int:
 
 
 def tables_dir(cfg: DictConfig) -> Path:
-    return Store(cfg.store).path("tables", cfg.data.name)
+    return _tables_dir(settings_of(cfg))
+
+
+def _tables_dir(s: Settings) -> Path:
+    return Store(s.run.store).path("tables", s.data.name)
 
 
 def _fmt(v: float) -> str:
@@ -177,7 +182,7 @@ def figure2(results: pd.DataFrame, leaking: dict[str, list[str]], model: str, ou
     return out / "figure2.png"
 
 
-def write_leaked_vs_other(heldout: pd.DataFrame, leaking: dict[str, list[str]], out: Path, cfg: DictConfig,
+def write_leaked_vs_other(heldout: pd.DataFrame, leaking: dict[str, list[str]], out: Path, s: Settings,
                           incomplete: str) -> Path | None:
     """Tables 3-5 split into the topics with verified leaks and the others (DuReader-retrieval's Table 6):
     the same cross-validated per-topic values, each leakage type tested against None on each group."""
@@ -186,16 +191,15 @@ def write_leaked_vs_other(heldout: pd.DataFrame, leaking: dict[str, list[str]], 
     if heldout.empty:
         return None
     t = split_eval(heldout, leaking, systems=["corpus", "model", "leakage"], by=["corpus", "model"],
-                   baseline={"leakage": "none"}, leaked_key="corpus", alpha=float(cfg.evaluate.get("alpha", 0.05)),
-                   mfr=cfg.evaluate.mfr)
+                   baseline={"leakage": "none"}, leaked_key="corpus", alpha=s.evaluate.alpha, mfr=s.evaluate.mfr)
     counts = ", ".join(f"{CORPUS_LABEL.get(c, c)} {len(leaking.get(c, []))} of {heldout[heldout.corpus == c].qid.nunique()}"
                        for c in dict.fromkeys(heldout.corpus))
     write_table(t, out, "leaked_vs_other",
                 f"Effectiveness on the topics with verified leaking training queries (leaked) and on the others "
-                f"(other), data={cfg.data.name}: the cross-validated per-topic values of Tables 3-5, averaged per "
+                f"(other), data={s.data.name}: the cross-validated per-topic values of Tables 3-5, averaged per "
                 f"group; delta and the paired t-test (Bonferroni-corrected over the leakage types) against the same "
                 f"model without leakage on the same topics. Topics with leaks: {counts}. "
-                f"{mfr_caption(cfg.evaluate.mfr_missing, int(cfg.rerank.depth), cfg.evaluate.mfr)}." + incomplete)
+                f"{mfr_caption(s.evaluate.mfr_missing, s.rerank.depth, s.evaluate.mfr)}." + incomplete)
     return out / "leaked_vs_other.md"
 
 
@@ -261,14 +265,14 @@ class NoResults(RuntimeError):
 TABLES_KEY = "tables.key.json"
 
 
-def _tables_key(cfg: DictConfig, runner) -> str:
+def _tables_key(cfg: DictConfig, s: Settings, runner) -> str:
     """What the tables are made of: the settings, the state and key of every artifact of the grid they read, and
     the code of the table writers. Equal keys: the tables on disk are the ones this run would write."""
-    asks = [a for rows in (shared_asks(cfg, runner), cell_asks(cfg, grid_cells(cfg))) for v in rows.values() for a in v]
+    asks = [a for rows in (shared_asks(cfg, runner), cell_asks(s, grid_cells(s))) for v in rows.values() for a in v]
     here, lib = Path(__file__).parent, Path(__file__).parents[1] / "lib"
     code = {f.name: f.read_text(encoding="utf-8") for f in (here / "paper.py", here / "memorization.py",
                                                              here / "robustness.py", lib / "report.py", lib / "stats.py")}
-    return config_hash({"settings": runner.settings, "code": config_hash(code),
+    return config_hash({"settings": runner.values, "code": config_hash(code),
                         "artifacts": sorted({(str(a), runner.key(a), runner.state(a)[0]) for a in asks})})
 
 
@@ -299,20 +303,21 @@ def write_tables(cfg: DictConfig, runner=None) -> Path:
     """Write every table the stored results support and return the folder (reads finished artifacts only).
     Tables already written from the same artifacts, settings and table code are kept as they are."""
     runner = runner or make_runner(cfg, readonly=True)
-    out = tables_dir(cfg)
-    key = _tables_key(cfg, runner)
+    s = settings_of(cfg)
+    out = _tables_dir(s)
+    key = _tables_key(cfg, s, runner)
     if _up_to_date(out, key):
         return out
     (out / TABLES_KEY).unlink(missing_ok=True)
-    _write_tables(cfg, runner, out)
+    _write_tables(s, runner, out)
     files = {p.relative_to(out).as_posix(): p.stat().st_size for p in sorted(out.rglob("*"))
              if p.is_file() and p.name != TABLES_KEY}
     atomic_write_text(out / TABLES_KEY, json.dumps({"key": key, "files": files}, indent=1, sort_keys=True) + "\n")
     return out
 
 
-def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
-    cells = grid_cells(cfg)
+def _write_tables(s: Settings, runner, out: Path) -> Path:
+    cells = grid_cells(s)
     results, states = stored_results(runner, cells)
     if len(results) == 0:
         raise NoResults(f"the store {runner.store.root} holds no finished cell of this configuration's grid "
@@ -324,31 +329,30 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
         [{"corpus": c.corpus, "leakage": c.leakage, "size": c.size, "model": c.model, "seed": c.seed, "state": st}
          for c, st in sorted(states.items(), key=lambda kv: str(kv[0]))],
         columns=["corpus", "leakage", "size", "model", "seed", "state"]).to_csv(index=False))
-    e = cfg.evaluate
-    selection = e.get("cv_selection", "best")
-    mfr = mfr_caption(e.mfr_missing, int(cfg.rerank.depth), e.mfr)
+    e = s.evaluate
+    selection = e.cv_selection
+    mfr = mfr_caption(e.mfr_missing, s.rerank.depth, e.mfr)
     seeds = sorted(results.seed.unique())
-    models = [m for m in cfg.grid.models]
-    trained = recipe_note(cfg, [m for m in models if m in set(results.model)])
-    sizes_note = core_test_leak_note(cfg, [c for c in dict.fromkeys(cfg.grid.corpora) if c in set(results.corpus)])
+    models = [m for m in s.grid.models]
+    trained = recipe_note(s, [m for m in models if m in set(results.model)])
+    sizes_note = core_test_leak_note(s, [c for c in dict.fromkeys(s.grid.corpora) if c in set(results.corpus)])
     write_table(summary(results, mfr=e.mfr), out, "summary",
-                f"Mean effectiveness per corpus, model and training-set size (data={cfg.data.name}); columns are "
+                f"Mean effectiveness per corpus, model and training-set size (data={s.data.name}); columns are "
                 f"measure x leakage type, averaged over topics and over {len(seeds)} seed(s). {mfr}; lower MFR is better."
                 + trained + sizes_note + incomplete)
     write_table(detail(results, mfr=e.mfr), out, "detail",
                 f"Mean and standard deviation over {len(seeds)} seed(s) of each cell's topic-averaged value "
-                f"(data={cfg.data.name}). {mfr}." + trained + sizes_note + incomplete)
+                f"(data={s.data.name}). {mfr}." + trained + sizes_note + incomplete)
     atomic_write_text(out / "perquery.csv", results.to_csv(index=False))
 
     avg = seed_average(results, mfr=e.mfr)
     all_rows, all_sizes, heldout = [], [], []
-    for position, corpus in enumerate(dict.fromkeys(cfg.grid.corpora), start=3):
+    for position, corpus in enumerate(dict.fromkeys(s.grid.corpora), start=3):
         if corpus not in set(avg.corpus):
             continue
         number = table_number(corpus, position)
-        rows, sizes = evaluate_corpus(avg, corpus, list(TABLE_MEASURES), n_folds=int(e.get("folds", 5)),
-                                      fold_seed=int(e.get("fold_seed", 0)), selection=selection,
-                                      alpha=float(e.get("alpha", 0.05)), heldout=heldout, mfr=e.mfr)
+        rows, sizes = evaluate_corpus(avg, corpus, list(TABLE_MEASURES), n_folds=e.folds, fold_seed=e.fold_seed,
+                                      selection=selection, alpha=e.alpha, heldout=heldout, mfr=e.mfr)
         all_rows.append(rows)
         all_sizes.append(sizes)
         n_topics = avg[avg.corpus == corpus].qid.nunique()
@@ -363,18 +367,18 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
             chosen = "the size best on the training folds"
             tested = "to None"
         caption = (
-            f"Table {number}. Effectiveness on {name} (data={cfg.data.name}, {n_topics} topics, {len(seeds)} seed(s) "
+            f"Table {number}. Effectiveness on {name} (data={s.data.name}, {n_topics} topics, {len(seeds)} seed(s) "
             f"averaged per topic) as nDCG@10, MFR (first rank of a relevant document; lower is better) and P@1 "
-            f"in {cv_folds_text(int(e.get('folds', 5)), n_topics)} over training-set sizes (size chosen per fold: "
+            f"in {cv_folds_text(e.folds, n_topics)} over training-set sizes (size chosen per fold: "
             f"{chosen}). "
             f"Models trained with no leakage (None), MS MARCO / ORCAS leakage (MSM) or test leakage (Test). Highest "
             f"scores in bold; † marks Bonferroni-corrected significant differences {tested} (paired Student's "
-            f"t-test, p < {e.get('alpha', 0.05)}); model order swaps induced by MSM leakage in red. {mfr}. "
-            f"{first_stage_caption(cfg, corpus)}." + trained + core_test_leak_note(cfg, [corpus])
+            f"t-test, p < {e.alpha}); model order swaps induced by MSM leakage in red. {mfr}. "
+            f"{first_stage_caption(s, corpus)}." + trained + core_test_leak_note(s, [corpus])
         )
         left_out = sorted({q for c in cells if c.corpus == corpus and c not in states
                            for q in runner.store.marker(runner.path(c.ask("evaluate"))).figures.get("without_relevant", [])})
-        caption += (" " + no_relevant_note(left_out, e.get("no_relevant", "skip")) + "." if left_out else "")
+        caption += (" " + no_relevant_note(left_out, e.no_relevant) + "." if left_out else "")
         caption += incomplete_note(states, corpus)
         table, marks, notes = cv_table(rows, models)
         stem = f"table{number}"
@@ -385,52 +389,55 @@ def _write_tables(cfg: DictConfig, runner, out: Path) -> Path:
     if all_rows:
         atomic_write_text(out / "cv_sizes.csv", pd.concat(all_sizes).to_csv(index=False))
 
-    memorization_tables.write_memorization_tables(cfg, runner, out, cells, pd.concat(all_sizes) if all_sizes else None)
-    robustness_tables.write_robustness_tables(cfg, runner, out, robustness.robustness_cells(cfg))
+    memorization_tables.write_memorization(s, runner, out, cells, pd.concat(all_sizes) if all_sizes else None)
+    robustness_tables.write_robustness(s, runner, out, robustness_cells(s))
     write_training_curves(runner, cells, out)
 
     leaking = stored_leaking_topics(runner)
     if heldout and leaking:
-        write_leaked_vs_other(pd.concat(heldout, ignore_index=True), leaking, out, cfg, incomplete)
-    model = cfg.get("report", {}).get("figure_model", "monot5")
+        write_leaked_vs_other(pd.concat(heldout, ignore_index=True), leaking, out, s, incomplete)
+    model = s.report.figure_model
     if model not in set(results.model):
         model = models[0]
     figure2(results, leaking, model, out,
             f"Figure 2. Effectiveness of {MODEL_LABEL.get(model, model)} as nDCG@10 on the topics with leakage "
-            f"(data={cfg.data.name}), against training-set size; mean over {len(seeds)} seed(s), band = min-max over "
+            f"(data={s.data.name}), against training-set size; mean over {len(seeds)} seed(s), band = min-max over "
             f"seeds. No leakage (None), MS MARCO / ORCAS leakage (MSM), test leakage (Test)."
-            + recipe_note(cfg, [model]) + sizes_note + incomplete)
+            + recipe_note(s, [model]) + sizes_note + incomplete)
     return out
 
 
-def _topic_ids(cfg: DictConfig, runner) -> dict[str, list[str]]:
-    return {c: list(runner.get(Ask.of("collection", corpus=c)).topics) for c in cfg.data.corpora}
+def _topic_ids(s: Settings, runner) -> dict[str, list[str]]:
+    return {c: list(runner.get(Ask.of("collection", corpus=c)).topics) for c in s.data.corpora}
 
 
 def write_table1(cfg: DictConfig, runner) -> Path:
     """Table 1 from the candidate table (computing detection if the store lacks it)."""
+    s = settings_of(cfg)
+    d = s.detect
     cands = runner.get(Ask.of("detect"))
-    corpora = _topic_ids(cfg, runner)
-    wide = table1_wide(table1(cands, corpora, float(cfg.detect.threshold)))
-    caption = (f"Table 1. Topics (T) and training queries (Q) with a Sentence-BERT similarity > {cfg.detect.threshold} "
+    corpora = _topic_ids(s, runner)
+    wide = table1_wide(table1(cands, corpora, d.threshold))
+    caption = (f"Table 1. Topics (T) and training queries (Q) with a Sentence-BERT similarity > {d.threshold} "
                f"to a searched topic field, for MS MARCO (MSM) and MS MARCO + ORCAS (+ORC); fields searched: "
-               f"{', '.join(cfg.detect.fields)}"
-               f"{'' if 'variant' in cfg.detect.fields else ' (query variants not searched: their row is empty)'}; "
-               f"data={cfg.data.name}, model={cfg.detect.sbert}, top-{cfg.detect.k} exact neighbours per field.")
-    out = tables_dir(cfg)
+               f"{', '.join(d.fields)}"
+               f"{'' if 'variant' in d.fields else ' (query variants not searched: their row is empty)'}; "
+               f"data={s.data.name}, model={d.sbert}, top-{d.k} exact neighbours per field.")
+    out = _tables_dir(s)
     write(wide, out, "table1", caption)
     return out / "table1.md"
 
 
 def write_table2(cfg: DictConfig, runner) -> Path:
     """Table 2 (a) and (b) from the verify artifact's annotations."""
+    s = settings_of(cfg)
     ann = runner.get(Ask.of("verify"))
-    pairs = leak_pairs(runner.get(Ask.of("detect")), float(cfg.detect.threshold))
-    a, b = table2(ann, _topic_ids(cfg, runner), pairs)
-    out = tables_dir(cfg)
-    source = "the toy world's ground truth" if cfg.verify.annotations == "truth" else "the annotation files"
-    write(a, out, "table2a", f"Table 2 (a). Reviewed leakage candidates (top-{cfg.verify.review_top_k} per topic above "
-          f"{cfg.detect.threshold}) judged by {source}: true and false candidates as queries and topics per corpus; "
+    pairs = leak_pairs(runner.get(Ask.of("detect")), s.detect.threshold)
+    a, b = table2(ann, _topic_ids(s, runner), pairs)
+    out = _tables_dir(s)
+    source = "the toy world's ground truth" if s.verify.annotations == "truth" else "the annotation files"
+    write(a, out, "table2a", f"Table 2 (a). Reviewed leakage candidates (top-{s.verify.review_top_k} per topic above "
+          f"{s.detect.threshold}) judged by {source}: true and false candidates as queries and topics per corpus; "
           "a query annotated for two topics counts for each.")
     write(b, out, "table2b", "Table 2 (b). Annotated query reformulation types (queries; all corpora and per corpus).")
     return out / "table2a.md"

@@ -16,12 +16,14 @@ from omegaconf import DictConfig
 from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import LEAKAGE_LABEL, incomplete_note, latex_table, markdown_table, save_figure
 from leakexp.lib.stats import bonferroni, paired_t
+from leakexp.runner.schema import Settings
 from leakexp.runner.store import atomic_write_text
 from leakexp.stages.cell import Cell
 from leakexp.lib import robustness_stats
 from leakexp.lib.robustness_stats import paired_randomization
-from leakexp.stages.robustness import (RobustnessSettings, asks, docs_ask, queries_ask,
-                                       robustness_settings)
+from leakexp.stages.robustness import RobustnessSettings, robustness_settings
+from leakexp.grid.registry import settings_of
+from leakexp.grid.robustness import asks, docs_ask, queries_ask
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.tables.captions import recipe_note
 from leakexp.stages.verify import stored_leaking_topics
@@ -31,19 +33,19 @@ SUBSETS = ("all", "leaked", "other")
 
 
 
-def stored_values(cfg: DictConfig, runner, cells: list[Cell]) -> tuple[pd.DataFrame, dict[Cell, str]]:
+def stored_values(s: Settings, runner, cells: list[Cell]) -> tuple[pd.DataFrame, dict[Cell, str]]:
     """Per-topic values of every finished robustness part: columns corpus, leakage, size, model, seed, part,
     kind (own, ood, query, doc), target (the ranked corpus), qid, measure, value, original (query attacks),
     applied (query attacks: the attack changed the topic), shared (OOD: the topic is also a topic of the model's
     own corpus), relevant_target (stuffing: the stuffed document is judged relevant). Document parts give TC and
     KT per topic, stuffing also ``gain`` (ranks climbed) and ``top10`` (1 if the stuffed document reaches the top
     10). Also the state of every cell lacking a part. Reads finished artifacts only."""
-    measure = robustness_settings(cfg).measure
+    measure = robustness_settings(s).measure
     frames, states = [], {}
     for cell in cells:
-        parts = {name: runner.state(ask) for name, ask in asks(cfg, cell).items()}
-        st = next((s for s in ("failed", "damaged", "stale", "running", "missing", "data missing")
-                   if s in {v[0] for v in parts.values()}), "done")
+        parts = {name: runner.state(ask) for name, ask in asks(s, cell).items()}
+        st = next((x for x in ("failed", "damaged", "stale", "running", "missing", "data missing")
+                   if x in {v[0] for v in parts.values()}), "done")
         if st != "done":
             states[cell] = st
         for name, (state, path, _) in parts.items():
@@ -459,16 +461,21 @@ def write_robustness_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[
     (``robustness_queries_<corpus>.tsv``, ``robustness_documents_<corpus>.tsv``), from the stored artifacts
     only. ``runner`` is the config's :class:`leakexp.runner.pipeline.Runner`; only its ``state`` is used. Returns the
     files written; empty when no robustness artifact of ``cells`` is stored."""
-    s = robustness_settings(cfg)
+    return write_robustness(settings_of(cfg), runner, out_dir, cells)
+
+
+def write_robustness(settings: Settings, runner, out_dir: Path, cells: list[Cell]) -> list[Path]:
+    """:func:`write_robustness_tables` under the settings ``settings``."""
+    s = robustness_settings(settings)
     out_dir = Path(out_dir)
-    values, states = stored_values(cfg, runner, cells)
+    values, states = stored_values(settings, runner, cells)
     if values.empty:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
-    alpha = float(cfg.evaluate.get("alpha", 0.05))
+    alpha = settings.evaluate.alpha
     leaking = stored_leaking_topics(runner) or None
     long = robustness_frame(values, s, alpha, leaking)
-    models = list(cfg.grid.models)
+    models = list(settings.grid.models)
     written = [atomic_write_text(out_dir / "robustness_perquery.csv", values.to_csv(index=False))]
     for corpus in dict.fromkeys(c.corpus for c in cells):
         sub = long[long.corpus == corpus]
@@ -476,8 +483,7 @@ def write_robustness_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[
             continue
         seeds = int(values[values.corpus == corpus].groupby(["leakage", "size", "model"]).seed.nunique().max())
         notes = brittleness_notes(sub, s)
-        caption = _caption(s, corpus, seeds, alpha, int(cfg.rerank.depth), values,
-                           str(cfg.evaluate.get("no_relevant", "skip")))
+        caption = _caption(s, corpus, seeds, alpha, settings.rerank.depth, values, settings.evaluate.no_relevant)
         split = (sub.subset != "all").any()
         if split:
             own = sub[(sub.subset != "all") & (sub.column == s.measure)]  # own-corpus topics, not OOD ones
@@ -488,7 +494,7 @@ def write_robustness_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[
             caption += " No verified leaks are stored (verify stage), so there is no leaked / other split."
         caption += " Does leakage make a model more brittle? " + (
             "; ".join(notes) + "." if notes else "no leaked model to compare.")
-        caption += recipe_note(cfg, models) + core_test_leak_note(cfg, [corpus])
+        caption += recipe_note(settings, models) + core_test_leak_note(settings, [corpus])
         caption += incomplete_note(states, corpus)
         wide = wide_table(sub, s, models)
         name = f"robustness_{corpus}"
@@ -506,7 +512,7 @@ def write_robustness_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[
                 f"tests as in robustness_{corpus}.md, each on its own topics.**\n\n{markdown_table(table)}\n"))
         queries = []
         for attack in s.query_attacks:
-            path = _done(runner, queries_ask(cfg, corpus, attack))
+            path = _done(runner, queries_ask(settings, corpus, attack))
             if path is not None:
                 queries.append(pd.read_parquet(path / "attacks.parquet").assign(attack=attack))
         if queries:
@@ -518,7 +524,7 @@ def write_robustness_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[
                 written.append(atomic_write_text(out_dir / f"robustness_documents_{corpus}.tsv",
                                                  (path / "documents.tsv").read_text()))
     fig = figure(long, s, models, out_dir,
-                 f"DR_query by leakage type per model (data={cfg.data.name}; attack seed {s.seed}; first stage: "
+                 f"DR_query by leakage type per model (data={settings.data.name}; attack seed {s.seed}; first stage: "
                  f"{'BM25 re-run with the attacked query' if s.first_stage == 'bm25' else 'original BM25 pool'}); "
                  f"bars: mean over seeds, error bars: 95 % bootstrap CI over topics (B = {s.bootstrap}). Higher "
                  f"(closer to 0) is more robust." + incomplete_note(states))

@@ -345,3 +345,23 @@ def stuffing_targets(pool: pd.DataFrame, from_rank: int, seed: int) -> pd.DataFr
         r = low.iloc[rng.randrange(len(low))]
         rows.append({"qid": qid, "query": r["query"], "docno": r["docno"], "first_stage_rank": int(r["rank"])})
     return pd.DataFrame(rows, columns=["qid", "query", "docno", "first_stage_rank"])
+
+
+def stuffed_documents(run: pd.DataFrame, docs, seed: int, repeats: int, from_rank: int) -> pd.DataFrame:
+    """One stuffed document per topic of the first-stage ``run`` (qid, docno, first_stage_rank, query, text): a
+    seeded document from rank ``from_rank`` down with the query stuffed in ``repeats`` times."""
+    frame = stuffing_targets(run, from_rank, seed)
+    frame["text"] = [stuff_document(docs[d], q, repeats, query_rng(seed, "stuff-text", str(qid)))
+                     for qid, q, d in zip(frame.qid, frame["query"], frame.docno)]
+    return frame
+
+
+def noisy_documents(run: pd.DataFrame, docs, seed: int, rate: float) -> pd.DataFrame:
+    """Every document of the first-stage ``run``'s pools with seeded character noise at ``rate`` (docno,
+    edited_words, text); documents the noise left unchanged are left out."""
+    rows = []
+    for d in sorted(set(run.docno)):
+        text, n = noise_document(docs[d], rate, query_rng(seed, "noise", str(d)))
+        if n:
+            rows.append({"docno": d, "edited_words": n, "text": text})
+    return pd.DataFrame(rows, columns=["docno", "edited_words", "text"])

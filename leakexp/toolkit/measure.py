@@ -34,9 +34,10 @@ class MeasureSettings:
     depth: int
 
     @classmethod
-    def of(cls, cfg) -> "MeasureSettings":
-        e = cfg.evaluate
-        s = cls(tuple(e.measures), str(e.mfr), str(e.mfr_missing), str(e.no_relevant), int(cfg.rerank.depth))
+    def of(cls, settings) -> "MeasureSettings":
+        """From a configuration's typed settings (``leakexp.runner.schema.Settings``)."""
+        e = settings.evaluate
+        s = cls(tuple(e.measures), e.mfr, e.mfr_missing, e.no_relevant, settings.rerank.depth)
         try:
             check_mfr(s.mfr, s.mfr_missing)
         except ValueError as exc:

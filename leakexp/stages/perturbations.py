@@ -1,0 +1,111 @@
+"""The shared inputs of the robustness stages (``leakexp.stages.robustness``): a corpus's test queries under one
+seeded query attack with the first-stage pool the re-rankers score for them, and a corpus's documents under one
+seeded manipulation (query stuffing or character noise). Every model of a corpus meets the same ones, so leaked and
+unleaked models can be compared topic by topic. The attacks and manipulations are ``leakexp.toolkit.attacks``'."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from leakexp.runner.stage import Ask, Config, Context, Stage
+from leakexp.runner.store import file_digest
+from leakexp.toolkit import attacks
+
+QUERIES, DOCS = "robustness/attacked-queries", "robustness/manipulated-docs"
+WORDLIST_KEY = {"word-synonym": "synonyms", "word-misspell": "misspellings"}  # the one list each word attack reads
+
+
+def wordlist_file(name: str, value: str) -> Path:
+    """The file of word list ``name`` (synonyms, misspellings) that config value ``value`` names."""
+    return attacks.bundled_wordlist(name) if str(value) == "bundled" else Path(str(value))
+
+
+# -- shared: attacked queries of a corpus ------------------------------------------------------------------
+def _queries_reads(p: dict, cuda: bool) -> list[str]:
+    reads = ["robustness.seed", "rerank.query_field"]
+    if p["attack"] in WORDLIST_KEY:
+        reads.append(f"robustness.{WORDLIST_KEY[p['attack']]}")
+    if p["first_stage"] == "bm25":  # BM25 re-run with the attacked query (its analysis is the index's)
+        reads += ["rerank.depth", "bm25.k1", "bm25.b"]
+    return reads
+
+
+def _queries_inputs(p: dict, c: Config) -> dict:
+    inputs = {"topics": Ask.of("collection", corpus=p["corpus"])}
+    if p["first_stage"] == "bm25":
+        inputs["index"] = Ask.of("index", name=p["corpus"])
+    else:
+        inputs["run"] = Ask.of("firststage", corpus=p["corpus"])
+    return inputs
+
+
+def _wordlists_external(p: dict, c: Config):
+    """The content of the word list the attack reads (not its path or time): an edited list redoes the attack."""
+    name = WORDLIST_KEY.get(p["attack"])
+    if name is None:
+        return None
+    return {name: file_digest(wordlist_file(name, getattr(c.settings("robustness"), name)))}
+
+
+def _attacked_queries(ctx: Context, tmp: Path) -> dict:
+    """``attacks.tsv``/``.parquet`` (qid, original, attacked, applied, edits) and ``pool.parquet``: the candidates
+    the re-ranker scores for the attacked topics (BM25 re-run with the attacked query, or the original pool)."""
+    p, r = ctx.params, ctx.settings("robustness")
+    attack = p["attack"]
+    name = WORDLIST_KEY.get(attack)
+    lists = {"synonyms": {}, "misspellings": {}}
+    if name is not None:
+        lists[name] = attacks.load_wordlist(wordlist_file(name, getattr(r, name)))
+    topics = ctx.inputs["topics"].topics_frame(ctx.settings("rerank").query_field)
+    att = attacks.attack_queries(topics, attack, r.seed, attacks.WordLists(**lists))
+    applied = att[att.applied][["qid", "attacked"]].rename(columns={"attacked": "query"})
+    if p["first_stage"] == "bm25":
+        from leakexp.lib.bm25 import bm25_search
+
+        bm25 = ctx.settings("bm25")
+        pool = bm25_search(ctx.inputs["index"], applied, depth=ctx.settings("rerank").depth, k1=bm25.k1, b=bm25.b,
+                           threads=int(ctx.runtime.get("threads", 2)), verbose=bool(ctx.runtime.get("verbose", False)))
+    else:
+        run = ctx.inputs["run"]
+        pool = run[run.qid.isin(set(applied.qid))].drop(columns="query").merge(applied, on="qid")
+        pool = pool[["qid", "query", "docno", "score", "rank"]]
+    att.to_parquet(tmp / "attacks.parquet", index=False)
+    (tmp / "attacks.tsv").write_text(att.to_csv(sep="\t", index=False), encoding="utf-8")
+    pool.reset_index(drop=True).to_parquet(tmp / "pool.parquet", index=False)
+    return {"topics": len(att), "applied": int(att.applied.sum()), "pool_rows": len(pool)}
+
+
+ATTACKED_QUERIES = Stage(
+    QUERIES, version=1, reads=_queries_reads, inputs=_queries_inputs, compute=_attacked_queries,
+    external=_wordlists_external, path=lambda p, c: [p["corpus"], p["attack"], p["first_stage"]],
+    describe="a corpus's test queries under one seeded query attack, and the first-stage pool for them",
+)
+
+
+# -- shared: manipulated documents of a corpus ---------------------------------------------------------------
+def _docs_reads(p: dict, cuda: bool) -> list[str]:
+    kind = attacks.check_manipulation(p["kind"])
+    return ["robustness.seed", *(["robustness.stuff.repeats", "robustness.stuff.from_rank"] if kind == "stuff"
+                                 else ["robustness.noise.rate"])]
+
+
+def _manipulated_docs(ctx: Context, tmp: Path) -> dict:
+    """``documents.tsv``/``.parquet``: stuffed documents (qid, docno, first_stage_rank, query, text), one per
+    topic, or noisy documents (docno, edited_words, text) of every document in the corpus's first-stage pools."""
+    r, run, docs = ctx.settings("robustness"), ctx.inputs["run"], ctx.inputs["collection"].docs
+    if ctx.params["kind"] == "stuff":
+        frame = attacks.stuffed_documents(run, docs, r.seed, r.stuff.repeats, r.stuff.from_rank)
+    else:
+        frame = attacks.noisy_documents(run, docs, r.seed, r.noise.rate)
+    frame.to_parquet(tmp / "documents.parquet", index=False)
+    (tmp / "documents.tsv").write_text(frame.to_csv(sep="\t", index=False), encoding="utf-8")
+    return {"documents": len(frame)}
+
+
+MANIPULATED_DOCS = Stage(
+    DOCS, version=1, reads=_docs_reads, compute=_manipulated_docs,
+    inputs=lambda p, c: {"run": Ask.of("firststage", corpus=p["corpus"]),
+                         "collection": Ask.of("collection", corpus=p["corpus"])},
+    path=lambda p, c: [p["corpus"], p["kind"]],
+    describe="a corpus's documents under one seeded manipulation (query stuffing or character noise)",
+)
