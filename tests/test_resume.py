@@ -190,7 +190,7 @@ def test_the_store_removes_partial_work_once_the_artifact_is_done(tmp_path):
 
 def test_resume_every_s_is_a_runtime_setting_outside_every_key():
     cfgs = [compose(["store=/tmp/unused", *extra]) for extra in ([], ["resume_every_s=5"])]
-    assert runtime(cfgs[1], "cpu")["resume_every_s"] == 5.0 and runtime(cfgs[0], "cpu")["resume_every_s"] == 300.0
+    assert runtime(cfgs[1], "cpu").resume_every_s == 5.0 and runtime(cfgs[0], "cpu").resume_every_s == 300.0
     keys = [runner(c, readonly=True, files=False).key(cell_from_config(settings_of(c)).ask("train")) for c in cfgs]
     assert keys[0] == keys[1]
 

@@ -16,7 +16,7 @@ from pydantic import Field
 
 
 from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
-from leakexp.runner.stage import ConfigError  # noqa: F401  (defined beside the stage declarations: stages raise it)
+from leakexp.runner.stage import ConfigError, Runtime  # noqa: F401  (defined beside the stage declarations: stages raise it)
 
 
 def conf_dir() -> Path:
@@ -354,16 +354,15 @@ def settings(cfg: DictConfig) -> dict:
     return out
 
 
-def runtime(cfg: DictConfig, device: str) -> dict:
-    """Settings that change how fast, not what, a stage computes: visible to every stage, part of no key."""
+def runtime(cfg: DictConfig, device: str) -> Runtime:
+    """Settings that change how fast, not what, a stage computes (:class:`~leakexp.runner.stage.Runtime`)."""
     s = settings(cfg)
-    return {"device": device, "verbose": bool(cfg.get("verbose", False)), "threads": int(cfg.bm25.threads),
-            "loader_workers": cfg.get("loader_workers", "auto"),
-            "resume_every_s": float(cfg.get("resume_every_s", 300)),
-            "cpu_threads": int(cfg.get("cpu_threads", 1)),
-            "embed_batch_size": int(cfg.detect.batch_size),
-            "score_batch_size": {m: int((c.get("train") or {}).get("score_batch_size") or 64)
-                                 for m, c in s["models"].items()}}
+    return Runtime(device=device, verbose=bool(cfg.get("verbose", False)), threads=int(cfg.bm25.threads),
+                   loader_workers=cfg.get("loader_workers", "auto"),
+                   resume_every_s=float(cfg.get("resume_every_s", 300)), cpu_threads=int(cfg.get("cpu_threads", 1)),
+                   embed_batch_size=int(cfg.detect.batch_size),
+                   score_batch_size={m: int((c.get("train") or {}).get("score_batch_size") or 64)
+                                     for m, c in s["models"].items()})
 
 
 class RunSettings(Section):

@@ -16,7 +16,7 @@ from typing import Any
 
 from leakexp.runner.jobs import compute_threads
 from leakexp.runner.schema import Settings
-from leakexp.runner.stage import Ask, Config, Context, InputsMissing, Stage, select
+from leakexp.runner.stage import Ask, Config, Context, InputsMissing, Runtime, Stage, select
 from leakexp.runner.store import KEY_LENGTH, Store, config_hash
 
 RUNNER = 2  # the key scheme; markers of other schemes are another layout (see ``Runner.state``)
@@ -26,11 +26,11 @@ class Runner:
     """Keys, paths, states and values of the artifacts of one configuration: ``values`` are its resolved settings as
     plain data (what keys hash), ``settings`` the same typed (:class:`~leakexp.runner.schema.Settings`)."""
 
-    def __init__(self, values: Mapping, stages: Iterable[Stage], store: Store, *, runtime: Mapping | None = None,
+    def __init__(self, values: Mapping, stages: Iterable[Stage], store: Store, *, runtime: Runtime | None = None,
                  cuda: bool = False, schemas: Callable[[str], type] | None = None, top: type | None = None):
         self.values, self.store, self.cuda, self.schemas = values, store, cuda, schemas
         self.settings = Settings(values, schemas, top) if schemas is not None else None  # the same, typed
-        self.runtime, self.stages = dict(runtime or {}), {s.name: s for s in stages}
+        self.runtime, self.stages = runtime or Runtime(), {s.name: s for s in stages}
         self._got, self._ensured = {}, set()  # what ``get`` returned, what ``ensure`` checked (Ask, computed)
         # per ask, made once (status and plan key every artifact of the grid); _missing: see ``unavailable``
         self._normals, self._configs, self._inputs, self._records, self._keys, self._upstream, self._missing = \
@@ -140,7 +140,7 @@ class Runner:
         for up in self.upstream(ask):
             deep = load and up == ask and self.stage(up).verify
             if self.stage(up).stored and (up, deep) not in self._ensured and (up, True) not in self._ensured:
-                with compute_threads(self.cuda, self.runtime.get("cpu_threads", 1)):  # bytes whatever the machine
+                with compute_threads(self.cuda, self.runtime.cpu_threads):  # bytes whatever the machine
                     self.store.ensure(self.path(up), self.record(up), checksums=deep,
                                       compute=lambda tmp, up=up: self.stage(up).compute(self.context(up), tmp))
                 self._ensured.add((up, deep))

@@ -225,6 +225,25 @@ class Stage:
         return [r.format(**params) for r in raw]
 
 
+@dataclass(frozen=True)
+class Runtime:
+    """Settings that change how fast, not what, a stage computes: visible to every stage, part of no key (the
+    device, BM25 and df threads, loader workers, batch sizes for inference, verbosity)."""
+
+    device: str = "cpu"
+    verbose: bool = False
+    threads: int = 2
+    loader_workers: str | int = "auto"
+    resume_every_s: float = 300.0
+    cpu_threads: int = 1
+    embed_batch_size: int = 256
+    score_batch_size: Mapping[str, int] = field(default_factory=dict)
+
+    def score_batch(self, model: str) -> int:
+        """Pairs per scoring batch of ``model`` (its ``train.score_batch_size``; 64 where it names none)."""
+        return self.score_batch_size.get(model, 64)
+
+
 @dataclass
 class Context:
     """What a compute function sees: its parameters, the config it declared, its inputs, runtime settings.
@@ -238,7 +257,7 @@ class Context:
     config: Config
     key: str
     path: Path | None
-    runtime: Mapping[str, Any]
+    runtime: Runtime
     input_names: tuple[str, ...] = ()
     _resolve: Callable[[str], Any] = field(repr=False, default=None)
     _cache: dict = field(default_factory=dict, repr=False)

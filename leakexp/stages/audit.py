@@ -47,7 +47,7 @@ def _pair_audit(ctx: Context, tmp: Path) -> dict:
     d = ctx.settings("detect")
     train = side_from_pool(ctx.inputs["pool"])
     test = side_from_collections(ctx.inputs["collections"], fields=list(d.fields))
-    embed = _Once(audit.SbertEmbedder(None, d.sbert, batch_size=int(ctx.runtime.get("embed_batch_size", 256))),
+    embed = _Once(audit.SbertEmbedder(None, d.sbert, batch_size=ctx.runtime.embed_batch_size),
                   _stored_vectors(ctx))
     options = audit.AuditOptions(k=d.k, threshold=d.threshold)
     audit.audit(train, test, embed, tmp / "audit", options)

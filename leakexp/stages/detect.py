@@ -124,7 +124,7 @@ def _embed(ctx: Context, tmp: Path) -> dict:
     source, sbert = ctx.params["source"], ctx.settings("detect").sbert
     q = ctx.inputs["pool"].source_queries(source).reset_index(drop=True)
     partial = ctx.path.parent / f"{ctx.path.name}.partial"  # survives a kill: finished chunks are kept
-    embed_to_memmap(load_sbert(sbert), q.text.tolist(), partial, batch_size=int(ctx.runtime.get("embed_batch_size", 256)),
+    embed_to_memmap(load_sbert(sbert), q.text.tolist(), partial, batch_size=ctx.runtime.embed_batch_size,
                     chunk_size=EMBED_CHUNK, desc=f"embed {source}")
     (partial / "emb.f32").rename(tmp / "emb.f32")
     atomic_write_json(tmp / "meta.json", read_json(partial / "meta.json"))
@@ -158,7 +158,7 @@ def _detect(ctx: Context, tmp: Path) -> dict:
     for coll in collections:
         check_variants(coll, {"name": coll.name, "variants": "of the corpus"}, fields)
     topics = topic_fields(collections, fields)
-    topic_emb = encode(load_sbert(d.sbert), topics.text.tolist(), int(ctx.runtime.get("embed_batch_size", 256)))
+    topic_emb = encode(load_sbert(d.sbert), topics.text.tolist(), ctx.runtime.embed_batch_size)
     pool, frames = ctx.inputs["pool"], []
     for source in SOURCES:
         q, emb = pool.source_queries(source).reset_index(drop=True), ctx.inputs[f"embed-{source}"]

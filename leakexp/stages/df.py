@@ -15,8 +15,8 @@ from leakexp.stages.corpus_stats import corpus_stats_input, stats_figures
 def _df(ctx: Context, tmp: Path) -> dict:
     docs = ctx.inputs["docs"].docs
     # runtime threads (bm25.threads): worker processes; the table is the same for any number
-    table = IdfTable.from_docs((t for _, t in docs), progress=bool(ctx.runtime.get("verbose")),
-                               processes=int(ctx.runtime.get("threads", 1)))
+    table = IdfTable.from_docs((t for _, t in docs), progress=ctx.runtime.verbose,
+                               processes=ctx.runtime.threads)
     table.save(tmp / "df.parquet")
     return {"documents": table.n_docs, "terms": len(table.df), **stats_figures(ctx.inputs["stats"])}
 

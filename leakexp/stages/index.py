@@ -28,7 +28,7 @@ def bm25_options(ctx: Context) -> dict:
     """BM25's parameters, analysis and backend (from the stage's config) and the runtime's threads and verbosity."""
     b = ctx.settings("bm25")
     return dict(k1=b.k1, b=b.b, stemmer=b.stemmer, stopwords=b.stopwords, backend=b.backend,
-                threads=int(ctx.runtime.get("threads", 2)), verbose=bool(ctx.runtime.get("verbose", False)))
+                threads=ctx.runtime.threads, verbose=ctx.runtime.verbose)
 
 
 def backend_identity(p: dict, c: Config):

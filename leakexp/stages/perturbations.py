@@ -64,7 +64,7 @@ def _attacked_queries(ctx: Context, tmp: Path) -> dict:
 
         bm25 = ctx.settings("bm25")
         pool = bm25_search(ctx.inputs["index"], applied, depth=ctx.settings("rerank").depth, k1=bm25.k1, b=bm25.b,
-                           threads=int(ctx.runtime.get("threads", 2)), verbose=bool(ctx.runtime.get("verbose", False)))
+                           threads=ctx.runtime.threads, verbose=ctx.runtime.verbose)
     else:
         run = ctx.inputs["run"]
         pool = run[run.qid.isin(set(applied.qid))].drop(columns="query").merge(applied, on="qid")

@@ -58,7 +58,7 @@ def _inputs(p: dict, c) -> dict:
 
 def load_model(ctx: Context, name: str = "model", df: str = "df") -> Reranker:
     """The trained model of input ``name`` on the runtime's device, with input ``df``'s idf if it reads idf."""
-    model = load_checkpoint(ctx.inputs[name]).to(str(ctx.runtime.get("device", "cpu")))
+    model = load_checkpoint(ctx.inputs[name]).to(ctx.runtime.device)
     if model.needs_idf:
         model.use_idf(ctx.inputs[df])
     return model
@@ -67,9 +67,9 @@ def load_model(ctx: Context, name: str = "model", df: str = "df") -> Reranker:
 def scoring(ctx: Context) -> dict:
     """How the stage scores: batch size, device, precision (bf16 on CUDA when configured) and the precision a
     score is stored in before ranking (``models.<model>.score_dtype``, read through the stage's ``models.{model}``)."""
-    device = str(ctx.runtime.get("device", "cpu"))
+    device = ctx.runtime.device
     bf16 = device.startswith("cuda") and ctx.settings("precision").rerank_bf16  # declared on CUDA only
-    batch = int((ctx.runtime.get("score_batch_size") or {}).get(ctx.params.get("model"), 64))
+    batch = ctx.runtime.score_batch(ctx.params.get("model"))
     score_dtype = ctx.settings(f"models.{ctx.params['model']}").score_dtype
     return {"batch_size": batch, "device": device, "bf16": bf16, "score_dtype": score_dtype}
 

@@ -86,7 +86,7 @@ def _tokens(ctx: Context, tmp: Path) -> dict:
         settings["checkpoint"] = str(ctx.inputs["vocab"])
     docnos, texts = documents_of(ctx)
     cls = get(model)
-    tokens = cls.document_tokens(settings, texts, progress=bool(ctx.runtime.get("verbose")))
+    tokens = cls.document_tokens(settings, texts, progress=ctx.runtime.verbose)
     tokens.keys, tokens.source = docnos, cls.encoding_id(settings)
     tokens.save(tmp, "docs")
     return {"documents": len(tokens), "tokens": int(tokens.offsets[-1]),

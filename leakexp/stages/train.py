@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from leakexp.lib import hub
-from leakexp.lib.trainer import RESUME_EVERY_S, ResumeState, TrainConfig, loader_workers, set_seed, train, write_history
+from leakexp.lib.trainer import ResumeState, TrainConfig, loader_workers, set_seed, train, write_history
 from leakexp.models import get
 from leakexp.runner.config import model_config
 from leakexp.runner.stage import Ask, ConfigError, ConfigErrors, Context, Stage
@@ -54,14 +54,14 @@ def _train(ctx: Context, tmp: Path) -> dict:
     model = get(model_name)(**params)
     if model.needs_idf:
         model.use_idf(ctx.inputs["df"])
-    device = str(ctx.runtime.get("device", "cpu"))
+    device = ctx.runtime.device
     # the resumable state lives beside the artifact until it is done (the store then removes it), keyed by the
     # artifact's key and this stage's version: a state of another configuration or code is never read
     resume = ResumeState(Store.partial_path(ctx.path), identity=f"{ctx.stage.name} v{ctx.stage.version} {ctx.key}",
-                         every_s=float(ctx.runtime.get("resume_every_s", RESUME_EVERY_S)))
+                         every_s=ctx.runtime.resume_every_s)
     result = train(model, instances, seed=seed, cfg=tcfg, device=device, docs=ctx.inputs["tokens"],
-                   workers=loader_workers(ctx.runtime.get("loader_workers", "auto"), device),
-                   progress=bool(ctx.runtime.get("verbose")) or None, resume=resume)
+                   workers=loader_workers(ctx.runtime.loader_workers, device),
+                   progress=ctx.runtime.verbose or None, resume=resume)
     model.save(tmp)
     write_history(result.history, tmp / "history.csv")
     cell = "/".join(cell_path(p))
