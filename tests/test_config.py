@@ -90,12 +90,12 @@ def test_corpus_overrides_change_any_corpus_of_the_grid_and_the_keys_that_read_i
     leak counts a smaller collection supports), and re-keys exactly that corpus's leaked training sets."""
     from leakexp.grid import registry as stages
     from leakexp.stages.cell import Cell
-    from leakexp.runner.config import resolved_corpus_config, settings
+    from leakexp.runner.config import resolved_corpus_config, resolved_values
     from leakexp.grid.registry import runner
 
     base = [f"store={tmp_path}", "grid.sizes=[128]"]
     cfg = compose([*base, "corpus_overrides.toy_core17.fixed_leak_queries=3", "corpus.test_leak_queries=8"])
-    corpora = settings(cfg)["corpora"]
+    corpora = resolved_values(cfg)["corpora"]
     assert corpora["toy_core17"]["fixed_leak_queries"] == 3 and corpora["toy_core17"]["test_leak_queries"] == 24
     assert corpora["toy_robust"]["test_leak_queries"] == 8 and corpora["toy_core18"]["fixed_leak_queries"] == 24
     # the command line's corpus.* wins over corpus_overrides for the selected corpus

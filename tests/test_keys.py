@@ -14,7 +14,7 @@ from conftest import edited, paper_env
 from omegaconf import OmegaConf
 
 from leakexp.stages.cell import grid_cells
-from leakexp.runner.config import ConfigError, compose, model_config, settings
+from leakexp.runner.config import ConfigError, compose, model_config, resolved_values
 from leakexp.grid.work import cell_asks, shared_asks
 from leakexp.runner.lineage import leaves as _leaves
 from leakexp.runner.pipeline import Runner
@@ -125,7 +125,7 @@ def test_every_leaf_rekeys_exactly_its_readers(experiment, tmp_path, monkeypatch
     extra = paper_env(tmp_path, monkeypatch)[1:] + PAPER_SMALL if experiment == "paper" else DEMO_SMALL
     cfg = compose([f"experiment={experiment}", f"store={tmp_path / 'store'}", *extra])
     store = Store(tmp_path / "store")
-    base_settings = settings(cfg)
+    base_settings = resolved_values(cfg)
     base_leaves = _settings_leaves(base_settings)
     base = _runner(base_settings, store)
     asks = _all_asks(cfg, base)
@@ -146,7 +146,7 @@ def test_every_leaf_rekeys_exactly_its_readers(experiment, tmp_path, monkeypatch
             new = _changed(value, leaf)
         try:
             with edited(cfg, leaf, new) as changed_cfg:
-                s = settings(changed_cfg)
+                s = resolved_values(changed_cfg)
         except ConfigError:  # the name of a config group's option: another name is another config file
             selectors.append(leaf)
             continue
@@ -180,7 +180,7 @@ def test_analysis_rekeys_training_sets_and_all_below(tmp_path):
     """The training sets' negatives come from BM25 over the training pool: its analysis is part of their key."""
     cfg = compose(["experiment=demo", f"store={tmp_path}"])
     other = compose(["experiment=demo", f"store={tmp_path}", "bm25.stemmer=porter"])
-    a, b = _runner(settings(cfg), Store(tmp_path)), _runner(settings(other), Store(tmp_path))
+    a, b = _runner(resolved_values(cfg), Store(tmp_path)), _runner(resolved_values(other), Store(tmp_path))
     cells = grid_cells(settings_of(cfg))
     for stage in ("build", "train", "rerank", "evaluate"):
         assert all(a.key(c.ask(stage)) != b.key(c.ask(stage)) for c in cells), stage
@@ -189,7 +189,7 @@ def test_analysis_rekeys_training_sets_and_all_below(tmp_path):
 
 def test_no_leakage_work_is_shared_by_corpora(tmp_path):
     cfg = compose(["experiment=demo", f"store={tmp_path}"])
-    r = _runner(settings(cfg), Store(tmp_path))
+    r = _runner(resolved_values(cfg), Store(tmp_path))
     none = [c for c in grid_cells(settings_of(cfg)) if c.leakage == "none"]
     by_corpus = {}
     for c in none:

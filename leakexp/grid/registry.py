@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from leakexp.data.files import DataUnavailable
 from leakexp.lib import hub
 from leakexp.runner import config
-from leakexp.runner.config import compose as compose_config, runtime, settings
+from leakexp.runner.config import compose as compose_config, resolved_values, runtime
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import Settings, check_files, check_sections, validate
 from leakexp.runner.stage import ConfigError
@@ -90,7 +90,7 @@ def check_config(cfg: DictConfig, *, files: bool = False, needs: Iterable[str] |
     the stages named in ``needs`` (None: every stage) have what they require (``Stage.require``: annotation files,
     models in the Hugging Face cache, fetched first on a connected machine)."""
     sections = _schemas(cfg)
-    typed = Settings(settings(cfg), schema_of, config.RunSettings)
+    typed = Settings(resolved_values(cfg), schema_of, config.RunSettings)
     for fn in dict.fromkeys(s.check for s in STAGES if s.check is not None):
         fn(typed)
     if files:
@@ -123,7 +123,7 @@ def unmet_requirements(cfg: DictConfig) -> list[str]:
             check_files([entry])
         except ConfigError as exc:
             unmet.append(str(exc))
-    typed = Settings(settings(cfg), schema_of, config.RunSettings)
+    typed = Settings(resolved_values(cfg), schema_of, config.RunSettings)
     for fn in _requirements(None):
         try:
             fn(typed)
@@ -137,7 +137,7 @@ def settings_of(cfg: DictConfig) -> Settings:
     setting (``settings_of(cfg).evaluate.mfr``). Every section is checked against its schema first, so a bad value
     is a ConfigError naming the setting; the stages' own checks are :func:`check_config`'s."""
     _schemas(cfg)
-    return Settings(settings(cfg), schema_of, config.RunSettings)
+    return Settings(resolved_values(cfg), schema_of, config.RunSettings)
 
 
 def compose_checked(overrides: list[str] | None = None) -> DictConfig:
@@ -155,7 +155,7 @@ def runner(cfg: DictConfig, *, readonly: bool = False, files: bool | None = None
     # a run that computes needs its input files, and what its stages require
     check_config(cfg, files=not readonly if files is None else files, needs=needs)
     device = resolve_device(str(cfg.get("device", "auto")))
-    r = Runner(settings(cfg), STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device),
+    r = Runner(resolved_values(cfg), STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device),
                cuda=device.startswith("cuda"), schemas=schema_of, top=config.RunSettings)
     configure_precision(r.settings.precision.matmul)  # process-wide, from config, before any model runs
     return r

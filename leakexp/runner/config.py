@@ -341,9 +341,10 @@ def corpus_names(cfg: DictConfig) -> list[str]:
     return list(dict.fromkeys([*names, *cfg.grid.corpora, cfg.corpus.name]))
 
 
-def settings(cfg: DictConfig) -> dict:
-    """The resolved configuration that stages read: ``corpora.<name>`` and ``models.<name>`` hold every corpus
-    and model config the grid or the cell uses (models as ``resolved_model_config`` merges them)."""
+def resolved_values(cfg: DictConfig) -> dict:
+    """The resolved configuration as plain data (what keys hash; ``Settings`` types it): ``corpora.<name>`` and
+    ``models.<name>`` hold every corpus and model config the grid or the cell uses (models as
+    ``resolved_model_config`` merges them), ``recipes.<name>`` the recipe each model trains by."""
     out = OmegaConf.to_container(cfg, resolve=True)
     out.pop("hydra", None)
     out["corpora"] = {n: _resolved(cfg, "corpus", n) for n in corpus_names(cfg)}
@@ -356,7 +357,7 @@ def settings(cfg: DictConfig) -> dict:
 
 def runtime(cfg: DictConfig, device: str) -> Runtime:
     """Settings that change how fast, not what, a stage computes (:class:`~leakexp.runner.stage.Runtime`)."""
-    s = settings(cfg)
+    s = resolved_values(cfg)
     return Runtime(device=device, verbose=bool(cfg.get("verbose", False)), threads=int(cfg.bm25.threads),
                    loader_workers=cfg.get("loader_workers", "auto"),
                    resume_every_s=float(cfg.get("resume_every_s", 300)), cpu_threads=int(cfg.get("cpu_threads", 1)),
