@@ -178,8 +178,9 @@ class Stage:
     - ``opener(path)``: what dependants receive for a stored artifact (default: its directory).
     - ``device``: the key records whether it ran on CUDA (numerics differ).
     - ``verify``: its files' checksums are checked when it is used (checkpoints: a damaged one is recomputed).
-    - ``check(cfg)``: validates the stage's own config section before any work (raises :class:`ConfigError`).
-    - ``require(cfg)``: what computing it needs from outside the store and the settings (annotation files, models in
+    - ``check(settings)``: what the schemas cannot say about the stage's settings (the configuration's typed
+      ``Settings``), checked before any work (raises :class:`ConfigError`).
+    - ``require(settings)``: what computing it needs from outside the store and the settings (annotation files, models in
       the Hugging Face cache), checked before any work by commands that compute it; read-only commands (status,
       plan) skip it.
     - ``keyed_as``: the name a renamed stage had when its first artifacts were keyed: its keys hash that name, so a
@@ -199,8 +200,8 @@ class Stage:
     opener: Callable[[Path], Any] | None = None
     device: bool = False
     verify: bool = False
-    check: Callable[[Any], None] | None = None
-    require: Callable[[Any], None] | None = None
+    check: Callable[[Any], None] | None = None  # (Settings) -> None
+    require: Callable[[Any], None] | None = None  # (Settings) -> None
     describe: str = ""
     keyed_as: str = ""
     module: str = field(default="", compare=False)  # where it is declared (filled in); never part of a key
