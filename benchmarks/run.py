@@ -147,12 +147,12 @@ def synthetic_negatives_frames(n_queries: int, depth: int, seed: int = 0):
 
 
 def bench_negatives(n_queries: int, depth: int, negatives_cls=None, walk_fn=None) -> float:
-    """Training queries per second (CPU time of this process) that pairing with negatives handles: the sets
+    """Training queries per second (CPU time of this process) that pairing with negatives handles: the build
     stage's ``Negatives.from_frames`` over qrels and run, then walking every query for its pair."""
-    from leakexp.stages import sets as build
+    from leakexp.lib import training_sets
 
-    negatives_cls = negatives_cls or build.Negatives
-    walk_fn = walk_fn or build._pairs_from_queries
+    negatives_cls = negatives_cls or training_sets.Negatives
+    walk_fn = walk_fn or training_sets._pairs_from_queries
     qrels, run, walk = synthetic_negatives_frames(n_queries, depth)
     start = time.process_time()
     neg = negatives_cls.from_frames(qrels, run, 0)
