@@ -155,7 +155,8 @@ def runner(cfg: DictConfig, *, readonly: bool = False, files: bool | None = None
     # a run that computes needs its input files, and what its stages require
     check_config(cfg, files=not readonly if files is None else files, needs=needs)
     device = resolve_device(str(cfg.get("device", "auto")))
-    r = Runner(resolved_values(cfg), STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device),
+    values = resolved_values(cfg)
+    r = Runner(values, STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device, values),
                cuda=device.startswith("cuda"), schemas=schema_of, top=config.RunSettings)
     configure_precision(r.settings.precision.matmul)  # process-wide, from config, before any model runs
     return r

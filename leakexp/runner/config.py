@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from typing import Annotated, Any, Literal
@@ -16,7 +17,7 @@ from pydantic import Field
 
 
 from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
-from leakexp.runner.stage import ConfigError, Runtime  # noqa: F401  (defined beside the stage declarations: stages raise it)
+from leakexp.runner.stage import ConfigError, Runtime  # noqa: F401  (ConfigError: defined beside the stage declarations)
 
 
 def conf_dir() -> Path:
@@ -355,9 +356,10 @@ def resolved_values(cfg: DictConfig) -> dict:
     return out
 
 
-def runtime(cfg: DictConfig, device: str) -> Runtime:
-    """Settings that change how fast, not what, a stage computes (:class:`~leakexp.runner.stage.Runtime`)."""
-    s = resolved_values(cfg)
+def runtime(cfg: DictConfig, device: str, values: Mapping | None = None) -> Runtime:
+    """Settings that change how fast, not what, a stage computes (:class:`~leakexp.runner.stage.Runtime`);
+    ``values``: ``resolved_values(cfg)`` where the caller has it already (resolved once at start-up)."""
+    s = values if values is not None else resolved_values(cfg)
     return Runtime(device=device, verbose=bool(cfg.get("verbose", False)), threads=int(cfg.bm25.threads),
                    loader_workers=cfg.get("loader_workers", "auto"),
                    resume_every_s=float(cfg.get("resume_every_s", 300)), cpu_threads=int(cfg.get("cpu_threads", 1)),
