@@ -164,14 +164,46 @@ def test_a_cancelled_cell_resumes_and_nothing_finished_is_recomputed(cluster, st
     assert _status(cluster, store, "96", "1,2,3").returncode == 0
 
 
+def _held_lock(store, *overrides):
+    """The store's lock on one cell's trained model, held by this process: the job computing that cell waits on
+    it (as it would for another worker training it), so the cell is still running when the test acts."""
+    from filelock import FileLock
+
+    from leakexp.grid.registry import runner
+    from leakexp.runner.config import compose
+    from leakexp.runner.store import Store
+    from leakexp.stages.cell import cell_from_config
+
+    r = runner(compose([f"store={store}", *CELLS, *overrides]), readonly=True, files=False)
+    lock = Store.lock_path(r.path(cell_from_config(r.settings).ask("train")))
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    held = FileLock(str(lock))
+    held.acquire(timeout=0)
+    return held
+
+
+def _logged(store, cell: str, text: str) -> bool:
+    """Whether the job log of the cell (its submission record names it: stdout, stderr beside it) holds ``text``."""
+    records = list(Path(store, "logs", "jobs").glob(f"*{cell}*"))
+    if not records:
+        return False
+    out = Path(json.loads(records[0].read_text())["log"])
+    return any(text in f.read_text(errors="replace") for f in (out, out.with_suffix(".err")) if f.exists())
+
+
 def test_a_preempted_cell_is_requeued_shows_as_queued_and_finishes(cluster, store):
     """USR2 (what SLURM sends before preempting a job or before its time limit) while the job runs its second cell:
-    submitit requeues the job, status shows the cell queued (never failed), and the requeued job finishes it."""
+    submitit requeues the job, status shows the cell queued (never failed), and the requeued job finishes it.
+    The second cell's training waits on a lock the test holds until the requeue is seen: on a fast machine the
+    cell would otherwise finish before the signal lands."""
+    gate = _held_lock(store, "size=128", "seed=2")
     proc = subprocess.Popen(_run_args(store, "size=128", "seed=1,2", "hydra.launcher.cells_per_job=2"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(cluster),
                             cwd=cluster.root)
     _wait_for("seed 1's evaluation", lambda: _eval_done(store, 128, 1), 300, proc)
     job = next(j for j, name in cluster.names().items() if name == "toy_core17.msm.128.knrm.s1+1")
+    _wait_for("seed 2's training waiting on the held lock", lambda: _logged(store, "128__knrm__seed-2",
+              "waiting for train/toy_core17/msm/128/knrm/seed-2/"), 120, proc)
     # as submitit's own SlurmJob._interrupt (submitit/slurm/slurm.py) does: USR2 to the job's steps
     cluster.run("scancel", "--signal=USR2", job)
     # requeued: back in the queue; held there while status looks (a requeued job may start again within seconds)
@@ -186,6 +218,7 @@ def test_a_preempted_cell_is_requeued_shows_as_queued_and_finishes(cluster, stor
         return any(x.startswith(f"QUEUED toy_core17/msm/128/knrm/seed-2: SLURM job {job} ") for x in line)
 
     _wait_for("the requeued cell in status", queued, 120, proc)
+    gate.release()
     cluster.run("scontrol", "release", job)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
