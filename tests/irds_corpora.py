@@ -125,7 +125,7 @@ def _nyt_xml(rng: random.Random, guid: int, *, body: bool, compact: bool) -> byt
     headline = _sentence(rng, rng.randint(4, 10)).upper()
     paras = [_sentence(rng, rng.randint(20, 60)) for _ in range(rng.randint(3, 9))]
     sep = "" if compact else "\n        "
-    full = (f'      <block class="full_text">\n        ' + sep.join(f"<p>{p}</p>" for p in paras)
+    full = ('      <block class="full_text">\n        ' + sep.join(f"<p>{p}</p>" for p in paras)
             + "\n      </block>\n") if body else ""
     lead = f'      <block class="lead_paragraph">\n        <p>{paras[0]}</p>\n      </block>\n' if body else ""
     return f"""<?xml version="1.0" encoding="UTF-8"?>

@@ -14,7 +14,6 @@ from leakexp.models.base import Reranker, rank_with_docno_ties, round_scores, ti
 from leakexp.models.vectors import load_word_vectors, unit_rows
 from leakexp.runner.config import compose, resolved_model_config
 from leakexp.lib import memorization as pure
-from leakexp.stages import memorization as M
 from leakexp.stages.cell import Cell
 from leakexp.grid.registry import runner as make_runner
 from leakexp.stages.rerank import rerank, scoring

@@ -295,7 +295,7 @@ def test_errors_name_the_exact_files_of_each_dataset_and_what_to_do(empty_home):
 
     h = home()
     robust = _message(lambda: load_irds_collection("robust04", "disks45/nocr/trec-robust-2004"))
-    assert f"licensed: TREC Disks 4 & 5" in robust and f"in the folder {h}/disks45/corpus" in robust
+    assert "licensed: TREC Disks 4 & 5" in robust and f"in the folder {h}/disks45/corpus" in robust
     assert "**/FBIS/FB*" in robust and "unlzw3" in robust
     assert f"public: topics {h}/disks45/04.testset.gz, qrels {h}/disks45/qrels.robust2004.txt" in robust
     assert "`ir_datasets export disks45/nocr/trec-robust-2004 queries >/dev/null; ir_datasets export " \

@@ -134,7 +134,6 @@ def test_max_effect_pairs_the_leaked_values_with_none_at_the_same_size():
     loss against None's best size (32k)."""
     rng = np.random.default_rng(5)
     qids = [f"t{i:02d}" for i in range(20)]
-    folds = {q: i % 5 for i, q in enumerate(qids)}
     none_1k = 0.2 + rng.normal(0, 0.02, 20)
     none_32k = 0.5 + rng.normal(0, 0.02, 20)
     msm_1k = none_1k + 0.1 + rng.normal(0, 0.01, 20)

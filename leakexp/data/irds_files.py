@@ -182,7 +182,7 @@ def advice(absent: list[tuple[str, IrdsFile]]) -> str:
         if f.licensed and f.path not in seen:
             seen.add(f.path)
             text = LICENSED.get(dataset_id.split("/")[0])
-            parts.append(f"licensed: " + (text.format(path=f.path) if text else
+            parts.append("licensed: " + (text.format(path=f.path) if text else
                                           f"{_named(f)} must be placed by hand: "
                                           + " ".join((f.instructions or "see https://ir-datasets.com/").split())))
     public = [(d, f) for d, f in absent if f.url is not None]

@@ -17,9 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 from leakexp.data.types import SOURCES
 from leakexp.lib.measures import average
 from leakexp.lib.memorization import LEAKED
-from leakexp.runner.jobs import scheduled
+from leakexp.runner.jobs import allocated_cpus, scheduled
 from leakexp.runner.lineage import why
-from leakexp.runner.jobs import allocated_cpus
 from leakexp.runner.loop import each
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import Settings
@@ -126,10 +125,10 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
                 if normal in seen:
                     continue
                 seen.add(normal)
-                why = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
-                why = why.splitlines()[0]
+                reason = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+                reason = reason.splitlines()[0]
                 st.add("missing", str(normal))
-                st.unkeyed[why] = st.unkeyed.get(why, 0) + 1
+                st.unkeyed[reason] = st.unkeyed.get(reason, 0) + 1
                 continue
             if path in seen:
                 continue
@@ -308,10 +307,10 @@ def render_status(status: dict[str, StageStatus]) -> str:
         lines.append(f"DATA MISSING for {len(paths)} artifact(s) (e.g. {paths[0]}): {message}")
     unkeyed: dict[str, list[str]] = {}  # one line per reason (e.g. no annotation files), not one per artifact
     for stage, st in status.items():
-        for why, n in st.unkeyed.items():
-            unkeyed.setdefault(why, []).append(f"{n} {stage}")
-    for why, counts in unkeyed.items():
-        lines.append(f"MISSING {', '.join(counts)}: {why}")
+        for reason, n in st.unkeyed.items():
+            unkeyed.setdefault(reason, []).append(f"{n} {stage}")
+    for reason, counts in unkeyed.items():
+        lines.append(f"MISSING {', '.join(counts)}: {reason}")
     stale = sum(st.stale for st in status.values())
     if stale:
         lines.append(f"{stale} artifact(s) exist only for other configurations (stale for this one): they are "
