@@ -141,29 +141,6 @@ def _eval_done(store, size, seed) -> bool:
     return any(c.startswith(f"evaluate/toy_core17/msm/{size}/knrm/seed-{seed}/") for c in _computed(store))
 
 
-def test_a_cancelled_cell_resumes_and_nothing_finished_is_recomputed(cluster, store):
-    """Two cells per job (seeds 1-2, then 3): once seed 1 is done its job is cancelled while it runs seed 2 (the
-    user's scancel: SIGTERM, SIGKILL KillWait later); the same command again computes only what is missing."""
-    args = ("size=96", "seed=1,2,3", "hydra.launcher.cells_per_job=2")
-    proc = subprocess.Popen(_run_args(store, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env(cluster), cwd=cluster.root)
-    _wait_for("seed 1's evaluation", lambda: _eval_done(store, 96, 1), 300, proc)
-    job = next(j for j, name in cluster.names().items() if name == "toy_core17.msm.96.knrm.s1+1")
-    cluster.run("scancel", job)
-    out, err = proc.communicate(timeout=600)
-    assert cluster.settled([job])[job] == "CANCELLED"
-    if not _eval_done(store, 96, 2):  # the cancel landed mid-cell (not in the last moments of the job)
-        assert proc.returncode == 1, err[-3000:]
-        assert re.search(rf"FAILED toy_core17/msm/96/knrm/seed-[12] \(job {job}\): RuntimeError: job {job} "
-                         r"ended without a result: it ended CANCELLED", out + err), (out + err)[-3000:]
-    before = _computed(store)
-    again = _launch(cluster, store, *args)
-    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
-    redone = _computed(store)[len(before):]
-    assert not set(redone) & set(before), redone  # nothing finished is computed again
-    assert _status(cluster, store, "96", "1,2,3").returncode == 0
-
-
 def _held_lock(store, *overrides):
     """The store's lock on one cell's trained model, held by this process: the job computing that cell waits on
     it (as it would for another worker training it), so the cell is still running when the test acts."""
@@ -189,6 +166,34 @@ def _logged(store, cell: str, text: str) -> bool:
         return False
     out = Path(json.loads(records[0].read_text())["log"])
     return any(text in f.read_text(errors="replace") for f in (out, out.with_suffix(".err")) if f.exists())
+
+
+def test_a_cancelled_cell_resumes_and_nothing_finished_is_recomputed(cluster, store):
+    """Two cells per job (seeds 1-2, then 3): once seed 1 is done its job is cancelled while it runs seed 2 (the
+    user's scancel: SIGTERM, SIGKILL KillWait later); the same command again computes only what is missing.
+    Seed 2's training waits on a lock the test holds until the cancel has landed, so it lands mid-cell."""
+    args = ("size=96", "seed=1,2,3", "hydra.launcher.cells_per_job=2")
+    gate = _held_lock(store, "size=96", "seed=2")
+    proc = subprocess.Popen(_run_args(store, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(cluster), cwd=cluster.root)
+    _wait_for("seed 1's evaluation", lambda: _eval_done(store, 96, 1), 300, proc)
+    job = next(j for j, name in cluster.names().items() if name == "toy_core17.msm.96.knrm.s1+1")
+    _wait_for("seed 2's training waiting on the held lock", lambda: _logged(store, "96__knrm__seed-2",
+              "waiting for train/toy_core17/msm/96/knrm/seed-2/"), 120, proc)
+    cluster.run("scancel", job)
+    out, err = proc.communicate(timeout=600)
+    gate.release()
+    assert cluster.settled([job])[job] == "CANCELLED"
+    assert not _eval_done(store, 96, 2)
+    assert proc.returncode == 1, err[-3000:]
+    assert re.search(rf"FAILED toy_core17/msm/96/knrm/seed-2 \(job {job}\): RuntimeError: job {job} "
+                     r"ended without a result: it ended CANCELLED", out + err), (out + err)[-3000:]
+    before = _computed(store)
+    again = _launch(cluster, store, *args)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    redone = _computed(store)[len(before):]
+    assert not set(redone) & set(before), redone  # nothing finished is computed again
+    assert _status(cluster, store, "96", "1,2,3").returncode == 0
 
 
 def test_a_preempted_cell_is_requeued_shows_as_queued_and_finishes(cluster, store):
