@@ -51,6 +51,13 @@ SECTIONS = {
 }
 
 
+def _registered(leaf: str, name) -> None:
+    if name not in MODEL_SETTINGS:
+        raise ConfigError(f"{leaf}: model {name!r} has no registered class; known models: {', '.join(MODEL_SETTINGS)} "
+                          "(a model is its class, registered with leakexp.models.register, and its "
+                          f"conf/model/{name}.yaml)")
+
+
 def _schemas(cfg: DictConfig) -> list:
     """Every section of ``cfg`` validated (a ConfigError names the first bad leaf), with the corpora and models the
     grid and the cell use; returns the validated sections whose files a run reads."""
@@ -59,7 +66,8 @@ def _schemas(cfg: DictConfig) -> list:
     raw = OmegaConf.to_container(cfg, resolve=True)
     model = raw.get("model") or {}
     plan = model.pop("plan", None)  # what `plan` assumes of the model (config.ModelPlan): no stage reads it
-    schema_of = dict(SECTIONS, model=MODEL_SETTINGS.get(model.get("name"), MODEL_SETTINGS["knrm"]))
+    _registered("model.name", cfg.model.name)  # its schema checks the model section
+    schema_of = dict(SECTIONS, model=MODEL_SETTINGS[cfg.model.name])
     checked = check_sections(raw, schema_of, top=config.RunSettings)
     if plan is not None:
         validate("model.plan", config.ModelPlan, plan)
@@ -69,8 +77,7 @@ def _schemas(cfg: DictConfig) -> list:
             sections.append(validate(f"corpora.{name}", sources.CorpusSettings,
                                      OmegaConf.to_container(config.resolved_corpus_config(cfg, name), resolve=True)))
     for name in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
-        if name not in MODEL_SETTINGS:
-            raise ConfigError(f"model {name!r} has no schema; known models: {', '.join(MODEL_SETTINGS)}")
+        _registered("grid.models", name)
         merged = OmegaConf.to_container(config.resolved_model_config(cfg, name), resolve=True)
         overridden = (raw.get("model_overrides") or {}).get(name, {})
         try:

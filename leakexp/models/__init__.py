@@ -1,6 +1,7 @@
 """The re-rankers and their registry (name -> class). A model is one module: its network, its settings schema
 (``Settings``), its label (``LABEL``) and what its documents' encoding reads; adding one is its module, its
-``conf/model/<name>.yaml`` and one line in :func:`_register_all`."""
+``conf/model/<name>.yaml`` and one line in :func:`_register_all` (or a call to :func:`register` from the user's own
+code; tests/test_sixth_model.py adds one so)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,25 @@ from leakexp.models.monot5 import MonoT5
 from leakexp.models.pacrr import PACRR
 
 REGISTRY: dict[str, type[Reranker]] = {}
+# each model's settings schema (``models.<name>``) and how tables and captions name it, from the models themselves
+MODEL_SETTINGS: dict[str, type] = {}
+MODEL_LABEL: dict[str, str] = {}
 
 
 def register(name: str, cls: type[Reranker]) -> None:
+    """Make ``cls`` the model ``model=<name>`` selects: the registry, the settings schema and the label change
+    together, so a model registered later (a user's sixth) is known everywhere the first five are."""
     if name in REGISTRY:
         raise ValueError(f"model {name!r} is already registered")
     REGISTRY[name] = cls
+    MODEL_SETTINGS[name] = cls.Settings
+    MODEL_LABEL[name] = cls.LABEL
+
+
+def unregister(name: str) -> None:
+    """Forget a registered model (tests that add one)."""
+    for table in (REGISTRY, MODEL_SETTINGS, MODEL_LABEL):
+        table.pop(name, None)
 
 
 def get(name: str) -> type[Reranker]:
@@ -52,6 +66,3 @@ def _register_all() -> None:
 
 
 _register_all()
-# each model's settings schema (``models.<name>``) and how tables and captions name it, from the models themselves
-MODEL_SETTINGS = {name: cls.Settings for name, cls in REGISTRY.items()}
-MODEL_LABEL = {name: cls.LABEL for name, cls in REGISTRY.items()}

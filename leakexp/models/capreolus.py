@@ -158,6 +158,11 @@ def _count_chunk(texts: list[str]) -> tuple[Counter, int]:
 class CapreolusReranker(Reranker):
     """Frozen word vectors + embedtext-style token ids; subclasses add the scoring network.
 
+    ``forward(q, d)`` receives (B, maxqlen) and (B, longest document) ids: 0 is padding, a positive id a row of
+    ``self.embedding``, and a negative id an out-of-vocabulary word (one id per distinct word, so that equal words
+    match exactly); embed with ``ids.clamp(min=0)`` (the zero vector) or :func:`~leakexp.models.vectors
+    .similarity_matrix`, which scores exact out-of-vocabulary matches as Capreolus does.
+
     Checkpoints hold the trained parameters and the embedding source with its content hash, not the frozen
     matrix: loading reads the vectors (once per process) and refuses a source whose content changed.
     """
