@@ -84,7 +84,7 @@ GRID = ["grid.corpora=[toy_core17]", "grid.leakages=[none,msm]", "grid.sizes=[12
 
 @pytest.fixture
 def sixth(tmp_path, monkeypatch):
-    """conf/ with conf/model/cosine.yaml beside the five, and Cosine registered; both gone afterwards."""
+    """A copy of conf/ with a model file for cosine beside the five, and Cosine registered; both gone afterwards."""
     conf = tmp_path / "conf"
     shutil.copytree(ROOT / "conf", conf)
     (conf / "model" / "cosine.yaml").write_text(YAML)
