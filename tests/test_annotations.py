@@ -23,11 +23,11 @@ def test_calibration_finds_the_lowest_threshold_with_the_target_precision():
     judged = pd.DataFrame({"similarity": [0.99, 0.97, 0.95, 0.93, 0.91, 0.88, 0.85, 0.80],
                            "leak": [True, True, False, True, True, True, False, True]})
     t, curve = calibrate(judged, 0.8)
-    # > 0.88-: 5 of 6 true = 0.833 >= 0.8; > 0.85-: 5/7 = 0.714; > 0.80-: 6/8 = 0.75
-    assert t == pytest.approx(0.88 - 1e-6)
-    row = curve.set_index("threshold").loc[round(0.88 - 1e-6, 6)]
+    # > 0.88-: 5 of 6 true = 0.833 >= 0.8; > 0.85-: 5/7 = 0.714; > 0.80-: 6/8 = 0.75 (one rounding step below: 1e-4)
+    assert t == 0.8799
+    row = curve.set_index("threshold").loc[0.8799]
     assert (row.kept, row.true) == (6, 5) and row.recall == pytest.approx(5 / 6)
-    assert calibrate(judged, 0.99)[0] == pytest.approx(0.97 - 1e-6)
+    assert calibrate(judged, 0.99)[0] == 0.9699
     assert calibrate(judged.assign(leak=False), 0.9)[0] is None
 
 

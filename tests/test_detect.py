@@ -14,11 +14,25 @@ def test_exact_topk_matches_brute_force_across_shards():
     base = rng.normal(size=(2500, 24)).astype(np.float32)
     base /= np.linalg.norm(base, axis=1, keepdims=True)
     queries = base[[3, 70, 900]] + rng.normal(scale=0.3, size=(3, 24)).astype(np.float32)
-    sims, ids = exact_topk(base, queries, k=50, shard_size=700)
+    sims, ids = exact_topk(base, queries, k=50, shard_size=700, decimals=None)
     ref = queries @ base.T
     ref_ids = np.argsort(-ref, axis=1, kind="stable")[:, :50]
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_allclose(sims, np.take_along_axis(ref, ref_ids, axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_exact_topk_cuts_on_rounded_scores_and_keeps_every_tie_at_the_cut():
+    """Eight copies of one vector (score 1.0 +- float noise) and k=3: the three kept are the lowest rows, however
+    the noise orders them, although Faiss's own top-3 may be any three."""
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=(300, 16)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    copies = [40, 7, 250, 120, 3, 199, 77, 18]
+    for trial in range(5):
+        b = base.copy()
+        b[copies] = base[5] * (1 + rng.normal(0, 1e-7, (len(copies), 1))).astype(np.float32)
+        sims, ids = exact_topk(b, base[[5]], k=3, shard_size=64)
+        assert ids[0].tolist() == [3, 5, 7] and np.all(np.abs(sims - 1) < 1e-5)
 
 
 def test_table1_counts_topics_and_queries_by_field_and_source():

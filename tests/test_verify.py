@@ -57,7 +57,7 @@ def test_one_id_with_two_label_sets_is_an_error_naming_both_places(tmp_path):
                                          _rec(8, "12", "441", ["Title-Reformulation"])])
     same = _write(tmp_path / "copy.jsonl", [_rec(7, "11", "441", ["Variant-Identical", "Title-Identical"])])
     ann = read_annotations([a, same])  # the same candidate with the same labels (any order) is read once
-    assert ann.id.tolist() == [7, 8] and ann.file.tolist() == [str(a)] * 2
+    assert ann.id.tolist() == [7, 8] and ann.file.tolist() == [a.name] * 2  # the name: no folder in an artifact
     b = _write(tmp_path / "cakiki.jsonl", [_rec(7, "11", "441", ["Title-Identical", "Variant-Identical"]),
                                            _rec(8, "12", "441", ["Title-Specialization"])])
     with pytest.raises(DataFormatError, match=r"cakiki.jsonl:2: id 8 is labelled \['Title-Specialization'\] here but "

@@ -14,6 +14,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from leakexp.lib import hub
+from leakexp.lib.decisions import SIMILARITY_DECIMALS, rank_rows, rounded
 from leakexp.runner.store import Store, atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
@@ -82,36 +83,53 @@ def embed_to_memmap(
     return emb
 
 
-def exact_topk(base: np.ndarray, queries: np.ndarray, k: int, shard_size: int = 1_000_000):
-    """Exact inner-product top-k of ``queries`` against ``base`` (Faiss IndexFlatIP, sharded + merged)."""
-    import faiss
+def exact_topk(base: np.ndarray, queries: np.ndarray, k: int, shard_size: int = 1_000_000,
+               decimals: int | None = SIMILARITY_DECIMALS):
+    """Exact inner-product top-k of ``queries`` against ``base`` (Faiss IndexFlatIP, sharded + merged).
 
+    The k kept per query are the best by score rounded to ``decimals`` (leakexp.lib.decisions), ties by row, so
+    another CPU's float noise keeps the same neighbours: Faiss is asked for more than k until the cut falls between
+    two different rounded scores, and no neighbour tied at the cut is left out. ``decimals=None``: raw scores."""
     nq, n = len(queries), len(base)
     k_eff = min(k, n)
     best_s = np.full((nq, k_eff), -np.inf, dtype=np.float32)
     best_i = np.full((nq, k_eff), -1, dtype=np.int64)
-    if nq == 0 or n == 0:
+    if nq == 0 or n == 0 or k_eff == 0:
         return best_s, best_i
-    for s in range(0, n, shard_size):
-        shard = np.ascontiguousarray(base[s : s + shard_size], dtype=np.float32)
-        index = faiss.IndexFlatIP(shard.shape[1])
-        index.add(shard)
-        sc, ix = index.search(np.ascontiguousarray(queries, dtype=np.float32), min(k_eff, len(shard)))
-        ix = np.where(ix >= 0, ix + s, -1)
-        all_s = np.concatenate([best_s, sc], axis=1)
-        all_i = np.concatenate([best_i, ix], axis=1)
-        order = _rank(all_s, all_i)[:, :k_eff]
-        best_s = np.take_along_axis(all_s, order, axis=1)
-        best_i = np.take_along_axis(all_i, order, axis=1)
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    if decimals is None:
+        return _raw_topk(base, queries, k_eff, shard_size)
+    rows, fetch = np.arange(nq), min(n, 2 * k_eff + 8)
+    while len(rows):
+        sc, ix = _raw_topk(base, queries[rows], fetch, shard_size)
+        order = rank_rows(sc, ix, decimals)
+        sc, ix = np.take_along_axis(sc, order, axis=1), np.take_along_axis(ix, order, axis=1)
+        # an unfetched neighbour scores at most the last fetched one: the cut is sure where that rounds lower
+        sure = np.ones(len(rows), bool) if fetch >= n else rounded(sc[:, k_eff - 1], decimals) > rounded(sc[:, -1], decimals)
+        best_s[rows[sure]], best_i[rows[sure]] = sc[sure, :k_eff], ix[sure, :k_eff]
+        rows, fetch = rows[~sure], min(n, 2 * fetch)
     return best_s, best_i
 
 
-def _rank(scores: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Per row: order by score descending, then by id ascending (missing ids last)."""
-    ids_key = np.where(ids < 0, np.iinfo(np.int64).max, ids)
-    return np.lexsort((ids_key, -scores), axis=-1)
+def _raw_topk(base: np.ndarray, queries: np.ndarray, k: int, shard_size: int):
+    """Top-k by raw score (ties by row), shard by shard with the per-shard top-k merged."""
+    import faiss
 
-
+    nq = len(queries)
+    best_s = np.full((nq, k), -np.inf, dtype=np.float32)
+    best_i = np.full((nq, k), -1, dtype=np.int64)
+    for s in range(0, len(base), shard_size):
+        shard = np.ascontiguousarray(base[s : s + shard_size], dtype=np.float32)
+        index = faiss.IndexFlatIP(shard.shape[1])
+        index.add(shard)
+        sc, ix = index.search(queries, min(k, len(shard)))
+        ix = np.where(ix >= 0, ix + s, -1)
+        all_s = np.concatenate([best_s, sc], axis=1)
+        all_i = np.concatenate([best_i, ix], axis=1)
+        order = rank_rows(all_s, all_i, None)[:, :k]
+        best_s = np.take_along_axis(all_s, order, axis=1)
+        best_i = np.take_along_axis(all_i, order, axis=1)
+    return best_s, best_i
 
 
 def embedded(store: Store, path: Path, config: dict, texts: list[str], model, *, batch_size: int = 256,

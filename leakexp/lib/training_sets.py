@@ -349,7 +349,9 @@ def build_set(
     if leakage == "msm":
         if leaks is None or len(leaks) == 0:
             raise BuildError(f"{where}: no verified leaking queries for this corpus")
-        queries = training_queries(leaks)  # a query leaking for two topics is drawn once
+        # a query leaking for two topics is drawn once; the draw permutes the leaks in id order, so it depends on
+        # the set of verified leaks, not on the order in which the annotations list them
+        queries = training_queries(leaks).sort_values(["source", "qid"], kind="mergesort").reset_index(drop=True)
         perm = stable_rng(seed, "msm", corpus).permutation(len(queries))
         ordered = queries.iloc[perm][["qid", "text", "source"]].reset_index(drop=True)
         leaked, skipped = _pairs_from_queries(ordered, negatives, fixed_queries, "msm-leak")

@@ -51,7 +51,8 @@ def _pair_audit(ctx: Context, tmp: Path) -> dict:
                   _stored_vectors(ctx))
     options = audit.AuditOptions(k=d.k, threshold=d.threshold)
     audit.audit(train, test, embed, tmp / "audit", options)
-    resample.decontaminate(train, test, embed, tmp / "decontaminate", threshold=options.threshold, k=options.k)
+    resample.decontaminate(train, test, embed, tmp / "decontaminate", threshold=options.threshold, k=options.k,
+                           relative_paths=True)
     n = len(train.queries)
     sizes = sorted({max(1, n // 8), max(1, n // 4), max(1, n // 2)})
     resample.restrain(train, test, embed, tmp / "resample", sizes=sizes, threshold=options.threshold, k=options.k)
@@ -62,7 +63,8 @@ def _pair_audit(ctx: Context, tmp: Path) -> dict:
 
 
 PAIR_AUDIT = Stage(
-    "audit", version=2, reads=("detect.sbert", "detect.k", "detect.threshold", "detect.fields", "data.corpora"),
+    # 3: similarities rounded before every order and threshold (leakexp.lib.decisions); data.yaml's paths relative
+    "audit", version=3, reads=("detect.sbert", "detect.k", "detect.threshold", "detect.fields", "data.corpora"),
     inputs=lambda p, c: {"pool": Ask.of("pool"), **{f"embed-{s}": Ask.of("embed", source=s) for s in SOURCES},
                          "collections": [Ask.of("collection", corpus=n) for n in c.settings("data").corpora]},
     compute=_pair_audit, describe="audit, decontamination and resampling of the toy world's train/test pair",

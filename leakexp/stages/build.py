@@ -182,7 +182,8 @@ def check_grid_sizes(s: Settings) -> None:
 
 
 BUILD = Stage(
-    "build", version=1, keyed_as="sets", reads=_set_reads, inputs=_set_inputs, compute=_set, normalise=set_params,
+    # 2: MS MARCO leaks drawn from the verified leaks in id order (the set, not the annotations' order)
+    "build", version=2, keyed_as="sets", reads=_set_reads, inputs=_set_inputs, compute=_set, normalise=set_params,
     check=check_grid_sizes,
     describe="a controlled-leakage training set (corpus x leakage type x size)",
 )

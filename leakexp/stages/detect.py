@@ -20,6 +20,7 @@ import pandas as pd
 from pydantic import Field
 
 from leakexp.data.types import SOURCES, Collection
+from leakexp.lib.decisions import above, near, ranked
 from leakexp.lib.dense import embed_to_memmap, encode, exact_topk, load_sbert, sbert_slug
 from leakexp.lib.hub import require_sbert as require
 from leakexp.runner.schema import Name, PositiveInt, Section, Settings
@@ -60,16 +61,23 @@ def topic_fields(collections: list[Collection], fields: list[str]) -> pd.DataFra
 
 
 def above_threshold(cands: pd.DataFrame, threshold: float) -> pd.DataFrame:
-    """Candidates with similarity > threshold (the paper's 'score > 0.91')."""
-    return cands[cands.similarity > threshold]
+    """Candidates with similarity > threshold (the paper's 'score > 0.91'), decided on the similarity rounded as
+    leakexp.lib.decisions says, so that another CPU's float noise keeps the same candidates."""
+    return cands[above(cands.similarity, threshold)]
+
+
+def near_threshold(cands: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """Candidates within one rounding step of the threshold: another CPU could decide them otherwise."""
+    return cands[near(cands.similarity, threshold)]
 
 
 def leak_pairs(cands: pd.DataFrame, threshold: float) -> pd.DataFrame:
     """One row per (training query, topic) above the threshold, with its best similarity and field, and (if
-    the candidates name them) every corpus whose text of the topic is above the threshold."""
-    hits = above_threshold(cands, threshold).sort_values(
-        ["topic_qid", "similarity", "train_qid"], ascending=[True, False, True], kind="mergesort"
-    )
+    the candidates name them) every corpus whose text of the topic is above the threshold. The order (topic, then
+    rounded similarity, then source, query id, field and variant) and so the field kept for a query whose title and
+    variant match equally do not depend on float noise."""
+    ties = [c for c in ("source", "train_qid", "field", "variant_index") if c in cands.columns]
+    hits = ranked(above_threshold(cands, threshold), "similarity", by=["topic_qid"], ties=ties)
     key = ["source", "train_qid", "topic_qid"]
     pairs = hits.drop_duplicates(key).reset_index(drop=True)
     if "corpora" in hits.columns and len(pairs):
@@ -182,7 +190,8 @@ def _detect(ctx: Context, tmp: Path) -> dict:
 
 
 DETECT = Stage(
-    "detect", version=1, reads=("detect.sbert", "detect.k", "detect.fields", "data.corpora"),
+    # 2: each field's k neighbours cut on the rounded similarity, ties by row (leakexp.lib.dense.exact_topk)
+    "detect", version=2, reads=("detect.sbert", "detect.k", "detect.fields", "data.corpora"),
     inputs=lambda p, c: {"pool": Ask.of("pool"), **{f"embed-{s}": Ask.of("embed", source=s) for s in SOURCES},
                          "collections": [Ask.of("collection", corpus=n) for n in c.settings("data").corpora]},
     compute=_detect, opener=lambda path: pd.read_parquet(path / "candidates.parquet"),

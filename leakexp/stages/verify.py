@@ -4,6 +4,7 @@ per corpus."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -14,10 +15,14 @@ from leakexp.data.files import files_identity
 from leakexp.runner.schema import Name, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, ConfigError, Stage
 from leakexp.runner.store import atomic_write_json, read_json
-from leakexp.stages.detect import leak_pairs
+from leakexp.lib.decisions import ROUNDING, SIMILARITY_STEP, above
+from leakexp.stages.detect import leak_pairs, near_threshold
 from leakexp.lib.training_sets import leaking_queries
 from leakexp.toolkit.annotations import (FINAL_FILES, FINAL_NAMES, SPIRE22_ANNOTATIONS, read_annotations, review_candidates,
                                          to_annotation_records, truth_labels, verified_leaks, write_annotations)
+
+log = logging.getLogger(__name__)
+
 
 # -- stages ----------------------------------------------------------------------------------------------
 def missing_annotations(why: str) -> ConfigError:
@@ -67,6 +72,11 @@ def _verify(ctx, tmp: Path) -> dict:
     files = annotation_files(ctx.settings("verify").annotations, ctx.settings("data").kind)
     threshold, top_k = ctx.settings("detect").threshold, ctx.settings("verify").review_top_k
     pairs = leak_pairs(ctx.inputs["candidates"], threshold)
+    near = near_threshold(ctx.inputs["candidates"], threshold)
+    near.assign(above=above(near.similarity, threshold)).to_parquet(tmp / "near_threshold.parquet", index=False)
+    if len(near):
+        log.warning("%d candidate(s) lie within %g of detect.threshold=%g (listed in near_threshold.parquet): another "
+                    "CPU's float noise could decide them otherwise; %s", len(near), SIMILARITY_STEP, threshold, ROUNDING)
     collections = ctx.inputs["collections"]
     review = review_candidates(pairs, top_k)
     if not files:
@@ -81,7 +91,7 @@ def _verify(ctx, tmp: Path) -> dict:
     leaking = {c.name: sorted(verified_leaks(ann, list(c.topics), corpus=c.name, pairs=pairs).topic_qid.unique())
                for c in collections}
     atomic_write_json(tmp / "leaking_topics.json", leaking)
-    return {"reviewed": len(review), "annotated": len(ann), "true": int(ann.leak.sum())}
+    return {"reviewed": len(review), "annotated": len(ann), "true": int(ann.leak.sum()), "near_threshold": len(near)}
 
 
 def open_annotations(path: Path) -> pd.DataFrame:
@@ -99,7 +109,9 @@ def _leaks(ctx) -> pd.DataFrame:
 
 
 VERIFY = Stage(
-    "verify", version=1,
+    # 2: candidates reviewed in an order float noise cannot change (rounded similarity, ids), annotation files named
+    # without their folder, the candidates near the threshold recorded
+    "verify", version=2,
     reads=("detect.threshold", "verify.annotations", "verify.review_top_k", "data.corpora", "data.kind", "data.seed"),
     inputs=_verify_inputs, compute=_verify, opener=open_annotations,
     external=lambda p, c: (lambda fs: files_identity(*fs) if fs else None)(_files(c)),

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from leakexp.data.files import DataFormatError
+from leakexp.lib.decisions import SIMILARITY_DECIMALS, SIMILARITY_STEP, above, ranked, rounded
 from leakexp.data.types import Collection
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ LABELS = (
 )
 DIFFERENT = "Different Topic"
 REQUIRED = ("id", "data", "label", "topic", "ms-marco-qid")
+# file: the annotation file's name (not its path: an artifact's bytes do not depend on where its inputs lie)
 ANNOTATION_COLUMNS = ["id", "train_qid", "query", "topic_qid", "labels", "leak", "type", "similarity", "file"]
 FINAL_FILES = (
     "the study's four final files query-reformulation-classification-iteration-01-annotated-by-maik-and-cakiki.jsonl, "
@@ -50,9 +52,12 @@ log = logging.getLogger(__name__)
 
 
 def review_candidates(pairs: pd.DataFrame, top_k: int) -> pd.DataFrame:
-    """The ``top_k`` most similar candidates per topic (pairs = one row per query-topic, above threshold)."""
-    ranked = pairs.sort_values(["topic_qid", "similarity", "train_qid"], ascending=[True, False, True], kind="mergesort")
-    return ranked.groupby("topic_qid", sort=False).head(top_k).reset_index(drop=True)
+    """The ``top_k`` most similar candidates per topic (pairs = one row per query-topic, above threshold), by
+    similarity rounded as leakexp.lib.decisions says, ties by source and training query id: another CPU's float
+    noise changes neither the candidates reviewed nor their order (which numbers them)."""
+    ties = [c for c in ("source", "train_qid") if c in pairs.columns]
+    ranked_pairs = ranked(pairs, "similarity", by=["topic_qid"], ties=ties)
+    return ranked_pairs.groupby("topic_qid", sort=False).head(top_k).reset_index(drop=True)
 
 
 def to_annotation_records(review: pd.DataFrame, collections: list[Collection], labels: list[list[str]] | None = None) -> list[dict]:
@@ -72,7 +77,7 @@ def to_annotation_records(review: pd.DataFrame, collections: list[Collection], l
             "id": n, "data": r.query, "label": labels[n] if labels else [], "title": t.title,
             "topic": str(r.topic_qid), "variant": variant, "narrative": t.narrative,
             "description": t.description, "ms-marco-qid": str(r.train_qid),
-            "cosine_similarity": round(float(r.similarity), 6),
+            "cosine_similarity": float(rounded(r.similarity)),
         })
     return records
 
@@ -178,7 +183,7 @@ def read_annotations(paths: list[Path], *, allow_empty: bool = False) -> pd.Data
                 "id": ident, "train_qid": candidate[0], "query": rec["data"],
                 "topic_qid": candidate[1], "labels": labels, "leak": leak,
                 "type": title_types[0] if leak and title_types else (DIFFERENT if not leak else ""),
-                "similarity": float(rec.get("cosine_similarity", float("nan"))), "file": str(path),
+                "similarity": float(rec.get("cosine_similarity", float("nan"))), "file": path.name,
             })
     if repeated:
         log.info("%d annotation(s) repeated with the same labels were read once", repeated)
@@ -223,13 +228,12 @@ def stratified_sample(pairs: pd.DataFrame, *, n: int, lower: float, bins: int = 
 
     Bins split (lower, max] evenly; a bin with too few pairs gives its share to the others.
     """
-    import numpy as np
-
-    above = pairs[pairs.similarity > lower].reset_index(drop=True)
-    if len(above) <= n:
-        return above
-    edges = np.linspace(lower, float(above.similarity.max()) + 1e-9, bins + 1)
-    which = np.clip(np.searchsorted(edges, above.similarity.values, side="left") - 1, 0, bins - 1)
+    kept = pairs[above(pairs.similarity, lower)].reset_index(drop=True)
+    if len(kept) <= n:
+        return kept
+    sims = rounded(kept.similarity)  # bins of the rounded similarity: float noise moves no pair to another bin
+    edges = np.linspace(lower, float(sims.max()) + 1e-9, bins + 1)
+    which = np.clip(np.searchsorted(edges, sims, side="left") - 1, 0, bins - 1)
     rng = np.random.default_rng(seed)
     groups = [list(rng.permutation(np.flatnonzero(which == b))) for b in range(bins)]
     picked: list[int] = []
@@ -237,24 +241,24 @@ def stratified_sample(pairs: pd.DataFrame, *, n: int, lower: float, bins: int = 
         for g in groups:
             if g and len(picked) < n:
                 picked.append(int(g.pop()))
-    return above.iloc[sorted(picked)].reset_index(drop=True)
+    return kept.iloc[sorted(picked)].reset_index(drop=True)
 
 
 def calibrate(judged: pd.DataFrame, target: float) -> tuple[float | None, pd.DataFrame]:
     """Lowest threshold t such that judged pairs with similarity > t have precision >= ``target``.
 
     ``judged`` has columns similarity and leak (bool). Returns (threshold or None, curve) where the curve
-    lists, for each candidate threshold (just below each judged similarity), precision and recall.
+    lists, for each candidate threshold (one rounding step below each judged similarity, as detection rounds
+    similarities: leakexp.lib.decisions), precision and recall.
     """
     j = judged.sort_values("similarity", kind="mergesort").reset_index(drop=True)
     total_true = int(j.leak.sum())
     rows = []
-    sims = sorted(set(j.similarity.round(6)))
-    for s in sims:
-        t = s - 1e-6  # "similarity > t" keeps s itself
-        kept = j[j.similarity > t]
+    for s in sorted(set(rounded(j.similarity).tolist())):
+        t = round(s - SIMILARITY_STEP, SIMILARITY_DECIMALS)  # "similarity > t" keeps s itself
+        kept = j[above(j.similarity, t)]
         tp = int(kept.leak.sum())
-        rows.append({"threshold": round(t, 6), "kept": len(kept), "true": tp,
+        rows.append({"threshold": t, "kept": len(kept), "true": tp,
                      "precision": tp / len(kept) if len(kept) else float("nan"),
                      "recall": tp / total_true if total_true else float("nan")})
     curve = pd.DataFrame(rows)

@@ -35,6 +35,7 @@ from typing import Protocol, Sequence
 import numpy as np
 import pandas as pd
 
+from leakexp.lib.decisions import above
 from leakexp.lib.dense import embedded, encode, sbert_slug
 from leakexp.lib.report import markdown_table, save_figure, write_table
 from leakexp.runner.store import Store, atomic_write_json, atomic_write_text
@@ -156,10 +157,10 @@ def query_table(train: QuerySide, test: QuerySide, sims: np.ndarray, ids: np.nda
     q["train_source"] = np.where(has, tr.source.to_numpy()[np.maximum(train_row, 0)], "")
     q["train_qid"] = np.where(has, tr.qid.to_numpy()[np.maximum(train_row, 0)], "")
     q["train_text"] = np.where(has, tr.text.to_numpy()[np.maximum(train_row, 0)], "")
-    r, c = np.nonzero((sims > threshold) & (ids >= 0))
-    above = pd.DataFrame({"q": owner[r], "t": ids[r, c]}).drop_duplicates().groupby("q").size()
-    q["above_in_top_k"] = above.reindex(range(nq), fill_value=0).to_numpy().astype(np.int64)
-    q["leaked"] = np.nan_to_num(best, nan=-np.inf) > threshold
+    r, c = np.nonzero(above(sims, threshold) & (ids >= 0))
+    in_top_k = pd.DataFrame({"q": owner[r], "t": ids[r, c]}).drop_duplicates().groupby("q").size()
+    q["above_in_top_k"] = in_top_k.reindex(range(nq), fill_value=0).to_numpy().astype(np.int64)
+    q["leaked"] = above(np.nan_to_num(best, nan=-np.inf), threshold)
     return q
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from leakexp.lib.decisions import above, rounded
 from leakexp.lib.dense import exact_topk
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,8 @@ def nearest(train_emb: np.ndarray, test_emb: np.ndarray, k: int, shard_size: int
 
 
 def best_per_key(keys: np.ndarray, sims: np.ndarray, rows: np.ndarray):
-    """Per distinct key: the highest similarity (ties: the lowest row)."""
-    order = np.lexsort((rows, -sims, keys))
+    """Per distinct key: the highest similarity, rounded (leakexp.lib.decisions; ties: the lowest row)."""
+    order = np.lexsort((rows, -rounded(sims), keys))
     keys, sims, rows = keys[order], sims[order], rows[order]
     first = np.r_[True, keys[1:] != keys[:-1]] if len(keys) else np.zeros(0, bool)
     return keys[first], sims[first], rows[first]
@@ -54,8 +55,8 @@ def train_best_match(
     row = np.full(n, -1, dtype=np.int64)
     if n == 0 or len(test_emb) == 0 or sims.size == 0:
         return best, row
-    saturated = (sims.shape[1] < n) & (sims[:, -1] > threshold)
-    r, c = np.nonzero((sims > threshold) & (ids >= 0) & ~saturated[:, None])
+    saturated = (sims.shape[1] < n) & above(sims[:, -1], threshold)
+    r, c = np.nonzero(above(sims, threshold) & (ids >= 0) & ~saturated[:, None])
     keys, s, rr = best_per_key(ids[r, c], sims[r, c], r)
     best[keys], row[keys] = s, rr
     sat_rows = np.flatnonzero(saturated)
@@ -68,7 +69,8 @@ def train_best_match(
             sc, ix = exact_topk(base, train_emb[s0:e0], 1)
             cand_s, cand_r = sc[:, 0], sat_rows[np.maximum(ix[:, 0], 0)]
             cur_s, cur_r = best[s0:e0], row[s0:e0]
-            better = (cand_s > threshold) & ((cand_s > cur_s) | ((cand_s == cur_s) & (cand_r < cur_r)))
+            cand, cur = rounded(cand_s), rounded(cur_s)
+            better = above(cand_s, threshold) & ((cand > cur) | ((cand == cur) & (cand_r < cur_r)))
             cur_s[better], cur_r[better] = cand_s[better], cand_r[better]
     return best, row
 

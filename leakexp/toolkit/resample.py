@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from leakexp.lib.decisions import above, ranked, rounded
 from leakexp.lib.dense import exact_topk
 from leakexp.lib.report import write_table
 from leakexp.runner.store import Store, atomic_write_json, atomic_write_text
@@ -84,15 +85,15 @@ def pairs_above(train_emb: np.ndarray, test_emb: np.ndarray, sims: np.ndarray, i
     n = len(train_emb)
     if n == 0 or len(test_emb) == 0 or sims.size == 0:
         return pd.DataFrame({"text": np.zeros(0, np.int64), "train": np.zeros(0, np.int64)})
-    saturated = (sims.shape[1] < n) & (sims[:, -1] > threshold)
-    r, c = np.nonzero((sims > threshold) & (ids >= 0) & ~saturated[:, None])
+    saturated = (sims.shape[1] < n) & above(sims[:, -1], threshold)
+    r, c = np.nonzero(above(sims, threshold) & (ids >= 0) & ~saturated[:, None])
     parts = [pd.DataFrame({"text": r.astype(np.int64), "train": ids[r, c].astype(np.int64)})]
     sat_rows = np.flatnonzero(saturated)
     if len(sat_rows):
         base = np.ascontiguousarray(test_emb[sat_rows], dtype=np.float32)
         for s0 in range(0, n, chunk_size):
             block = base @ np.asarray(train_emb[s0:s0 + chunk_size], dtype=np.float32).T
-            rr, cc = np.nonzero(block > threshold)
+            rr, cc = np.nonzero(above(block, threshold))
             parts.append(pd.DataFrame({"text": sat_rows[rr].astype(np.int64), "train": (cc + s0).astype(np.int64)}))
     return pd.concat(parts, ignore_index=True).drop_duplicates().reset_index(drop=True)
 
@@ -109,7 +110,7 @@ def exact_pairs(train: QuerySide, test: QuerySide) -> pd.DataFrame:
 def decontaminate(
     train: QuerySide, test: QuerySide, embed: Embedder, out_dir: Path, *, threshold: float, k: int = 100,
     by_label: bool = False, train_rel: int = 1, test_rel: int = 1, shard_size: int = 262_144,
-    docs: str | None = None,
+    docs: str | None = None, relative_paths: bool = False,
 ) -> dict:
     """Write the training side without every query above ``threshold`` for some test text, and without
     every exact duplicate of a test text (after normalisation) whatever its similarity.
@@ -118,7 +119,9 @@ def decontaminate(
     (all sources, the local data format's single qrels file), ``removed.csv`` (each removed query with
     its reason, the matching test query and similarity, or the shared document), ``matches.csv`` (per test
     query, how many training queries match it), ``data.yaml`` (a ``data=local`` config for the result)
-    and ``decontaminate.json`` (counts). Same input, same bytes.
+    and ``decontaminate.json`` (counts). Same input, same bytes. ``relative_paths``: ``data.yaml`` names the files
+    relative to its own folder (inside a store artifact, which must not depend on where the store is), not by
+    their absolute paths.
     """
     if train.texts.empty or test.texts.empty:
         raise ValueError("decontaminate needs queries on both sides (--train and --test)")
@@ -129,7 +132,7 @@ def decontaminate(
     test_emb = embed(test.texts.text.tolist(), "test")
     sims, ids = nearest(train_emb, test_emb, k, shard_size)
     best, row = train_best_match(train_emb, test_emb, sims, ids, threshold)
-    similar = best > threshold
+    similar = above(best, threshold)
     exact = exact_pairs(train, test)
     first_exact = exact.drop_duplicates("train")  # the first test text an exact duplicate matches
     is_exact = np.zeros(len(tq), dtype=bool)
@@ -198,7 +201,7 @@ def decontaminate(
         counts[source] = {"queries": int((tq.source == source).sum()), "kept": len(mine),
                           "removed": int(((tq.source == source).to_numpy() & drop).sum())}
     atomic_write_text(out_dir / "qrels.txt", qrels_text(pd.concat(all_qrels, ignore_index=True)))
-    _write_data_yaml(out_dir, files, docs)
+    _write_data_yaml(out_dir, files, docs, relative_paths)
     figures = {
         "threshold": threshold, "k": k, "by_label": by_label, "train_rel": train_rel, "test_rel": test_rel,
         "train_queries": len(tq), "removed": int(drop.sum()), "removed_similarity": int(similar.sum()),
@@ -223,8 +226,9 @@ def matches_line(figures: dict) -> str:
             + (f" (matches per test query -> test queries: {shown})" if d else ""))
 
 
-def _write_data_yaml(out_dir: Path, files: dict[str, dict[str, str]], docs: str | None) -> None:
-    """A ``data=local`` config (conf/data/local.yaml) for the result, when its sources map onto it."""
+def _write_data_yaml(out_dir: Path, files: dict[str, dict[str, str]], docs: str | None, relative: bool) -> None:
+    """A ``data=local`` config (conf/data/local.yaml) for the result, when its sources map onto it; ``relative``:
+    its paths relative to its own folder."""
     names = list(files)
     if len(names) > 2:
         log.info("%d training sources: no data.yaml (the local data format has two, msmarco and orcas)", len(names))
@@ -235,16 +239,19 @@ def _write_data_yaml(out_dir: Path, files: dict[str, dict[str, str]], docs: str 
                                                           and n not in ("msmarco", "orcas")), None)
     empty = out_dir / "empty.queries.tsv"
     lines = ["# leakexp data config for the decontaminated training queries (see conf/data/local.yaml):",
-             "# copy it to conf/data/ or pass its values as data.* overrides with data=local.",
-             "kind: local", "name: decontaminated"]
+             "# copy it to conf/data/ or pass its values as data.* overrides with data=local."]
+    if relative:
+        lines.append("# the file names are relative to this file's folder: prefix them with where it lies.")
+    lines += ["kind: local", "name: decontaminated"]
+    where = (lambda p: p.name) if relative else (lambda p: p.resolve())
     for slot in ("msmarco", "orcas"):
         src = mapping[slot]
         if src is None:
             atomic_write_text(empty, "")
-            lines += [f"{slot}: {empty.resolve()}", f"{slot}_qrels: {empty.resolve()}"]
+            lines += [f"{slot}: {where(empty)}", f"{slot}_qrels: {where(empty)}"]
         else:
-            lines += [f"{slot}: {(out_dir / files[src]['queries']).resolve()}   # source {src}",
-                      f"{slot}_qrels: {(out_dir / files[src]['qrels']).resolve()}"]
+            lines += [f"{slot}: {where(out_dir / files[src]['queries'])}   # source {src}",
+                      f"{slot}_qrels: {where(out_dir / files[src]['qrels'])}"]
     lines += [f"docs: {docs if docs else '???    # the training documents (JSONL or TSV), unchanged'}",
               "corpora: ???   # names of corpus configs"]
     atomic_write_text(out_dir / "data.yaml", "\n".join(lines) + "\n")
@@ -267,7 +274,7 @@ def interpolation_order(
     flat = pd.DataFrame({"q": np.repeat(owner, k), "t": ids.ravel(), "s": sims.ravel()})
     flat = flat[(flat.t >= 0)]
     flat = flat[eligible[flat.t.to_numpy()]]
-    flat = flat.sort_values(["q", "s", "t"], ascending=[True, False, True], kind="mergesort")
+    flat = ranked(flat, "s", by=["q"], ties=["t"])
     flat = flat.drop_duplicates(["q", "t"])
     lists_t = [np.zeros(0, np.int64)] * n_queries
     lists_s = [np.zeros(0, np.float32)] * n_queries
@@ -291,7 +298,7 @@ def interpolation_order(
         for q in range(n_queries):
             p = advance(q)
             if p < len(lists_t[q]):
-                heads.append((-float(lists_s[q][p]), q))
+                heads.append((-float(rounded(lists_s[q][p])), q))
             elif not complete:
                 ran_out = True
         if not heads or ran_out:
@@ -375,7 +382,7 @@ def restrain(
     m = _prefix(lines[rows], max_size, unit)
     rows, sim, by = rows[:m], sim[:m], by[:m]
     best, _ = train_best_match(train_emb, test_emb, sims, ids, threshold)
-    pool = eligible & ~(best > threshold)
+    pool = eligible & ~above(best, threshold)
     pool[rows] = False
     candidates = np.flatnonzero(pool)
     if lines[candidates].sum() < max_size:
