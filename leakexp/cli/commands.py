@@ -577,6 +577,7 @@ def cmd_pair(args) -> int:
                                          leaked_by=args.leaked_by, source=args.source,
                                          out=Path(args.out) if args.out else None, mfr_missing=str(e.mfr_missing),
                                          mfr=str(e.mfr))
+            print(f"baseline: {table.attrs['baseline']}")
             print(markdown_table(table, floatfmt="{:.4f}"))
             groups = table.groupby("group").queries.max()
             print(f"{int(groups.get('leaked', 0))} leaked ({args.leaked_by}) and {int(groups.get('other', 0))} other "

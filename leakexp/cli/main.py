@@ -184,7 +184,7 @@ def _add_pair_commands(sub) -> None:
     sp.add_argument("--leaked-by", default="semantic", choices=["semantic", "exact", "label", "any"])
     sp.add_argument("--source", help="the audit's test source the runs belong to (when qids repeat across sources)")
     sp.add_argument("--measures", nargs="+", help="default: evaluate.measures")
-    sp.add_argument("--baseline", help="run compared with the others (default: the first)")
+    sp.add_argument("--baseline", help="run compared with the others (default: the run named None, else the first given)")
     sp.add_argument("--out", help="output directory (default: AUDIT/split-eval)")
     sp = _pair_parser(sub, "measure", PAIR_COMMANDS["measure"], "measure")
     sp.add_argument("runs", nargs="+", metavar="RUN|OVERRIDE",
