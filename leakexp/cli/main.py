@@ -111,7 +111,9 @@ K buckets (the paper's K = 5); per bucket, training qrels of the other K-1 bucke
 into interpolation (other buckets) and extrapolation (this bucket). Only the embedding model applies here.""",
     "split-eval": """Re-score runs on the audit's leaked test queries and on the others (DuReader-retrieval, Qiu et al.
 2022, Table 6): per run and group the number of judged queries, the mean, the difference to the baseline and a paired
-t-test against it, Bonferroni-corrected over the other runs; no test (empty p) with fewer than two queries.
+t-test against it, Bonferroni-corrected over the other runs; no test (empty p) with fewer than two queries. The
+baseline is the run named None where one is, else the first run given (--baseline NAME picks another); the first
+line printed names it.
 Runs: TREC (qid Q0 docno rank score tag) or MS MARCO (qid TAB docid TAB rank). An audit without a leaked
 judged query is nothing to compare: said so, exit 1.""",
     "measure": """Score runs as the grid's evaluation does: each run cut to its top rerank.depth (100), ranked by
