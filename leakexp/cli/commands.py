@@ -227,6 +227,17 @@ def cmd_stages(overrides: list[str], graph: str | None = None) -> int:
     return 0
 
 
+def cmd_diff(store_a: str, store_b: str) -> int:
+    """Where two stores part (leakexp.runner.diff), in the registry's stage order; exit 1 when an artifact of equal
+    key differs, as diff(1) does."""
+    from leakexp.grid.registry import STAGES
+    from leakexp.runner import diff
+
+    found = diff.diff_stores(Path(store_a), Path(store_b), order=[s.key_name for s in STAGES])
+    print("\n".join(diff.render(found)))
+    return 1 if found.differ else 0
+
+
 def _print_unmet(cfg) -> None:
     """What a run will still need (read-only commands list it; only commands that compute refuse)."""
     unmet = unmet_requirements(cfg)

@@ -54,7 +54,7 @@ COMMAND_GROUPS = {
     "toolkit (any train/test pair, any run, any graph benchmark)": (
         "audit", "decontaminate", "resample", "split-eval", "measure", "annotations", "graph-audit"),
     "inspection (what the configuration, the store and the data hold)": (
-        "status", "plan", "stages", "corpus-stats", "compare-runs"),
+        "status", "plan", "stages", "diff", "corpus-stats", "compare-runs"),
 }
 CELL_KEYS = ("corpus", "leakage", "size", "model", "seed")
 FETCH_KINDS = ("models", "glove", "annotations", "runs", "irds")  # leakexp.grid.fetch.KINDS
@@ -274,6 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--only", nargs="+", choices=FETCH_KINDS, metavar="KIND",
                    help=f"fetch only these kinds: {', '.join(FETCH_KINDS)}")
     f.add_argument("--list", action="store_true", help="say what would be fetched and what is here; download nothing")
+    diff_help = ("the artifacts two stores hold under equal keys with other content, earliest in the lineage first, "
+                 "with the files that differ (exit 1 when any differs)")
+    d = sub.add_parser("diff", help=diff_help, description=diff_help + ". Two stores of one configuration (two "
+                       "machines, two clusters, yesterday's copy) should hold the same content under a key; the first "
+                       "artifact listed with equal inputs is where they part. Reads the done markers only. Also counts "
+                       "the artifacts only one store holds.")
+    d.add_argument("store_a", metavar="STORE_A", help="a store directory")
+    d.add_argument("store_b", metavar="STORE_B", help="another store directory")
     ann = sub.add_parser("annotations", help="sample / review candidates for annotation; import, calibrate, "
                          "Table 2 and Cohen's kappa from annotation files (the study's JSONL format)")
     asub = ann.add_subparsers(dest="action", required=True, metavar="action")
@@ -358,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
             return c.cmd_build(args.overrides, export=args.export_monot5)
         if args.command == "compare-runs":
             return c.cmd_compare_runs(args.overrides, corpus=args.corpus, runs=args.run, depth=args.depth)
+        if args.command == "diff":
+            return c.cmd_diff(args.store_a, args.store_b)
         if args.command == "stages":
             return c.cmd_stages(args.overrides, graph=args.graph)
         if args.command == "status":
