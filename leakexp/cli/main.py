@@ -255,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
             sp.add_argument("--run", action="append", default=[], metavar="RUN",
                             help="a TREC run file (bundled:<file> for a run shipped with leakexp); once or twice")
             sp.add_argument("--depth", type=int, default=100, help="the top-k compared (default 100)")
+        if name == "tables":
+            sp.add_argument("--out", metavar="DIR", help="write the tables into DIR (default: <store>/tables/<data>/, "
+                            "and for table-only settings such as evaluate.mfr=arithmetic a folder below it named by "
+                            "them)")
         if name == "stages":
             sp.add_argument("--graph", type=_graph_path, metavar="PATH",
                             help="also draw the stage graph (an arrow from each input stage to the stage that reads "
@@ -366,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
             return c.cmd_build(args.overrides, export=args.export_monot5)
         if args.command == "compare-runs":
             return c.cmd_compare_runs(args.overrides, corpus=args.corpus, runs=args.run, depth=args.depth)
+        if args.command == "tables":
+            return c.cmd_tables(args.overrides, out=args.out)
         if args.command == "diff":
             return c.cmd_diff(args.store_a, args.store_b)
         if args.command == "stages":
