@@ -369,6 +369,16 @@ def case_toy_tables(ctx: Ctx, command: str) -> None:
     assert (tables / "table4.md").is_file() and (tables / "summary.md").is_file(), out
 
 
+def case_toy_tables_variant(ctx: Ctx, command: str) -> None:
+    """Table-only settings: the stored evaluations, tables in a folder named by the settings."""
+    ctx.request.getfixturevalue("toy_cell")
+    rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID])
+    assert rc == 0, err
+    tables = Path(out.rsplit("tables: ", 1)[1].strip())
+    assert tables.name == "evaluate.mfr=arithmetic,evaluate.mfr_missing=skip", out
+    assert "arithmetic mean rank" in (tables / "table4.md").read_text()
+
+
 def case_help(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command))
     assert rc == 0
@@ -1015,6 +1025,7 @@ CASES = {
     "leakexp status --why train rerank corpus=… leakage=… size=… model=… seed=…": ("toy", case_toy_status_why),
     "leakexp stages": ("toy", case_toy_stages),
     "leakexp diff STORE_A STORE_B": ("files", case_diff),
+    "leakexp tables evaluate.mfr=arithmetic evaluate.mfr_missing=skip": ("toy", case_toy_tables_variant),
     "leakexp diff": ("name", case_name),
     "leakexp stages --graph stages.svg": ("toy", case_toy_stages),
     "make help": ("make", case_make_help),
