@@ -395,18 +395,19 @@ def test_split_eval_baseline_is_the_run_named_none_else_the_first_given(files, t
     tested against it, and the output says which run is the baseline; without a None run, the first given."""
     train, test = sides(files)
     A.audit(train, test, FakeEmbedder(VECTORS), tmp_path / "audit", A.AuditOptions(k=2, threshold=0.9))
-    # leaked (semantic): q1, q2, q6. "None" finds no leaked topic's relevant document first, "Test" all of them
-    miss = {"q1": ["X", "D1"], "q2": ["X", "D3"], "q3": ["D4", "X"], "q5": ["D7", "X"], "q6": ["X", "D8"]}
-    hit = {"q1": ["D1", "X"], "q2": ["D3", "X"], "q3": ["D4", "X"], "q5": ["D7", "X"], "q6": ["D8", "X"]}
-    runs = {"None": write_run(tmp_path / "none.run", miss), "MSM": write_run(tmp_path / "msm.run", miss),
-            "Test": write_run(tmp_path / "test.run", hit)}
+    # leaked (semantic): q1, q2, q6; first rank 1 for None on none of them, for MSM on q1, for Test on q1 and q2
+    rel = {"q1": "D1", "q2": "D3", "q3": "D4", "q5": "D7", "q6": "D8"}
+    hits = {"None": {"q5"}, "MSM": {"q1", "q3"}, "Test": {"q1", "q2", "q3", "q5"}}
+    runs = {name: write_run(tmp_path / f"{name}.run", {q: [d, "X"] if q in hit else ["X", d] for q, d in rel.items()})
+            for name, hit in hits.items()}
     specs = [f"{name}={path}" for name, path in runs.items()]
     table = split_eval.run_split_eval(specs, qrels=files / "dev.qrels", audit_dir=tmp_path / "audit",
                                       measures=["P@1"])
     t = table.set_index(["run", "group"])
     assert math.isnan(t.loc[("None", "leaked"), "p"]) and math.isnan(t.loc[("None", "leaked"), "delta"])
-    assert t.loc[("Test", "leaked"), "delta"] == 1.0  # Test vs None on the leaked topics
-    assert t.loc[("MSM", "leaked"), "delta"] == 0.0
+    assert t.loc[("Test", "leaked"), "delta"] == pytest.approx(2 / 3)  # Test vs None on the leaked topics
+    assert t.loc[("Test", "leaked"), "p"] == pytest.approx(sps.ttest_rel([1, 1, 0], [0, 0, 0]).pvalue)
+    assert t.loc[("MSM", "leaked"), "delta"] == pytest.approx(1 / 3)
     rc = main(["split-eval", *reversed(specs), "--qrels", str(files / "dev.qrels"), "--audit",
                str(tmp_path / "audit"), "--measures", "P@1", "--out", str(tmp_path / "se")])
     out = capsys.readouterr().out
@@ -416,7 +417,7 @@ def test_split_eval_baseline_is_the_run_named_none_else_the_first_given(files, t
     table = split_eval.run_split_eval(specs[2:0:-1], qrels=files / "dev.qrels", audit_dir=tmp_path / "audit",
                                       measures=["P@1"])
     t = table.set_index(["run", "group"])
-    assert math.isnan(t.loc[("Test", "leaked"), "delta"]) and t.loc[("MSM", "leaked"), "delta"] == -1.0
+    assert math.isnan(t.loc[("Test", "leaked"), "delta"]) and t.loc[("MSM", "leaked"), "delta"] == pytest.approx(-1 / 3)
     rc = main(["split-eval", *specs[2:0:-1], "--qrels", str(files / "dev.qrels"), "--audit",
                str(tmp_path / "audit"), "--measures", "P@1", "--out", str(tmp_path / "se2")])
     assert rc == 0 and "baseline: Test (the first run given)" in capsys.readouterr().out
