@@ -390,6 +390,42 @@ def test_split_eval_command_rescores_runs_against_an_audit(files, tmp_path, caps
     assert rc == 2 and "bad.run:1: expected 6 fields 'qid Q0 docno rank score tag', got 4" in capsys.readouterr().err
 
 
+def test_split_eval_baseline_is_the_run_named_none_else_the_first_given(files, tmp_path, capsys):
+    """Runs given as None, MSM, Test: the baseline is None (not MSM, the alphabetically first), every other run is
+    tested against it, and the output says which run is the baseline; without a None run, the first given."""
+    train, test = sides(files)
+    A.audit(train, test, FakeEmbedder(VECTORS), tmp_path / "audit", A.AuditOptions(k=2, threshold=0.9))
+    # leaked (semantic): q1, q2, q6; first rank 1 for None on none of them, for MSM on q1, for Test on q1 and q2
+    rel = {"q1": "D1", "q2": "D3", "q3": "D4", "q5": "D7", "q6": "D8"}
+    hits = {"None": {"q5"}, "MSM": {"q1", "q3"}, "Test": {"q1", "q2", "q3", "q5"}}
+    runs = {name: write_run(tmp_path / f"{name}.run", {q: [d, "X"] if q in hit else ["X", d] for q, d in rel.items()})
+            for name, hit in hits.items()}
+    specs = [f"{name}={path}" for name, path in runs.items()]
+    table = split_eval.run_split_eval(specs, qrels=files / "dev.qrels", audit_dir=tmp_path / "audit",
+                                      measures=["P@1"])
+    t = table.set_index(["run", "group"])
+    assert math.isnan(t.loc[("None", "leaked"), "p"]) and math.isnan(t.loc[("None", "leaked"), "delta"])
+    assert t.loc[("Test", "leaked"), "delta"] == pytest.approx(2 / 3)  # Test vs None on the leaked topics
+    assert t.loc[("Test", "leaked"), "p"] == pytest.approx(sps.ttest_rel([1, 1, 0], [0, 0, 0]).pvalue)
+    assert t.loc[("MSM", "leaked"), "delta"] == pytest.approx(1 / 3)
+    rc = main(["split-eval", *reversed(specs), "--qrels", str(files / "dev.qrels"), "--audit",
+               str(tmp_path / "audit"), "--measures", "P@1", "--out", str(tmp_path / "se")])
+    out = capsys.readouterr().out
+    assert rc == 0 and "baseline: None (the run named None)" in out
+    assert "against None" in (tmp_path / "se" / "split_eval.md").read_text()
+    # no run named None: the first given, whatever its name's place in the alphabet
+    table = split_eval.run_split_eval(specs[2:0:-1], qrels=files / "dev.qrels", audit_dir=tmp_path / "audit",
+                                      measures=["P@1"])
+    t = table.set_index(["run", "group"])
+    assert math.isnan(t.loc[("Test", "leaked"), "delta"]) and t.loc[("MSM", "leaked"), "delta"] == pytest.approx(-1 / 3)
+    rc = main(["split-eval", *specs[2:0:-1], "--qrels", str(files / "dev.qrels"), "--audit",
+               str(tmp_path / "audit"), "--measures", "P@1", "--out", str(tmp_path / "se2")])
+    assert rc == 0 and "baseline: Test (the first run given)" in capsys.readouterr().out
+    rc = main(["split-eval", *specs, "--qrels", str(files / "dev.qrels"), "--audit", str(tmp_path / "audit"),
+               "--measures", "P@1", "--baseline", "MSM", "--out", str(tmp_path / "se3")])
+    assert rc == 0 and "baseline: MSM (--baseline)" in capsys.readouterr().out
+
+
 # -- the command line --------------------------------------------------------------------------------------------
 def test_cli_qrels_only_audit(files, tmp_path, capsys):
     rc = main(["audit", f"store={tmp_path / 'store'}", "--train-qrels", str(files / "train.qrels"),

@@ -369,6 +369,16 @@ def case_toy_tables(ctx: Ctx, command: str) -> None:
     assert (tables / "table4.md").is_file() and (tables / "summary.md").is_file(), out
 
 
+def case_toy_tables_variant(ctx: Ctx, command: str) -> None:
+    """Table-only settings: the stored evaluations, tables in a folder named by the settings."""
+    ctx.request.getfixturevalue("toy_cell")
+    rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID])
+    assert rc == 0, err
+    tables = Path(out.rsplit("tables: ", 1)[1].strip())
+    assert tables.name == "evaluate.mfr=arithmetic,evaluate.mfr_missing=skip", out
+    assert "arithmetic mean rank" in (tables / "table4.md").read_text()
+
+
 def case_help(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command))
     assert rc == 0
@@ -790,6 +800,17 @@ def case_kappa(ctx: Ctx, command: str) -> None:
     assert [line.split(":")[0] for line in out.splitlines()[1:]] == ["kappa_leak", "kappa_type", "kappa_labels"]
 
 
+def case_diff(ctx: Ctx, command: str) -> None:
+    """Two stores whose first stored artifact differs (tests/test_diff.py's stages): it is listed first."""
+    from test_diff import _rel, _store
+
+    a, b = _store(ctx.tmp / "a", 0), _store(ctx.tmp / "b", 1)
+    rc, out, err = ctx.run(words(command, STORE_A=str(a), STORE_B=str(b)))
+    assert rc == 1, err
+    assert out.splitlines()[3] == f"  {_rel(a, 'vectors')}  (its inputs are equal: the stores part here)", out
+    assert ctx.run(words(command, STORE_A=str(a), STORE_B=str(a)))[0] == 0
+
+
 def case_calibrate(ctx: Ctx, command: str) -> None:
     ctx.monkeypatch.chdir(ctx.tmp)
     sims = [0.99, 0.97, 0.95, 0.93, 0.91, 0.88, 0.85, 0.82]
@@ -1003,6 +1024,9 @@ CASES = {
     # README.md and docs/*.md: inline examples
     "leakexp status --why train rerank corpus=… leakage=… size=… model=… seed=…": ("toy", case_toy_status_why),
     "leakexp stages": ("toy", case_toy_stages),
+    "leakexp diff STORE_A STORE_B": ("files", case_diff),
+    "leakexp tables evaluate.mfr=arithmetic evaluate.mfr_missing=skip": ("toy", case_toy_tables_variant),
+    "leakexp diff": ("name", case_name),
     "leakexp stages --graph stages.svg": ("toy", case_toy_stages),
     "make help": ("make", case_make_help),
     "leakexp --help": ("name", case_help),

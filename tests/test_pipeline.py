@@ -84,7 +84,7 @@ def test_rerun_is_a_no_op_and_a_changed_measure_setting_redoes_only_evaluation(s
     assert {s: _markers(r.store, s) for s in before} == before
     from leakexp.runner.config import compose
 
-    cfg = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "evaluate.mfr_missing=depth"])
+    cfg = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "evaluate.measures=[nDCG@10,P@1,MFR,P@10]"])
     other = runner(cfg)
     run_cell(other, cells[0])
     after = {s: _markers(r.store, s) for s in before}

@@ -35,7 +35,7 @@ from leakexp.stages.robustness import robustness_settings
 from leakexp.stages.build import check_size
 from leakexp.lib.training_sets import export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
-from leakexp.tables.paper import tables_dir, write_table1, write_table2, write_tables
+from leakexp.tables.paper import tables_out, write_table1, write_table2, write_tables
 from leakexp.toolkit import audit, graph, resample, split_eval
 from leakexp.toolkit.audit import PAPER_DEFAULTS, PAPER_DEFAULTS_SOURCE, AuditOptions
 from leakexp.toolkit.graph import audit_command
@@ -114,7 +114,7 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
         write_table1(cfg, r)
         write_table2(cfg, r)
         extra_lines = demo_extras(r)
-    out = write_tables(cfg, r)
+    out = write_tables(cfg, r, out=tables_out(cfg, (["experiment=demo"] if demo else []) + overrides))
     for line in extra_lines:
         print(line)
     print(f"{len(cells) - len(failed)}/{len(cells)} cells done in {time.time() - start:.1f}s")
@@ -129,7 +129,7 @@ def cmd_memorization(overrides: list[str]) -> int:
     r.store.require_writable("leakexp memorization")
     cells = grid_cells(r.settings)
     _, failed = memorization_all(r.settings, r, cells)
-    written = memorization_tables.write_memorization_tables(cfg, r, tables_dir(cfg), cells,
+    written = memorization_tables.write_memorization_tables(cfg, r, tables_out(cfg, overrides), cells,
                                                memorization_tables.stored_cv_sizes(cfg, r, cells))
     for path in written:
         print(path)
@@ -144,17 +144,19 @@ def cmd_robustness(overrides: list[str]) -> int:
     r.store.require_writable("leakexp robustness")
     cells = robustness.robustness_cells(r.settings)
     failed = robustness.robust_all(r.settings, r, cells)
-    for path in robustness_tables.write_robustness_tables(cfg, r, tables_dir(cfg), cells):
+    for path in robustness_tables.write_robustness_tables(cfg, r, tables_out(cfg, overrides), cells):
         print(path)
     for cell, exc in failed:
         print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
     return 1 if failed else 0
 
 
-def cmd_tables(overrides: list[str]) -> int:
+def cmd_tables(overrides: list[str], out: str | None = None) -> int:
+    """The tables from the store alone; those of table-only settings in a folder named by them, or ``out``."""
     cfg = compose(overrides)
-    Store(settings_of(cfg).run.store, create=False).require_writable("leakexp tables")
-    print(f"tables: {write_tables(cfg)}")
+    if out is None:
+        Store(settings_of(cfg).run.store, create=False).require_writable("leakexp tables")
+    print(f"tables: {write_tables(cfg, out=tables_out(cfg, overrides, out))}")
     return 0
 
 
@@ -225,6 +227,17 @@ def cmd_stages(overrides: list[str], graph: str | None = None) -> int:
     if graph:
         print(f"graph: {overview.draw(infos, Path(graph))}")
     return 0
+
+
+def cmd_diff(store_a: str, store_b: str) -> int:
+    """Where two stores part (leakexp.runner.diff), in the registry's stage order; exit 1 when an artifact of equal
+    key differs, as diff(1) does."""
+    from leakexp.grid.registry import STAGES
+    from leakexp.runner import diff
+
+    found = diff.diff_stores(Path(store_a), Path(store_b), order=[s.key_name for s in STAGES])
+    print("\n".join(diff.render(found)))
+    return 1 if found.differ else 0
 
 
 def _print_unmet(cfg) -> None:
@@ -577,6 +590,7 @@ def cmd_pair(args) -> int:
                                          leaked_by=args.leaked_by, source=args.source,
                                          out=Path(args.out) if args.out else None, mfr_missing=str(e.mfr_missing),
                                          mfr=str(e.mfr))
+            print(f"baseline: {table.attrs['baseline']}")
             print(markdown_table(table, floatfmt="{:.4f}"))
             groups = table.groupby("group").queries.max()
             print(f"{int(groups.get('leaked', 0))} leaked ({args.leaked_by}) and {int(groups.get('other', 0))} other "

@@ -54,7 +54,7 @@ COMMAND_GROUPS = {
     "toolkit (any train/test pair, any run, any graph benchmark)": (
         "audit", "decontaminate", "resample", "split-eval", "measure", "annotations", "graph-audit"),
     "inspection (what the configuration, the store and the data hold)": (
-        "status", "plan", "stages", "corpus-stats", "compare-runs"),
+        "status", "plan", "stages", "diff", "corpus-stats", "compare-runs"),
 }
 CELL_KEYS = ("corpus", "leakage", "size", "model", "seed")
 FETCH_KINDS = ("models", "glove", "annotations", "runs", "irds")  # leakexp.grid.fetch.KINDS
@@ -111,7 +111,9 @@ K buckets (the paper's K = 5); per bucket, training qrels of the other K-1 bucke
 into interpolation (other buckets) and extrapolation (this bucket). Only the embedding model applies here.""",
     "split-eval": """Re-score runs on the audit's leaked test queries and on the others (DuReader-retrieval, Qiu et al.
 2022, Table 6): per run and group the number of judged queries, the mean, the difference to the baseline and a paired
-t-test against it, Bonferroni-corrected over the other runs; no test (empty p) with fewer than two queries.
+t-test against it, Bonferroni-corrected over the other runs; no test (empty p) with fewer than two queries. The
+baseline is the run named None where one is, else the first run given (--baseline NAME picks another); the first
+line printed names it.
 Runs: TREC (qid Q0 docno rank score tag) or MS MARCO (qid TAB docid TAB rank). An audit without a leaked
 judged query is nothing to compare: said so, exit 1.""",
     "measure": """Score runs as the grid's evaluation does: each run cut to its top rerank.depth (100), ranked by
@@ -184,7 +186,7 @@ def _add_pair_commands(sub) -> None:
     sp.add_argument("--leaked-by", default="semantic", choices=["semantic", "exact", "label", "any"])
     sp.add_argument("--source", help="the audit's test source the runs belong to (when qids repeat across sources)")
     sp.add_argument("--measures", nargs="+", help="default: evaluate.measures")
-    sp.add_argument("--baseline", help="run compared with the others (default: the first)")
+    sp.add_argument("--baseline", help="run compared with the others (default: the run named None, else the first given)")
     sp.add_argument("--out", help="output directory (default: AUDIT/split-eval)")
     sp = _pair_parser(sub, "measure", PAIR_COMMANDS["measure"], "measure")
     sp.add_argument("runs", nargs="+", metavar="RUN|OVERRIDE",
@@ -253,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
             sp.add_argument("--run", action="append", default=[], metavar="RUN",
                             help="a TREC run file (bundled:<file> for a run shipped with leakexp); once or twice")
             sp.add_argument("--depth", type=int, default=100, help="the top-k compared (default 100)")
+        if name == "tables":
+            sp.add_argument("--out", metavar="DIR", help="write the tables into DIR (default: <store>/tables/<data>/, "
+                            "and for table-only settings such as evaluate.mfr=arithmetic a folder below it named by "
+                            "them)")
         if name == "stages":
             sp.add_argument("--graph", type=_graph_path, metavar="PATH",
                             help="also draw the stage graph (an arrow from each input stage to the stage that reads "
@@ -272,6 +278,14 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--only", nargs="+", choices=FETCH_KINDS, metavar="KIND",
                    help=f"fetch only these kinds: {', '.join(FETCH_KINDS)}")
     f.add_argument("--list", action="store_true", help="say what would be fetched and what is here; download nothing")
+    diff_help = ("the artifacts two stores hold under equal keys with other content, earliest in the lineage first, "
+                 "with the files that differ (exit 1 when any differs)")
+    d = sub.add_parser("diff", help=diff_help, description=diff_help + ". Two stores of one configuration (two "
+                       "machines, two clusters, yesterday's copy) should hold the same content under a key; the first "
+                       "artifact listed with equal inputs is where they part. Reads the done markers only. Also counts "
+                       "the artifacts only one store holds.")
+    d.add_argument("store_a", metavar="STORE_A", help="a store directory")
+    d.add_argument("store_b", metavar="STORE_B", help="another store directory")
     ann = sub.add_parser("annotations", help="sample / review candidates for annotation; import, calibrate, "
                          "Table 2 and Cohen's kappa from annotation files (the study's JSONL format)")
     asub = ann.add_subparsers(dest="action", required=True, metavar="action")
@@ -356,6 +370,10 @@ def main(argv: list[str] | None = None) -> int:
             return c.cmd_build(args.overrides, export=args.export_monot5)
         if args.command == "compare-runs":
             return c.cmd_compare_runs(args.overrides, corpus=args.corpus, runs=args.run, depth=args.depth)
+        if args.command == "tables":
+            return c.cmd_tables(args.overrides, out=args.out)
+        if args.command == "diff":
+            return c.cmd_diff(args.store_a, args.store_b)
         if args.command == "stages":
             return c.cmd_stages(args.overrides, graph=args.graph)
         if args.command == "status":

@@ -15,7 +15,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from leakexp.data.types import SOURCES
-from leakexp.lib.measures import average
+from leakexp.lib.measures import average, count_misses
 from leakexp.lib.memorization import LEAKED
 from leakexp.runner.jobs import allocated_cpus, scheduled
 from leakexp.runner.lineage import why
@@ -161,10 +161,16 @@ def scheduler_notes(cfg: DictConfig, runner: Runner | None = None) -> list[str]:
 def run_cell(runner: Runner, cell: Cell) -> dict:
     """Everything one cell needs, computing only what the store lacks; returns its mean measures. A leaked
     cell's memorization is computed once it and its No-Leakage cell are both re-ranked."""
-    pq = runner.get(cell.ask("evaluate"))
+    pq = counted(runner.settings, runner.get(cell.ask("evaluate")))
     for leaked in ready_cells(runner.settings, runner, cell):
         runner.ensure(leaked.ask("memorization"))
     return {m: average(v, m, runner.settings.evaluate.mfr) for m, v in pq.groupby("measure").value}
+
+
+def counted(s: Settings, perquery):
+    """A stored evaluation's per-query values with MFR's misses counted as ``evaluate.mfr_missing`` says (the stored
+    values serve every MFR variant: a miss is an infinite rank)."""
+    return count_misses(perquery, s.evaluate.mfr_missing, s.rerank.depth)
 
 
 def ready_cells(s: Settings, runner, cell: Cell) -> list[Cell]:
@@ -263,7 +269,7 @@ def stored_results(runner: Runner, cells: list[Cell]):
         if state != "done":
             states[cell] = state
             continue
-        pq = pd.read_parquet(path / "perquery.parquet")
+        pq = counted(runner.settings, pd.read_parquet(path / "perquery.parquet"))
         frames.append(pq.assign(corpus=cell.corpus, leakage=cell.leakage, size=cell.size, model=cell.model,
                                 seed=cell.seed))
     if not frames:

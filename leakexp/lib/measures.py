@@ -136,6 +136,19 @@ def mean_by(frame: pd.DataFrame, keys: list[str], mfr: str) -> pd.DataFrame:
     return out.assign(value=v)
 
 
+def count_misses(frame: pd.DataFrame, missing: str, depth: int) -> pd.DataFrame:
+    """Per-query values as the evaluate stage stores them, for every MFR variant (a query without a relevant
+    document in the top-``depth`` at rank infinity), with those misses counted as ``evaluate.mfr_missing`` says:
+    left out (NaN), at rank depth + 1, or at an infinite rank (reciprocal rank 0). The tables apply it, so the
+    setting changes them and no stored artifact."""
+    miss = miss_rank(missing, depth)
+    if math.isinf(miss) or frame.empty:
+        return frame
+    values = frame.value.to_numpy(dtype=float).copy()
+    values[(frame.measure == "MFR").to_numpy() & np.isposinf(values)] = miss
+    return frame.assign(value=values)
+
+
 def mfr_caption(missing: str, depth: int = 100, mfr: str = "reciprocal_of_mrr") -> str:
     """The caption's sentence on MFR: its definition (``evaluate.mfr``) and its misses (``evaluate.mfr_missing``)."""
     check_mfr(mfr, missing)

@@ -92,6 +92,11 @@ class Runner:
     def direct(self, ask: Ask) -> list[Ask]:
         return [b for v in self.inputs(ask).values() for b in (v if isinstance(v, list) else [v])]
 
+    def stored_inputs(self, ask: Ask) -> list[str]:
+        """Keys of the stored artifacts ``ask`` reads, through in-process inputs (its marker's ``upstream``)."""
+        return sorted({k for b in self.direct(ask) for k in ([self.key(b)] if self.stage(b).stored
+                                                              else self.stored_inputs(b))})
+
     def upstream(self, ask: Ask) -> list[Ask]:
         """``ask`` and every artifact it needs, each once, inputs first."""
         seen: dict[Ask, None] = {}
@@ -141,7 +146,7 @@ class Runner:
             deep = load and up == ask and self.stage(up).verify
             if self.stage(up).stored and (up, deep) not in self._ensured and (up, True) not in self._ensured:
                 with compute_threads(self.cuda, self.runtime.cpu_threads):  # bytes whatever the machine
-                    self.store.ensure(self.path(up), self.record(up), checksums=deep,
+                    self.store.ensure(self.path(up), self.record(up), checksums=deep, upstream=self.stored_inputs(up),
                                       compute=lambda tmp, up=up: self.stage(up).compute(self.context(up), tmp))
                 self._ensured.add((up, deep))
         return self.path(ask)

@@ -106,6 +106,13 @@ def file_table(root: Path) -> dict[str, dict]:
     return out
 
 
+def files_digest(files: dict) -> str:
+    """One hash of an artifact's content: its files' relative paths, sizes and checksums (the marker's ``files``), so
+    two stores' artifacts compare by their markers without reading a file (``leakexp diff``)."""
+    rows = sorted((rel, info.get("size"), info.get("blake2b")) for rel, info in files.items())
+    return hashlib.blake2b(json.dumps(rows, separators=(",", ":")).encode(), digest_size=16).hexdigest()
+
+
 @dataclass(frozen=True)
 class Marker:
     """What a done marker records about a finished artifact."""
@@ -116,6 +123,13 @@ class Marker:
     seconds: float
     files: dict | None = None  # relative path -> {size, blake2b}; None for markers without a file table
     config: Any = None
+    content: str | None = None  # files_digest(files); None for markers written before it was recorded
+    upstream: tuple[str, ...] | None = None  # keys of the stored artifacts it read (through in-process values)
+
+    @property
+    def content_or_table(self) -> str | None:
+        """Its content hash: recorded, else made from its file table (the same value); None without either."""
+        return self.content or (files_digest(self.files) if self.files is not None else None)
 
 
 def parse_marker(data: Any) -> Marker | None:
@@ -127,8 +141,10 @@ def parse_marker(data: Any) -> Marker | None:
         return None
     if files is not None and not (isinstance(files, dict) and all(isinstance(v, dict) for v in files.values())):
         return None
+    content, upstream = data.get("content"), data.get("upstream")
     return Marker(h, figures, float(data["finished_at"]), float(data.get("seconds", 0.0) or 0.0), files,
-                  data.get("config"))
+                  data.get("config"), content if isinstance(content, str) else None,
+                  tuple(str(k) for k in upstream) if isinstance(upstream, list) else None)
 
 
 class Store:
@@ -323,6 +339,7 @@ class Store:
         *,
         timeout: float = -1,
         checksums: bool = False,
+        upstream: list[str] | None = None,
     ) -> Path:
         """Return ``path``, computing it with ``compute(tmp_dir)`` unless done with the same config.
 
@@ -331,6 +348,8 @@ class Store:
         is recomputed; the old directory stays in place until its successor is complete. A failure is
         recorded next to the artifact (for ``leakexp status``) and re-raised. With ``checksums`` an artifact
         counts as done only when every file's content matches its marker (checkpoints: checked when loaded).
+        The marker also records the content's hash and ``upstream``, the keys of the stored artifacts it was made
+        from, so that ``leakexp diff`` orders two stores' differences by lineage from markers alone.
         """
         path = Path(path)
         h = config_hash(config)
@@ -359,9 +378,11 @@ class Store:
             start = time.time()
             try:
                 figures = compute(tmp) or {}
+                files = file_table(tmp)
                 atomic_write_json(tmp / DONE, {
                     "config_hash": h, "config": config, "figures": figures, "finished_at": time.time(),
-                    "seconds": round(time.time() - start, 3), "files": file_table(tmp),
+                    "seconds": round(time.time() - start, 3), "files": files, "content": files_digest(files),
+                    **({"upstream": sorted(upstream)} if upstream is not None else {}),
                 })
             except BaseException as exc:
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -7,8 +7,12 @@ can say so. ``no_relevant=zero`` keeps them as trec_eval does (since version 8.1
 with judgments but no relevant document and averages its zeros in: usnistgov/trec_eval, README, "Version
 8.1" notes, and trec_eval.c's loop over every qrels topic); their MFR then follows ``mfr_missing``.
 
-MFR's per-topic value is the first relevant rank; how the tables average it (``evaluate.mfr``: 1/MRR or the
-arithmetic mean) is not read here, so both definitions share this artifact. Its figures give both.
+MFR's per-topic value is the first relevant rank, infinite when no relevant document is in the re-ranked top-k:
+what every MFR variant needs. How the tables average the ranks (``evaluate.mfr``: 1/MRR or the arithmetic mean) and
+count the misses (``evaluate.mfr_missing``: left out, at rank k + 1, at reciprocal rank 0) is applied to those values
+when they are read (``leakexp.lib.measures.count_misses``), so neither setting is read here and every variant shares
+this artifact. Its figures: each measure's mean, MFR as 1/MRR with misses at reciprocal rank 0 and as the arithmetic
+mean of the ranks found, and the number of misses.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Annotated, Literal
 import pandas as pd
 from pydantic import Field
 
-from leakexp.lib.measures import MFR_DEFINITIONS, average, check_mfr, parse_measures, per_query, without_relevant
+from leakexp.lib.measures import average, check_mfr, parse_measures, per_query, without_relevant
 from leakexp.runner.schema import Name, NonNegativeInt, Section, Settings
 from leakexp.runner.stage import Ask, ConfigError, Context, Stage
 from leakexp.stages.cell import rerank_params, rerank_path
@@ -40,15 +44,17 @@ def _evaluate(ctx: Context, tmp: Path) -> dict:
     run = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
     coll = ctx.inputs["collection"]
     topics = list(coll.topics)
-    pq = per_query(run, coll.qrels, list(e.measures), mfr_missing=e.mfr_missing, depth=ctx.settings("rerank").depth,
-                   no_relevant=e.no_relevant, topics=topics)
+    pq = per_query(run, coll.qrels, list(e.measures), mfr_missing="infinite", no_relevant=e.no_relevant, topics=topics)
     pq.to_parquet(tmp / "perquery.parquet", index=False)
     figures = {}
     for m, values in pq.groupby("measure").value:
-        for mfr in (MFR_DEFINITIONS if m == "MFR" else MFR_DEFINITIONS[:1]):
-            if mfr == "arithmetic" and e.mfr_missing == "infinite":
-                continue  # an infinite mean says nothing
-            figures[f"MFR {mfr}" if m == "MFR" else m] = round(average(values, m, mfr), 6)
+        if m == "MFR":
+            found = values[values < float("inf")]
+            figures.update({"MFR reciprocal_of_mrr": round(average(values, m, "reciprocal_of_mrr"), 6),
+                            "MFR arithmetic": round(average(found, m, "arithmetic"), 6),
+                            "MFR misses": int(len(values) - len(found))})
+        else:
+            figures[m] = round(average(values, m, "reciprocal_of_mrr"), 6)
     return {**figures, "without_relevant": without_relevant(coll.qrels, topics)}
 
 
@@ -57,8 +63,7 @@ def _eval_inputs(p: dict, c) -> dict:
 
 
 EVALUATE = Stage(
-    "evaluate", version=2, keyed_as="eval",
-    reads=("evaluate.measures", "evaluate.mfr_missing", "evaluate.no_relevant", "rerank.depth"),
+    "evaluate", version=3, keyed_as="eval", reads=("evaluate.measures", "evaluate.no_relevant"),
     inputs=_eval_inputs, compute=_evaluate, normalise=rerank_params, path=lambda p, c: rerank_path(p),
     opener=lambda path: pd.read_parquet(path / "perquery.parquet"), check=check_evaluation,
     describe="per-query nDCG@10, P@1 and MFR of a re-ranking",

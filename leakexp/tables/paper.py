@@ -10,18 +10,22 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+import re
+import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from leakexp.lib.measures import LOWER_IS_BETTER, mfr_caption, no_relevant_note
 from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import (CORPUS_LABEL, LEAKAGE_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
                                 markdown_table, save_figure, seed_spread, summary, write_table, write_table as write)
 from leakexp.lib.stats import evaluate_corpus, order_swaps, seed_average
+from leakexp.runner.config import compose
 from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, config_hash
@@ -51,6 +55,47 @@ def table_number(corpus: str, position: int) -> int:
 
 def tables_dir(cfg: DictConfig) -> Path:
     return _tables_dir(settings_of(cfg))
+
+
+# the settings that change the tables alone (experiments/README.md lists them): no stage reads them, so the tables of
+# any of their values come from the same stored artifacts (tests/test_table_variants.py: none re-keys an artifact)
+TABLE_SETTINGS = ("evaluate.mfr", "evaluate.mfr_missing", "evaluate.cv_selection", "evaluate.folds",
+                  "evaluate.fold_seed", "evaluate.alpha", "report.figure_model", "memorization.sizes",
+                  "memorization.cv_measure", "memorization.enabled")
+
+
+def _plain(node):
+    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+
+
+def _text(value) -> str:
+    """A setting's value in a folder name: lists joined by '+', booleans as YAML writes them, nothing a shell
+    or a file system minds."""
+    if isinstance(value, list):
+        return "+".join(_text(v) for v in value)
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return re.sub(r"[^\w.@+-]", "-", text)
+
+
+def variant(cfg: DictConfig, overrides: Sequence[str]) -> str:
+    """The name of the tables that ``overrides`` ask for where they set table-only settings (:data:`TABLE_SETTINGS`)
+    to other values than the same command line without them: ``evaluate.mfr=arithmetic,evaluate.mfr_missing=skip``,
+    as Hydra names a run's overrides; '' for the configuration's own tables."""
+    own = [o for o in overrides if o.partition("=")[0].lstrip("+~") not in TABLE_SETTINGS]
+    if len(own) == len(overrides):
+        return ""
+    base = compose(own)
+    return ",".join(f"{leaf}={_text(_plain(OmegaConf.select(cfg, leaf)))}" for leaf in TABLE_SETTINGS
+                    if _plain(OmegaConf.select(cfg, leaf)) != _plain(OmegaConf.select(base, leaf)))
+
+
+def tables_out(cfg: DictConfig, overrides: Sequence[str], out: str | Path | None = None) -> Path:
+    """Where a command writes the tables: ``out`` where given, else the data's tables folder, in a folder named by
+    the variant (:func:`variant`) when the overrides set table-only settings: a variant never overwrites another's."""
+    if out is not None:
+        return Path(out)
+    name = variant(cfg, overrides)
+    return tables_dir(cfg) / name if name else tables_dir(cfg)
 
 
 def _tables_dir(s: Settings) -> Path:
@@ -299,19 +344,27 @@ def cv_folds_text(n_folds: int, n_topics: int) -> str:
     return text
 
 
-def write_tables(cfg: DictConfig, runner=None) -> Path:
-    """Write every table the stored results support and return the folder (reads finished artifacts only).
-    Tables already written from the same artifacts, settings and table code are kept as they are."""
+def write_tables(cfg: DictConfig, runner=None, *, out: str | Path | None = None) -> Path:
+    """Write every table the stored results support into ``out`` (default: the data's tables folder) and return it
+    (reads finished artifacts only). Tables already written from the same artifacts, settings and table code are kept
+    as they are. The tables are written into a temporary folder beside ``out`` and moved into it once all are
+    written: a run that fails changes nothing there."""
     runner = runner or make_runner(cfg, readonly=True)
     s = settings_of(cfg)
-    out = _tables_dir(s)
+    out = Path(out) if out is not None else _tables_dir(s)
     key = _tables_key(cfg, s, runner)
     if _up_to_date(out, key):
         return out
-    (out / TABLES_KEY).unlink(missing_ok=True)
-    _write_tables(s, runner, out)
-    files = {p.relative_to(out).as_posix(): p.stat().st_size for p in sorted(out.rglob("*"))
-             if p.is_file() and p.name != TABLES_KEY}
+    staging = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        _write_tables(s, runner, staging)
+        files = {p.relative_to(staging).as_posix(): p.stat().st_size for p in sorted(staging.rglob("*")) if p.is_file()}
+        for name in files:
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / name, out / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     atomic_write_text(out / TABLES_KEY, json.dumps({"key": key, "files": files}, indent=1, sort_keys=True) + "\n")
     return out
 

@@ -36,7 +36,7 @@ def split_eval(
     ``perquery`` has columns qid, measure, value and the columns that name a system (``systems``; default:
     all others), e.g. model and leakage; repeated rows (seeds) are averaged. Within each family (``by``,
     e.g. corpus and model) every system is compared with the family's ``baseline`` (a column -> value
-    mapping, e.g. ``{"leakage": "none"}``; default: its first system) by a paired t-test on the topics of
+    mapping, e.g. ``{"leakage": "none"}``; default: its first system in the order of ``perquery``) by a paired t-test on the topics of
     the group, Bonferroni-corrected over the family's other systems per measure and group, as Tables 3-5
     and pt.Experiment do. ``leaked``: the leaked qids, or a mapping from a value of ``leaked_key`` (e.g. a
     corpus) to its leaked qids. DuReader-retrieval reports its re-rankers this way (Table 6). MFR's first ranks
@@ -58,13 +58,14 @@ def split_eval(
         sets = {str(q) for q in leaked_qids}
         df["group"] = np.where(df.qid.isin(sets), "leaked", "other")
     keys = [*systems, "measure", "qid", "group"]
-    df = mean_by(df, keys, mfr)
     rest = [c for c in systems if c not in by]
+    given = {n: i for i, n in enumerate(dict.fromkeys(map(tuple, df[rest].itertuples(index=False))))} if rest else {}
+    df = mean_by(df, keys, mfr)  # sorted by the systems: their order as given is ``given``
     rows = []
     families = df.groupby(list(by), sort=False) if by else [((), df)]
     for fam_key, fam in families:
         fam_key = fam_key if isinstance(fam_key, tuple) else (fam_key,)
-        names = list(dict.fromkeys(map(tuple, fam[rest].itertuples(index=False)))) if rest else [()]
+        names = sorted(dict.fromkeys(map(tuple, fam[rest].itertuples(index=False))), key=given.get) if rest else [()]
         base = names[0]
         if baseline:
             match = [n for n in names if all(dict(zip(rest, n)).get(k, dict(zip(by, fam_key)).get(k)) == v
@@ -133,6 +134,17 @@ def read_leaked(audit_dir: Path, *, rule: str = "semantic", source: str | None =
     return set(per.qid[flags])
 
 
+def baseline_run(names: Sequence[str], baseline: str | None = None) -> tuple[str, str]:
+    """The run the others are tested against, and why: ``--baseline``, else the run named None (the paper's
+    No-Leakage column; any case), else the first run given."""
+    if baseline is not None:
+        if baseline not in names:
+            raise ValueError(f"--baseline {baseline}: not one of the runs {list(names)}")
+        return baseline, "--baseline"
+    named = [n for n in names if n.lower() == "none"]
+    return (named[0], "the run named None") if named else (names[0], "the first run given")
+
+
 class NothingToCompare(ValueError):
     """split-eval on an audit whose leaked group is empty: no figure to print."""
 
@@ -158,14 +170,14 @@ def run_split_eval(
         names.append(name)
         frames.append(per_query(read_run(Path(target)), judgments, list(measures), mfr_missing=mfr_missing,
                                 depth=depth).assign(run=name))
-    if baseline is not None and baseline not in names:
-        raise ValueError(f"--baseline {baseline}: not one of the runs {names}")
-    table = split_eval(pd.concat(frames, ignore_index=True), leaked, systems=["run"],
-                       baseline={"run": baseline} if baseline else None, alpha=alpha, mfr=mfr)
+    base, why = baseline_run(names, baseline)
+    table = split_eval(pd.concat(frames, ignore_index=True), leaked, systems=["run"], baseline={"run": base},
+                       alpha=alpha, mfr=mfr)
     out = Path(out) if out else Path(audit_dir) / "split-eval"
     write_table(table, out, "split_eval",
                 f"Runs on the {len(leaked)} leaked ({leaked_by}) and the other test queries; p: paired t-test "
-                f"against {baseline or names[0]}, Bonferroni-corrected over the other runs; empty where a group has "
-                f"fewer than two queries (no test). {mfr_caption(mfr_missing, depth, mfr)}." if "MFR" in measures else
-                "fewer than two queries (no test).")
+                f"against {base}, Bonferroni-corrected over the other runs; empty where a group has "
+                f"fewer than two queries (no test)." + (f" {mfr_caption(mfr_missing, depth, mfr)}." if "MFR" in measures
+                                                        else ""))
+    table.attrs["baseline"] = f"{base} ({why})"
     return table
