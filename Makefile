@@ -19,25 +19,38 @@ CELL_EXPERIMENT = $(if $(filter toy_%,$(CORPUS)),demo,paper)
 EXPERIMENT ?= demo
 ARGS ?=
 
-.PHONY: help setup test test-kernels test-slurm test-slow test-all test-gpu demo fetch grid cell tables status plan bench clean
+.PHONY: help setup lock test test-kernels test-slurm test-slow test-all test-gpu demo fetch grid cell tables status plan bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-setup: $(STAMP) ## create .venv: torch 2.13.0 (CPU build) first, then leakexp with dev extras, then Anserini's jar
+setup: $(STAMP) ## create .venv: torch 2.13.0 (CPU build) first, then leakexp with dev extras at requirements.lock's versions, then Anserini's jar
 
 # Anserini 0.22.1's fat jar (bm25.backend=anserini, experiment=paper) ships inside the pyserini 0.22.1 wheel from
 # PyPI (a 140 MB download); --no-deps: leakexp drives the jar with java and needs none of pyserini's dependencies.
 ANSERINI_WHEEL := pyserini==0.22.1
 
-$(STAMP): pyproject.toml
+# requirements.lock: every dependency's exact version (pip constraints), so two machines set up apart run the same code
+LOCK := requirements.lock
+PIP_VERSION := 26.3
+
+$(STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q pip==$(PIP_VERSION)
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=compat  # compat: Hydra finds hydra_plugins/
+	$(BIN)/python -m pip install -q -c $(LOCK) -e '.[dev]' --config-settings editable_mode=compat  # compat: Hydra finds hydra_plugins/
 	$(BIN)/python -m pip install -q --no-deps $(ANSERINI_WHEEL)
 	$(BIN)/python -c "from leakexp.lib.bm25 import anserini_jar; print('Anserini jar:', anserini_jar())"
 	touch $(STAMP)
+
+lock: ## regenerate requirements.lock: the newest versions pyproject.toml admits, resolved in a fresh environment
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install -q pip==$(PIP_VERSION)
+	.lock-venv/bin/python -m pip install -q torch==2.13.0
+	.lock-venv/bin/python -m pip install -q -e '.[dev]'
+	{ sed -n '/^#/p' $(LOCK); .lock-venv/bin/python -m pip freeze --exclude-editable | grep -v -E '^(torch|pyserini)=='; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK) && rm -rf .lock-venv
+	@echo "requirements.lock regenerated: review git diff requirements.lock, then make setup installs it"
 
 # a pytest worker per core (at most 4); tests that share an expensive fixture run in one worker (tests/conftest.py)
 PARALLEL ?= -n auto --maxprocesses 4 --dist loadgroup

@@ -10,6 +10,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the test process loaded numpy and torch before any pin could reach them, so its artifacts and those of the commands
+# it starts are computed with native kernels alike; tests/test_kernels.py runs the portable ones in subprocesses
+os.environ.setdefault("LEAKEXP_CPU_KERNELS", "native")
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one core per worker: `make test` runs a worker per core
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")

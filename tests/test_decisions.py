@@ -102,3 +102,17 @@ def test_kernel_noise_in_the_similarities_changes_no_review_leak_or_training_set
         if out != base:
             changed.append(trial)
     assert changed == []
+
+
+def test_equal_means_summed_in_another_order_tie_and_the_smaller_size_wins():
+    """Two sizes whose per-topic values are the same numbers on other topics: their means differ in the last bit
+    (summed in another order) but are equal, so the cross-validation takes the smaller size, on any machine."""
+    from leakexp.lib.stats import _pick, order_swaps
+
+    values = [0.134, 0.847, 0.764, 0.255, 0.495]
+    a, b = sum(values) / 5, sum(reversed(values)) / 5
+    assert a != b
+    assert _pick({384: max(a, b), 128: min(a, b)}, lower_better=False) == 128  # the larger is ahead by a bit
+    assert _pick({384: min(a, b), 128: max(a, b)}, lower_better=True) == 128
+    # a model "overtaken" by a last-bit difference is no order swap
+    assert order_swaps({"x": {"none": min(a, b), "msm": max(a, b)}, "y": {"none": max(a, b), "msm": 0.0}}) == []

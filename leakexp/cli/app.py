@@ -17,6 +17,10 @@ import logging
 import sys
 from pathlib import Path
 
+from leakexp.runner.kernels import pin_environment
+
+pin_environment(sys.argv[1:])  # the CPU kernels pinned before a math library loads (leakexp.runner.kernels)
+
 import hydra
 from omegaconf import DictConfig
 

@@ -235,6 +235,10 @@ def commands_epilog(sub) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the command line (not a call from Python): pin the CPU kernels before a math library loads
+        from leakexp.runner.kernels import pin_environment
+
+        pin_environment(sys.argv[1:])
     parser = argparse.ArgumentParser(
         prog="leakexp", usage="leakexp [-h] [-v] command [overrides and options]",
         description="Measure how train-test leakage affects neural re-rankers. Each command takes Hydra "

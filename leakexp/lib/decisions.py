@@ -16,6 +16,9 @@ import pandas as pd
 
 SIMILARITY_DECIMALS = 4
 SIMILARITY_STEP = 10.0 ** -SIMILARITY_DECIMALS
+# means of per-topic values (a table's cells, a CV fold's sizes): sums of the same values in another order differ in
+# their 16th digit, so equal means compare equal at 9 decimals and the tie goes where the rule says (smaller size)
+MEAN_DECIMALS = 9
 ROUNDING = (f"similarities are rounded to {SIMILARITY_DECIMALS} decimals before any order, tie or threshold "
             "(another CPU's kernels move them by about 1e-7)")
 

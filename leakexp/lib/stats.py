@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from leakexp.lib.decisions import MEAN_DECIMALS, rounded
 from leakexp.lib.measures import LOWER_IS_BETTER, SELECTIONS, average, mean_by, tested_values
 
 
@@ -45,8 +46,9 @@ def seed_average(results: pd.DataFrame, *, mfr: str) -> pd.DataFrame:
 
 
 def _pick(scores: dict[int, float], lower_better: bool) -> int:
-    """The size with the best score; ties go to the smaller size; NaN never wins."""
-    valid = {s: v for s, v in scores.items() if not np.isnan(v)}
+    """The size with the best score (at ``MEAN_DECIMALS``: float noise breaks no tie); ties go to the smaller
+    size; NaN never wins."""
+    valid = {s: float(rounded(v, MEAN_DECIMALS)) for s, v in scores.items() if not np.isnan(v)}
     if not valid:
         return min(scores)
     key = (lambda s: (valid[s], s)) if lower_better else (lambda s: (-valid[s], s))
@@ -188,7 +190,8 @@ def order_swaps(means: dict[str, dict[str, float]], lower_better: bool = False) 
     ``means[model] = {"none": x, "msm": y}``. Returns (gainer, overtaken): ``gainer`` is behind
     ``overtaken`` without leakage but ahead of it (without leakage) when ``gainer`` has MSM leakage.
     """
-    better = (lambda x, y: x < y) if lower_better else (lambda x, y: x > y)
+    better = (lambda x, y: rounded(x, MEAN_DECIMALS) < rounded(y, MEAN_DECIMALS)) if lower_better else \
+        (lambda x, y: rounded(x, MEAN_DECIMALS) > rounded(y, MEAN_DECIMALS))
     out = []
     for a, ma in means.items():
         for b, mb in means.items():

@@ -363,6 +363,7 @@ def runtime(cfg: DictConfig, device: str, values: Mapping | None = None) -> Runt
     return Runtime(device=device, verbose=bool(cfg.get("verbose", False)), threads=int(cfg.bm25.threads),
                    loader_workers=cfg.get("loader_workers", "auto"),
                    resume_every_s=float(cfg.get("resume_every_s", 300)), cpu_threads=int(cfg.get("cpu_threads", 1)),
+                   cpu_kernels=str(cfg.get("cpu_kernels", "portable")),
                    embed_batch_size=int(cfg.detect.batch_size),
                    score_batch_size={m: int((c.get("train") or {}).get("score_batch_size") or 64)
                                      for m, c in s["models"].items()})
@@ -380,6 +381,7 @@ class RunSettings(Section):
     workers: Literal["auto"] | Annotated[int, Field(ge=1, le=256)] = "auto"
     resume_every_s: NonNegativeFloat = 300.0
     cpu_threads: Annotated[int, Field(ge=1, le=1024)] = 1
+    cpu_kernels: Literal["portable", "native"] = "portable"
     model_overrides: dict[Name, dict]
     corpus_overrides: dict[Name, dict] = {}
 

@@ -62,10 +62,16 @@ def cpu_threads(n: int):
         torch.set_num_threads(before)
 
 
-def compute_threads(cuda: bool, n: int):
-    """Where an artifact is computed: on the CPU in ``n`` PyTorch threads (``cpu_threads``, default 1), as floats
-    summed by more threads come out in another order and its bytes would depend on the machine and the workers."""
-    return nullcontext() if cuda else cpu_threads(int(n))
+def compute_threads(cuda: bool, runtime):
+    """Where an artifact is computed: on the CPU in ``runtime.cpu_threads`` PyTorch threads (default 1), as floats
+    summed by more threads come out in another order and its bytes would depend on the machine and the workers, and
+    with oneDNN off under ``cpu_kernels=portable`` (leakexp.runner.kernels)."""
+    if cuda:
+        return nullcontext()
+    from leakexp.runner.kernels import use_onednn
+
+    use_onednn(runtime.cpu_kernels)
+    return cpu_threads(int(runtime.cpu_threads))
 
 
 def _record_path(store_root: Path, cell: str) -> Path:

@@ -145,7 +145,7 @@ class Runner:
         for up in self.upstream(ask):
             deep = load and up == ask and self.stage(up).verify
             if self.stage(up).stored and (up, deep) not in self._ensured and (up, True) not in self._ensured:
-                with compute_threads(self.cuda, self.runtime.cpu_threads):  # bytes whatever the machine
+                with compute_threads(self.cuda, self.runtime):  # bytes whatever the machine
                     self.store.ensure(self.path(up), self.record(up), checksums=deep, upstream=self.stored_inputs(up),
                                       compute=lambda tmp, up=up: self.stage(up).compute(self.context(up), tmp))
                 self._ensured.add((up, deep))

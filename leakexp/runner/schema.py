@@ -114,7 +114,7 @@ def _message(prefix: str, error: Mapping[str, Any]) -> str:
 
 
 # settings whose default conf/config.yaml takes from the environment
-ENVIRONMENT_DEFAULTS = {"store": "LEAKEXP_STORE", "workers": "LEAKEXP_WORKERS"}
+ENVIRONMENT_DEFAULTS = {"store": "LEAKEXP_STORE", "workers": "LEAKEXP_WORKERS", "cpu_kernels": "LEAKEXP_CPU_KERNELS"}
 
 
 def _from_environment(loc: str) -> str:

@@ -237,6 +237,7 @@ class Runtime:
     loader_workers: str | int = "auto"
     resume_every_s: float = 300.0
     cpu_threads: int = 1
+    cpu_kernels: str = "portable"
     embed_batch_size: int = 256
     score_batch_size: Mapping[str, int] = field(default_factory=dict)
 

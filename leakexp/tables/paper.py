@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from leakexp.lib.decisions import MEAN_DECIMALS, rounded
 from leakexp.lib.measures import LOWER_IS_BETTER, mfr_caption, no_relevant_note
 from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import (CORPUS_LABEL, LEAKAGE_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
@@ -121,13 +122,13 @@ def cv_table(summary_rows: pd.DataFrame, models: list[str]) -> tuple[pd.DataFram
         lower = measure in LOWER_IS_BETTER
         for leakage in ("none", "msm", "test"):
             col = {m: s.loc[(m, measure, leakage), "mean"] if (m, measure, leakage) in s.index else np.nan for m in present}
-            valid = {m: v for m, v in col.items() if not np.isnan(v)}
+            valid = {m: float(rounded(v, MEAN_DECIMALS)) for m, v in col.items() if not np.isnan(v)}
             best = (min if lower else max)(valid.values()) if valid else None
             for m, v in col.items():
                 row = s.loc[(m, measure, leakage)] if (m, measure, leakage) in s.index else None
                 sig = bool(row["significant"]) if row is not None else False
                 effect = float(row["effect"]) if show_effect and row is not None and leakage != "none" else None
-                cells[(m, measure, leakage)] = {"value": v, "bold": best is not None and v == best,
+                cells[(m, measure, leakage)] = {"value": v, "bold": best is not None and valid.get(m) == best,
                                                 "dagger": sig and leakage != "none", "red": False, "effect": effect}
         means = {m: {l: cells[(m, measure, l)]["value"] for l in ("none", "msm")} for m in present}
         for gainer, overtaken in order_swaps(means, lower_better=lower):
