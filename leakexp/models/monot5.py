@@ -105,6 +105,7 @@ class MonoT5(HFReranker):
             self.t5 = T5ForConditionalGeneration.from_pretrained(str(path), attn_implementation=attn_implementation)
         self.true_id = self.tokenizer.encode("true")[0]
         self.false_id = self.tokenizer.encode("false")[0]
+        self.eos_id = int(self.tokenizer.eos_token_id)  # a plain int: the compiled loss reads no tokenizer
         self.prompt_ids = self.tokenizer("Relevant:")["input_ids"]  # [..., </s>]
         check_split(self.tokenizer)  # the prompt's token ids are gathered from stored parts
         # the rows of lm_head that scoring reads, as a device tensor (an index list would be copied every batch)
@@ -145,7 +146,7 @@ class MonoT5(HFReranker):
         bias = enc.block[0].layer[0].SelfAttention.compute_bias(n, n, device=h.device)  # (1, H, L, L)
         if attention_mask is not None:
             keep = attention_mask[:, None, None, :].bool()
-            bias = torch.where(keep, bias, torch.finfo(bias.dtype).min)
+            bias = torch.where(keep, bias, torch.finfo(bias.dtype).min).contiguous()  # as SDPA reads it: no copy per layer
         for block in enc.block:
             h = block(h, None, bias)[0]  # no mask: the bias holds it
         return enc.dropout(enc.final_layer_norm(h))
@@ -188,7 +189,7 @@ class MonoT5(HFReranker):
     def _loss(self, feats: dict, labels: torch.Tensor, z_loss: float) -> torch.Tensor:
         ids = feats["input_ids"]
         word = torch.where(labels.to(ids.device).bool(), self.true_id, self.false_id)
-        target = torch.stack([word, torch.full_like(word, self.tokenizer.eos_token_id)], dim=1)  # (B, 2)
+        target = torch.stack([word, torch.full_like(word, self.eos_id)], dim=1)  # (B, 2)
         shifted = torch.stack([torch.full_like(word, self.t5.config.decoder_start_token_id), word], dim=1)
         h = self._decoder_states(ids, feats.get("attention_mask"), shifted)
 
@@ -251,6 +252,7 @@ class SingleQueryCrossAttention(nn.Module):
     def __init__(self, attn: nn.Module):
         super().__init__()
         self.attn = attn
+        self.train(attn.training)  # dropout as the module it wraps (a model in eval mode stays so)
 
     def forward(self, hidden_states, mask=None, key_value_states=None, position_bias=None, cache=None, **kwargs):
         a = self.attn
