@@ -219,8 +219,8 @@ class MonoT5(HFReranker):
         """The encoder in bf16 (with its own bf16 copy of the shared embedding) and the decoder's cross-attention keys
         and values, computed over every encoder position, in bf16 too; the rest of the one decoder step, monoT5's
         score head, stays fp32 (its residual stream, norms and feed-forward at one position cost little; in bf16
-        they made the scores of a small T5 drift 1.1-1.9x as far from fp32 as bf16 autocast does,
-        tests/test_fast_path.py)."""
+        they made the scores of a small T5 drift 1.0-1.9x as far from fp32 as bf16 autocast does: docs/models.md,
+        "How monoT5 and monoBERT compute on a GPU")."""
         enc = self.t5.encoder
         enc.embed_tokens = nn.Embedding.from_pretrained(enc.embed_tokens.weight.detach().to(torch.bfloat16))
         enc.block.to(torch.bfloat16)
