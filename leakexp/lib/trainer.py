@@ -663,7 +663,7 @@ def host_mask(feats: dict) -> dict:
     return feats
 
 
-def pinned(feats: dict) -> dict:
+def pin_batch(feats: dict) -> dict:
     """The CPU tensors of ``feats`` in pinned memory, so that a non-blocking copy to CUDA overlaps compute."""
     return {k: v.pin_memory() if isinstance(v, torch.Tensor) and v.device.type == "cpu" else v
             for k, v in feats.items()}

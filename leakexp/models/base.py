@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from leakexp.lib.trainer import ModelTraining, host_mask, pinned, to_device
+from leakexp.lib.trainer import ModelTraining, host_mask, pin_batch, to_device
 from leakexp.models.compute import Compute, CudaSettings, compiled
 from leakexp.models.tokens import Tokens, check_source
 from leakexp.runner.schema import Name, Section
@@ -165,7 +165,7 @@ class Reranker(nn.Module):
             rows = np.concatenate([idx, np.repeat(idx[-1:], batch_size - len(idx))]) if how.compile else idx
             feats = collate(queries.take(rows), docs.take(rows))
             if not how.legacy:
-                feats = pinned(host_mask(feats)) if cuda else host_mask(feats)
+                feats = pin_batch(host_mask(feats)) if cuda else host_mask(feats)
             feats = to_device(feats, device, non_blocking=True)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
                 scores = self.scores(feats)

@@ -104,8 +104,3 @@ def micro_batch_error(name: str, cuda: CudaSettings | None, batch_size: int, gra
     divisors = [d for d in range(1, pairs + 1) if pairs % d == 0]
     return (f"models.{name}.cuda.micro_batch={m} does not divide the {pairs} pairs of an update (train.batch_size "
             f"{batch_size} x train.grad_accum {grad_accum}); use one of {', '.join(map(str, divisors))} or null")
-
-
-def as_bf16(module: torch.nn.Module) -> torch.nn.Module:
-    """``module``'s floating-point parameters and buffers in bf16, in place."""
-    return module.to(torch.bfloat16)
