@@ -47,7 +47,7 @@ test: setup ## the default test suite (CPU, toy data; slow tests excluded), a wo
 
 # the numerically sensitive tests again under PyTorch's portable CPU kernels (no AVX2 / AVX-512), so a test that
 # holds only for one instruction set fails here, not on a user's machine
-KERNEL_TESTS := tests/test_tokens_words.py tests/test_tokens_hf.py tests/test_knrm.py tests/test_models.py
+KERNEL_TESTS := tests/test_tokens_words.py tests/test_tokens_hf.py tests/test_knrm.py tests/test_models.py tests/test_fast_path.py
 test-kernels: setup ## the numerically sensitive tests under ATEN_CPU_CAPABILITY=default (CI runs them too)
 	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(PARALLEL) -m "not slow and not gpu" -q $(KERNEL_TESTS) $(ARGS)
 
