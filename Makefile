@@ -19,7 +19,7 @@ CELL_EXPERIMENT = $(if $(filter toy_%,$(CORPUS)),demo,paper)
 EXPERIMENT ?= demo
 ARGS ?=
 
-.PHONY: help setup lock test test-kernels test-slurm test-slow test-all test-gpu demo fetch grid cell tables status plan bench clean
+.PHONY: help setup lock test test-kernels test-slurm test-slow test-all test-gpu bench-gpu demo fetch grid cell tables status plan bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -60,7 +60,7 @@ test: setup ## the default test suite (CPU, toy data; slow tests excluded), a wo
 
 # the numerically sensitive tests again under PyTorch's portable CPU kernels (no AVX2 / AVX-512), so a test that
 # holds only for one instruction set fails here, not on a user's machine
-KERNEL_TESTS := tests/test_tokens_words.py tests/test_tokens_hf.py tests/test_knrm.py tests/test_models.py
+KERNEL_TESTS := tests/test_tokens_words.py tests/test_tokens_hf.py tests/test_knrm.py tests/test_models.py tests/test_fast_path.py
 test-kernels: setup ## the numerically sensitive tests under ATEN_CPU_CAPABILITY=default (CI runs them too)
 	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest $(PARALLEL) -m "not slow and not gpu" -q $(KERNEL_TESTS) $(ARGS)
 
@@ -76,10 +76,21 @@ test-slow: setup ## the slow CPU tests only (end to end on raw corpora, kills an
 test-all: setup ## every CPU test, slow ones included
 	$(BIN)/python -m pytest $(PARALLEL) -m "not gpu" -q $(ARGS)
 
+# a GPU target on a machine without CUDA says so and stops
+NEEDS_CUDA = $(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" || \
+	{ echo "$@: no CUDA device here (torch.cuda.is_available() is False); run it on a machine with a GPU"; exit 1; }
+
 test-gpu: setup ## the GPU suite: every model trains and re-ranks on CUDA (bf16) at the paper's shapes
-	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" || \
-		{ echo "test-gpu: no CUDA device here (torch.cuda.is_available() is False); run it on a machine with a GPU"; exit 1; }
+	@$(NEEDS_CUDA)
 	$(BIN)/python -m pytest -m gpu -q $(ARGS)
+
+# the one command a GPU machine runs (docs/development.md, "On a GPU machine"): the GPU tests, then the gpu bench's
+# baseline and fast rows of monoT5 and monoBERT (and the word models' figures) into $LEAKEXP_STORE/bench/gpu.json, then
+# the paper grid's plan from that file; the bench and the plan run even when a test fails, and make fails then
+bench-gpu: setup ## on a GPU: the GPU tests, the gpu bench (baseline and fast rows), then plan experiment=paper from its file
+	@$(NEEDS_CUDA)
+	@status=0; $(BIN)/python -m pytest -m gpu -q $(ARGS) || status=$$?; \
+	$(BIN)/python benchmarks/run.py gpu && $(BIN)/leakexp plan experiment=paper && exit $$status
 
 demo: setup ## the whole pipeline on the embedded toy world (CPU, minutes); prints where the tables are
 	$(BIN)/leakexp demo $(ARGS)

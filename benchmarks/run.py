@@ -716,31 +716,40 @@ def count_flops(fn) -> int:
 
 
 def bench_gpu(root: Path) -> None:
-    """Training instances/s and re-ranking docs/s of each model at the paper's settings on CUDA (bf16), with the
-    model FLOPs utilisation they imply; written to <store>/bench/gpu.json for `leakexp plan`.
+    """Training instances/s and re-ranking docs/s of each model at the paper's settings on CUDA, with the model FLOPs
+    utilisation they imply; written to <store>/bench/gpu.json for `leakexp plan`.
 
     Models: t5-base / bert-base-uncased architectures (random weights; speed does not depend on the values) at
     512 tokens, KNRM / PACRR / DUET with 300-d vectors at 800 document tokens; inputs are synthetic documents of
     900 words, so every input is at the length limit. Training uses each model file's batch size, accumulation,
     optimiser and schedule, 100 updates (LEAKEXP_BENCH_UPDATES), documents encoded once and batches collated by the
-    loader's workers (loader_workers=auto), as a grid cell trains; re-ranking its score_batch_size over documents encoded once, as the rerank stage scores. MFU = FLOPs per instance (FlopCounterMode on one
-    micro-batch: forward + backward for training, forward for re-ranking) x instances/s / peak bf16 FLOP/s.
+    loader's workers (loader_workers=auto), as a grid cell trains; re-ranking its score_batch_size over documents
+    encoded once, as the rerank stage scores. MFU = FLOPs per instance (FlopCounterMode on one micro-batch: forward +
+    backward for training, forward for re-ranking) x instances/s / peak bf16 FLOP/s.
+
+    monoT5 and monoBERT are measured in rows, one run each (:func:`bench_fast_path`): ``baseline`` (the path before
+    the fast one: fp32 weights under autocast, eager kernels, a mask in every batch, the model file's score batch)
+    and ``fast`` (what experiment=paper runs on CUDA: its scoring weights, compiled cores, its score batch), plus
+    monoT5's options beyond the reference and monoBERT's bf16 weights; the file's figures are the ``fast`` row's.
+
+    LEAKEXP_BENCH_DEVICE=cpu runs the section on a CPU (no file written unless LEAKEXP_BENCH_FILE names one);
+    LEAKEXP_BENCH_SHAPES=tiny: small monoT5 / monoBERT (the CPU test of this section); LEAKEXP_BENCH_MODELS: a subset;
+    LEAKEXP_BENCH_EAGER=1: the fast rows without torch.compile (the quick CPU test).
     """
     import dataclasses
 
     import numpy as np
     import torch
+    from omegaconf import OmegaConf
 
-    # LEAKEXP_BENCH_DEVICE=cpu: a dry run of this section on a CPU (no file written); LEAKEXP_BENCH_MODELS: a subset
+    from leakexp.runner.config import model_config
+
     device = os.environ.get("LEAKEXP_BENCH_DEVICE", "cuda")
     if device.startswith("cuda") and not torch.cuda.is_available():
         print("gpu: no CUDA device here; GPU figures skipped (run `python benchmarks/run.py gpu` on a GPU machine)")
         return
     on_gpu = device.startswith("cuda")
     names = os.environ.get("LEAKEXP_BENCH_MODELS", "monot5,monobert,knrm,duet,pacrr").split(",")
-    from omegaconf import OmegaConf
-
-    from leakexp.runner.config import model_config
     from leakexp.models.paper import PaperModels, synthetic_pairs
     from leakexp.runner.store import atomic_write_json
     from leakexp.lib.trainer import PairBatches, TrainConfig, batch_loss, configure_precision, loader_workers, pairs_of, set_seed, train
@@ -751,15 +760,18 @@ def bench_gpu(root: Path) -> None:
     peak = peak_tflops(device_name) if on_gpu else None
     emit("gpu_device", device_name)
     emit("gpu_peak_bf16_tflops_assumed", peak if peak is not None else "unknown (set LEAKEXP_PEAK_TFLOPS)")
-    paper = PaperModels(root / "paper-models")
-    out = {"device": device_name, "peak_bf16_tflops": peak, "torch": torch.__version__,
+    paper = PaperModels(root / "paper-models", shapes=os.environ.get("LEAKEXP_BENCH_SHAPES", "paper"))
+    n_updates = int(os.environ.get("LEAKEXP_BENCH_UPDATES", 100))  # a realistic budget: >= 100 updates
+    out = {"device": device_name, "peak_bf16_tflops": peak, "torch": torch.__version__, "shapes": paper.shapes,
            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "models": {}}
     for name in names:
+        if name in ("monot5", "monobert"):
+            out["models"][name] = bench_fast_path(name, paper, device, peak, n_updates)
+            continue
         set_seed(0)
         model = paper.build(name).to(device)
         cfg = TrainConfig.of_model(name)
         per_update = cfg.batch_size * cfg.grad_accum
-        n_updates = int(os.environ.get("LEAKEXP_BENCH_UPDATES", 100))  # a realistic budget: >= 100 updates
         data = synthetic_pairs(per_update * min(n_updates, 20), doc_words=900)  # passes repeat beyond 20 updates
         # the documents encoded once, as the tokens stage stores them; batches collated by the loader's workers
         unique = data.drop_duplicates("docno")
@@ -780,33 +792,19 @@ def bench_gpu(root: Path) -> None:
 
         train_flops = count_flops(step) / (2 * cfg.batch_size)
         model.zero_grad(set_to_none=True)
-
         score_batch = int(OmegaConf.select(model_config(name), "train.score_batch_size", default=64))
-        queries, docs = data["query"].tolist(), data["text"].tolist()
-        n_docs = min(len(docs), 2048 if name in ("monot5", "monobert") else 8192)
-        queries, docs = (queries * math.ceil(n_docs / len(queries)))[:n_docs], (docs * math.ceil(n_docs / len(docs)))[:n_docs]
-        # as the rerank stage scores: documents and queries encoded once (the tokens stage), then batches of ids
-        doc_rows = model.encode_docs(docs)
-        query_rows = model.encode_queries(queries, doc_rows)
+        query_rows, doc_rows, _, _ = _scoring_inputs(model, data, 8192)
         model.score_tokens(query_rows, doc_rows, batch_size=score_batch, device=device)  # warm-up
         sync()
         start = time.perf_counter()
         model.score_tokens(query_rows, doc_rows, batch_size=score_batch, device=device, bf16=True)
-        rerank_dps = n_docs / (time.perf_counter() - start)
-        feats = {k: v.to(device) for k, v in model.featurize(queries[:score_batch], docs[:score_batch]).items()}
-
-        def forward():
-            with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=on_gpu):
-                model.eval()(**feats)
-
-        rerank_flops = count_flops(forward) / score_batch
+        rerank_dps = len(doc_rows) / (time.perf_counter() - start)
+        rerank_flops = _forward_flops(model, query_rows, doc_rows, score_batch, device) / score_batch
         fig = {"train_instances_per_s": train_ips, "rerank_docs_per_s": round(rerank_dps, 1),
                "train_flops_per_instance": train_flops, "rerank_flops_per_doc": rerank_flops,
-               "train_mfu": train_flops * train_ips / (peak * 1e12) if peak else None,
-               "rerank_mfu": rerank_flops * rerank_dps / (peak * 1e12) if peak else None,
+               "train_mfu": _mfu(train_flops, train_ips, peak), "rerank_mfu": _mfu(rerank_flops, rerank_dps, peak),
                "settings": {"batch_pairs": cfg.batch_size, "grad_accum": cfg.grad_accum, "updates": n_updates,
                             "score_batch_size": score_batch, "bf16": cfg.bf16, "loader_workers": workers,
-                            "max_length": getattr(model, "hparams", {}).get("max_length"),
                             "maxdoclen": getattr(model, "maxdoclen", None)}}
         out["models"][name] = fig
         emit(f"gpu_train_{name}_instances_per_s", train_ips)
@@ -817,12 +815,187 @@ def bench_gpu(root: Path) -> None:
         del model
         if on_gpu:
             torch.cuda.empty_cache()
-    if not on_gpu:
+    target = os.environ.get("LEAKEXP_BENCH_FILE")
+    if not on_gpu and not target:
         print("gpu: CPU dry run, no bench file written")
         return
-    path = Path(os.environ.get("LEAKEXP_STORE", "store")) / "bench" / "gpu.json"
+    path = Path(target) if target else Path(os.environ.get("LEAKEXP_STORE", "store")) / "bench" / "gpu.json"
     atomic_write_json(path, out)
     emit("gpu_bench_file", str(path))
+
+
+def _mfu(flops: float, rate: float, peak: float | None) -> float | None:
+    return flops * rate / (peak * 1e12) if peak else None
+
+
+def _scoring_inputs(model, data, n_docs: int):
+    """``n_docs`` (query, document) rows of ``data`` as the rerank stage scores them: documents and queries encoded
+    once (the tokens stage), then batches of ids; and their texts."""
+    queries, docs = data["query"].tolist(), data["text"].tolist()
+    queries = (queries * math.ceil(n_docs / len(queries)))[:n_docs]
+    docs = (docs * math.ceil(n_docs / len(docs)))[:n_docs]
+    doc_rows = model.encode_docs(docs)
+    return model.encode_queries(queries, doc_rows), doc_rows, queries, docs
+
+
+def _forward_flops(model, query_rows, doc_rows, batch: int, device: str) -> int:
+    """FLOPs of one eager scoring batch of ``batch`` rows (model FLOPs: the same for every row of the benchmark)."""
+    import numpy as np
+    import torch
+
+    idx = np.arange(min(batch, len(doc_rows)))
+    feats = {k: v.to(device) for k, v in model.collator()(query_rows.take(idx), doc_rows.take(idx)).items()}
+
+    def forward():
+        with torch.inference_mode(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda")):
+            model.eval()(**feats)
+
+    return count_flops(forward)
+
+
+def _paper_compute() -> dict:
+    """How experiment=paper computes monoT5 and monoBERT on CUDA: its precision section and each model's cuda block
+    (the settings the stages read there)."""
+    from leakexp.grid.registry import settings_of
+    from leakexp.runner.config import compose
+
+    s = settings_of(compose(["experiment=paper"]))
+    return {"precision": s.precision, **{m: s.model_of(m) for m in ("monot5", "monobert")}}
+
+
+def bench_fast_path(name: str, paper, device: str, peak: float | None, n_updates: int) -> dict:
+    """monoT5 or monoBERT, scoring and training, in rows measured in one run: ``baseline`` (fp32 weights under
+    autocast, eager, a mask in every batch, the decoder's cache, unpinned batches, the model file's score batch),
+    ``fast`` (experiment=paper on CUDA) and the options a GPU must measure before they are kept (monoT5:
+    ``fast_beyond``, the position bias once and single-query cross-attention; monoBERT: ``fast_bf16_weights``). Per
+    row: docs/s or instances/s, MFU, compile seconds apart (the first call less a steady one), peak device memory
+    (MiB; CUDA only) and, scoring, the largest |score - fp32 eager score| over the same documents (the baseline's is
+    bf16 autocast's noise floor)."""
+    import dataclasses
+
+    import numpy as np
+    import torch
+
+    from leakexp.lib.trainer import PairBatches, TrainConfig, batch_loss, loader_workers, pairs_of, set_seed, train
+    from leakexp.models.compute import Compute
+    from leakexp.stages.train import on_cuda
+
+    on_gpu = device.startswith("cuda")
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    setup = _paper_compute()
+    precision, settings = setup["precision"], setup[name]
+    compile_ = os.environ.get("LEAKEXP_BENCH_EAGER") != "1"  # 1: the fast rows without torch.compile (a quick check)
+    base_batch, fast_batch = settings.train.score_batch_size, settings.cuda.score_batch_size or settings.train.score_batch_size
+    fast = Compute(bf16_weights=precision.rerank_bf16 and settings.cuda.rerank_weights == "bf16",
+                   compile=precision.rerank_compile and compile_)
+    rows = {"baseline": (Compute(legacy=True), base_batch), "fast": (fast, fast_batch)}
+    if name == "monot5":
+        rows["fast_beyond"] = (dataclasses.replace(fast, bias_once=True, single_query=True), fast_batch)
+    else:
+        rows["fast_bf16_weights"] = (dataclasses.replace(fast, bf16_weights=True), fast_batch)
+
+    def peak_mib() -> float | None:
+        return round(torch.cuda.max_memory_allocated() / 2**20, 1) if on_gpu else None
+
+    def reset_peak() -> None:
+        if on_gpu:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+
+    def build(compute: Compute):
+        set_seed(0)
+        return paper.build(name).to(device).use(compute)
+
+    base_cfg = TrainConfig.of_model(name, **({"grad_accum": 1} if paper.shapes == "tiny" else {}))  # tiny: quick
+    per_update = base_cfg.batch_size * base_cfg.grad_accum
+    data = synthetic_pairs_for(paper, per_update * min(n_updates, 20))
+    n_docs = 2048 if paper.shapes == "paper" else 64
+    fig: dict = {"rows": {}}
+
+    # scoring: an fp32 eager reference, then each row on the same documents
+    model = build(Compute())
+    query_rows, doc_rows, _, _ = _scoring_inputs(model, data, n_docs)
+    reference = model.score_tokens(query_rows, doc_rows, batch_size=base_batch, device=device, bf16=False)
+    flops_per_doc = _forward_flops(model, query_rows, doc_rows, base_batch, device) / min(base_batch, n_docs)
+    del model
+    for row, (compute, batch) in rows.items():
+        reset_peak()
+        model = build(compute)
+        one = np.arange(min(batch, len(doc_rows)))
+        sync()
+        start = time.perf_counter()
+        model.score_tokens(query_rows.take(one), doc_rows.take(one), batch_size=batch, device=device)  # compiles
+        sync()
+        first_s = time.perf_counter() - start
+        start = time.perf_counter()
+        scores = model.score_tokens(query_rows, doc_rows, batch_size=batch, device=device)
+        sync()
+        seconds = time.perf_counter() - start
+        dps = len(doc_rows) / seconds
+        r = {"docs_per_s": round(dps, 1), "mfu": _mfu(flops_per_doc, dps, peak), "score_batch_size": batch,
+             "compile_s": round(max(0.0, first_s - seconds * batch / len(doc_rows)), 2), "peak_mib": peak_mib(),
+             "max_diff_vs_fp32": float(np.abs(scores - reference).max()), "compute": dataclasses.asdict(compute)}
+        fig["rows"][f"rerank_{row}"] = r
+        for key in ("docs_per_s", "mfu", "compile_s", "peak_mib", "max_diff_vs_fp32"):
+            if r[key] is not None:
+                emit(f"gpu_rerank_{name}_{row}_{key}", r[key])
+        del model
+
+    # training: the model file's recipe, eager (baseline) and compiled (fast), fp32 weights under autocast
+    shape = on_cuda({"batch_size": base_cfg.batch_size, "grad_accum": base_cfg.grad_accum},
+                    {"micro_batch": settings.cuda.micro_batch})
+    fast_cfg = dataclasses.replace(base_cfg, **shape)
+    for row, (compute, cfg) in {"baseline": (Compute(legacy=True), base_cfg),
+                                "fast": (Compute(compile=precision.train_compile and compile_), fast_cfg)}.items():
+        reset_peak()
+        model = build(compute)
+        unique = data.drop_duplicates("docno")
+        docs = model.encode_docs(unique.text.tolist())
+        docs.keys = unique.docno.tolist()
+        workers = loader_workers("auto", device)
+        sync()
+        start = time.perf_counter()
+        warm = train(model, data, seed=0, cfg=dataclasses.replace(cfg, updates=min(2, n_updates)), device=device,
+                     progress=False, docs=docs, workers=workers)  # compiles, if compiled
+        sync()
+        first_s = time.perf_counter() - start
+        result = train(model, data, seed=1, cfg=dataclasses.replace(cfg, updates=n_updates), device=device,
+                       progress=False, docs=docs, workers=workers)
+        ips = result["instances_per_s"]
+        if row == "baseline":
+            pos, neg = pairs_of(data)
+            one = PairBatches.of(model, pos, neg, [np.arange(cfg.batch_size)])[0]
+            flops_per_instance = count_flops(lambda: batch_loss(model, one, device, cfg.bf16).backward()) / (
+                2 * cfg.batch_size)
+            model.zero_grad(set_to_none=True)
+        r = {"instances_per_s": ips, "mfu": _mfu(flops_per_instance, ips, peak), "batch_pairs": cfg.batch_size,
+             "grad_accum": cfg.grad_accum, "updates": n_updates, "peak_mib": peak_mib(),
+             "compile_s": round(max(0.0, first_s - warm["instances"] / ips), 2), "compute": dataclasses.asdict(compute)}
+        fig["rows"][f"train_{row}"] = r
+        for key in ("instances_per_s", "mfu", "compile_s", "peak_mib"):
+            if r[key] is not None:
+                emit(f"gpu_train_{name}_{row}_{key}", r[key])
+        del model
+    if on_gpu:
+        torch.cuda.empty_cache()
+    train_fast, rerank_fast = fig["rows"]["train_fast"], fig["rows"]["rerank_fast"]
+    fig.update({"train_instances_per_s": train_fast["instances_per_s"], "rerank_docs_per_s": rerank_fast["docs_per_s"],
+                "train_flops_per_instance": flops_per_instance, "rerank_flops_per_doc": flops_per_doc,
+                "train_mfu": train_fast["mfu"], "rerank_mfu": rerank_fast["mfu"],
+                "compile_s": round(train_fast["compile_s"] + rerank_fast["compile_s"], 2),
+                "settings": {"batch_pairs": fast_cfg.batch_size, "grad_accum": fast_cfg.grad_accum,
+                             "updates": n_updates, "score_batch_size": fast_batch, "bf16": fast_cfg.bf16,
+                             "max_length": paper.params(name)["max_length"]}})
+    emit(f"gpu_train_{name}_instances_per_s", fig["train_instances_per_s"])
+    emit(f"gpu_rerank_{name}_docs_per_s", fig["rerank_docs_per_s"])
+    return fig
+
+
+def synthetic_pairs_for(paper, n: int):
+    """Training pairs whose documents reach the models' length limit (900 words: 512 tokens at the paper's shapes)."""
+    from leakexp.models.paper import synthetic_pairs
+
+    return synthetic_pairs(n, doc_words=900 if paper.shapes == "paper" else 200)
 
 
 def stage_seconds(store: Path) -> dict[str, float]:

@@ -962,6 +962,27 @@ def case_make_help(ctx: Ctx, command: str) -> None:
     assert documented <= listed, documented - listed
 
 
+def case_make_bench_gpu(ctx: Ctx, command: str) -> None:
+    """The GPU machine's one command: the GPU tests, the gpu bench, then the paper's plan from the file the bench
+    writes where plan reads it (both under the store); on a machine without CUDA it says so and exits non-zero."""
+    import torch
+
+    lines = recipe(command)
+    assert "torch.cuda.is_available()" in lines[0] and "bench-gpu: no CUDA device here" in lines[0], lines
+    steps = " ".join(lines[1:])
+    order = [steps.index(s) for s in ("python -m pytest -m gpu", "python benchmarks/run.py gpu",
+                                      "leakexp plan experiment=paper")]
+    assert order == sorted(order), steps
+    assert "gpu" in [k.value for k in next(node.value for node in ast.parse((ROOT / "benchmarks" / "run.py").read_text()).body
+                                           if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "SECTIONS").keys]
+    if torch.cuda.is_available():
+        return
+    venv = Path(sys.executable).parents[1]
+    result = subprocess.run(["make", "-s", "-o", f"{venv}/.installed", f"VENV={venv}", "bench-gpu"], cwd=ROOT,
+                            capture_output=True, text=True, env=make_env(), timeout=120)
+    assert result.returncode != 0 and "bench-gpu: no CUDA device here" in result.stdout, result.stdout
+
+
 def case_make_bench(ctx: Ctx, command: str) -> None:
     lines = recipe(command)
     assert lines == ["python benchmarks/run.py"], lines
@@ -1057,6 +1078,8 @@ CASES = {
     "leakexp-run -m experiment=demo corpus=toy_core17 leakage=none,msm size=64,128 hydra/launcher=cpu_slurm":
         ("toy", case_cpu_slurm_run),
     "make test-gpu": ("make", case_make_test_gpu),
+    "make bench-gpu": ("make", case_make_bench_gpu),
+    "leakexp plan experiment=paper": ("paper", case_paper_plan),
     "python benchmarks/run.py pipeline": ("system", case_benchmark_section),
     "python benchmarks/run.py demo": ("system", case_benchmark_section),
     # experiments/README.md
@@ -1079,7 +1102,6 @@ CASES = {
 # leakexp commands that only a make recipe spells out
 RECIPES = {
     "leakexp demo": ("toy", case_toy_demo),
-    "leakexp plan experiment=paper": ("paper", case_paper_plan),
     "leakexp status experiment=paper": ("paper", case_paper_status),
     "leakexp tables experiment=paper": ("paper", case_paper_tables),
     "leakexp tables experiment=demo": ("toy", case_toy_tables),

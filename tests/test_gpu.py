@@ -182,3 +182,41 @@ def test_a_document_scores_the_same_in_a_padded_batch_as_alone(name, paper):
     together = model.score(queries, docs, batch_size=len(docs), device=DEVICE, bf16=False)
     alone = [model.score([q], [d], batch_size=1, device=DEVICE, bf16=False)[0] for q, d in zip(queries, docs)]
     assert together == pytest.approx(alone, rel=1e-4, abs=1e-4)
+
+
+@pytest.mark.parametrize("name", ["monot5", "monobert"])
+def test_the_fast_path_scores_a_batch_without_a_sync_and_tracks_fp32(name, paper):
+    """bf16 weights (monoT5's decoder step and the score heads in fp32) at the paper's shapes: a batch without padding
+    goes in without a mask and is scored without a device-to-host sync (CUDA's sync debug mode set to error), the
+    scores track fp32, and the compiled core scores alike."""
+    from leakexp.lib.trainer import host_mask, pin_batch, to_device
+    from leakexp.models.compute import Compute
+
+    if not DEVICE.startswith("cuda"):
+        pytest.skip("the sync debug mode exists on CUDA only")
+    set_seed(0)
+    model = paper.build(name).to(DEVICE)
+    data = synthetic_pairs(32, doc_words=900)
+    queries, docs = data["query"].tolist(), data["text"].tolist()
+    fp32 = model.score(queries, docs, batch_size=32, device=DEVICE, bf16=False)
+    autocast = model.score(queries, docs, batch_size=32, device=DEVICE, bf16=True)
+    model.use(Compute(bf16_weights=True))
+    feats = to_device(pin_batch(host_mask(model.featurize(queries[:32], docs[:32]))), DEVICE, non_blocking=True)
+    assert "attention_mask" not in feats  # 900 words: every row is 512 tokens
+    model.eval()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with torch.inference_mode():
+            scores = model.scores(feats)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert scores.dtype == torch.float32 and torch.isfinite(scores).all()
+    fast = model.score(queries, docs, batch_size=32, device=DEVICE)
+    floor, scale = max(abs(a - b) for a, b in zip(autocast, fp32)), max(1.0, max(abs(s) for s in fp32))
+    drift = max(abs(a - b) for a, b in zip(fast, fp32))
+    # monoT5 scores with bf16 weights in experiment=paper: about autocast's noise floor at most; monoBERT's bf16
+    # weights (not the paper's) only track fp32, as bf16 autocast does (the bench's rows measure both)
+    assert drift <= (2 * floor + 1e-3 if name == "monot5" else 0.05 * scale), (drift, floor)
+    compiled = model.use(Compute(bf16_weights=True, compile=True)).score(queries, docs, batch_size=32, device=DEVICE)
+    assert max(abs(a - b) for a, b in zip(compiled, fast)) <= 0.05 * max(1.0, max(abs(s) for s in fast))

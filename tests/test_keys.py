@@ -23,8 +23,8 @@ from leakexp.runner.store import Store
 from leakexp.grid.registry import settings_of
 
 
-def _runner(s: dict, store) -> Runner:
-    return Runner(s, STAGES, store, schemas=schema_of)
+def _runner(s: dict, store, cuda: bool = False) -> Runner:
+    return Runner(s, STAGES, store, schemas=schema_of, cuda=cuda)
 
 
 def _all_asks(cfg, runner) -> list:
@@ -119,15 +119,18 @@ PAPER_SMALL = ["grid.sizes=[1000,128000]", "grid.seeds=[1,2]"]
 DEMO_SMALL = ["grid.sizes=[128]"]
 
 
-# every leaf of the paper's grid (about 90 s) runs in make test-all; the demo's every time
-@pytest.mark.parametrize("experiment", ["demo", pytest.param("paper", marks=pytest.mark.slow)])
-def test_every_leaf_rekeys_exactly_its_readers(experiment, tmp_path, monkeypatch):
+# every leaf of the paper's grid (about 90 s) runs in make test-all; the demo's every time, as a CPU keys it and as
+# CUDA keys it (the stages that run on a device read more there: precision, how a model computes on CUDA)
+@pytest.mark.parametrize("experiment,cuda", [("demo", False), ("demo", True),
+                                             pytest.param("paper", False, marks=pytest.mark.slow),
+                                             pytest.param("paper", True, marks=pytest.mark.slow)])
+def test_every_leaf_rekeys_exactly_its_readers(experiment, cuda, tmp_path, monkeypatch):
     extra = paper_env(tmp_path, monkeypatch)[1:] + PAPER_SMALL if experiment == "paper" else DEMO_SMALL
     cfg = compose([f"experiment={experiment}", f"store={tmp_path / 'store'}", *extra])
     store = Store(tmp_path / "store")
     base_settings = resolved_values(cfg)
     base_leaves = _settings_leaves(base_settings)
-    base = _runner(base_settings, store)
+    base = _runner(base_settings, store, cuda)
     asks = _all_asks(cfg, base)
     base_keys = {a: base.key(a) for a in asks}
     inputs = {a: [base.normal(b) for v in base.inputs(a).values() for b in (v if isinstance(v, list) else [v])]
@@ -153,7 +156,7 @@ def test_every_leaf_rekeys_exactly_its_readers(experiment, tmp_path, monkeypatch
         changed_leaves = _settings_leaves(s)
         diff = {k for k, v in changed_leaves.items() if base_leaves.get(k, object()) != v}
         diff |= {k for k in base_leaves if k not in changed_leaves}
-        runner = _runner(s, store)
+        runner = _runner(s, store, cuda)
         got, affected = set(), {}
 
         def reads_changed(a) -> bool:  # the stage of ``a`` declares a changed value, or one of its inputs does

@@ -32,8 +32,9 @@ def bench_path(s: Settings) -> Path:
 
 
 def load_measured(path: str | Path) -> dict | None:
-    """The GPU benchmark's figures: {"device", "train_instances_per_s": {model: x}, "rerank_docs_per_s": {...}},
-    or None when there is no file. A file without those figures is an error that names it."""
+    """The GPU benchmark's figures: {"device", "train_instances_per_s": {model: x}, "rerank_docs_per_s": {...},
+    "startup_s", "compile_s"} (monoT5's and monoBERT's figures are those of the path experiment=paper takes on CUDA,
+    their ``fast`` rows), or None when there is no file. A file without those figures is an error that names it."""
     path = Path(path)
     if not path.exists():
         return None
@@ -43,7 +44,8 @@ def load_measured(path: str | Path) -> dict | None:
         out = {"device": str(data["device"]), "path": str(path),
                "train_instances_per_s": {m: float(v["train_instances_per_s"]) for m, v in models.items()},
                "rerank_docs_per_s": {m: float(v["rerank_docs_per_s"]) for m, v in models.items()},
-               "startup_s": {m: float(v["startup_s"]) for m, v in models.items() if "startup_s" in v}}
+               "startup_s": {m: float(v["startup_s"]) for m, v in models.items() if "startup_s" in v},
+               "compile_s": {m: float(v["compile_s"]) for m, v in models.items() if "compile_s" in v}}
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: not a leakexp GPU benchmark file ({type(exc).__name__}: {exc}); rerun "
                          "`python benchmarks/run.py gpu` or delete the file to use the assumed figures") from None
@@ -189,6 +191,8 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
         # every job is a process that imports and loads its word vectors before its first step; the gpu_local,
         # gpu_slurm and cpu_slurm launchers run plan.cells_per_job cells per process (hydra.launcher.cells_per_job)
         startup = (measured or {}).get("startup_s", {}).get(m, assumed.job_startup_s)
+        if s.precision.train_compile or s.precision.rerank_compile:  # each process compiles its graphs (cold: at most)
+            startup += (measured or {}).get("compile_s", {}).get(m, 0.0)
         processes = math.ceil(sum(1 for a in jobs["train"][1] if a.params["model"] == m) / p.cells_per_job)
         overhead_hours[m] = processes * startup / 3600
         # CPU: encoding each document once (a set of `size` instances holds at most `size` documents), and whether

@@ -628,13 +628,17 @@ def train(model: nn.Module, instances: pd.DataFrame, *, seed: int, cfg: TrainCon
 
 def batch_loss(model: nn.Module, batch: dict, device: str, amp: bool, z_loss: float = 0.0) -> torch.Tensor:
     """The loss of one micro-batch of :class:`PairBatches` (``amp``: bf16 autocast, on CUDA only; ``z_loss``: Mesh
-    TF's term, monoT5 only); copies to the device do not block (the batch is in pinned memory on CUDA)."""
+    TF's term, monoT5 only); copies to the device do not block (the batch is in pinned memory on CUDA). A batch
+    without padding goes without its mask (:func:`host_mask`), unless the model computes as before that
+    (``compute.legacy``)."""
+    legacy = getattr(getattr(model, "compute", None), "legacy", False)
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp and str(device).startswith("cuda")):
         if "pos" in batch:
             return model.pair_loss(to_device(batch["pos"], device, non_blocking=True),
                                    to_device(batch["neg"], device, non_blocking=True))
         extra = {"z_loss": z_loss} if z_loss else {}
-        return model.pointwise_loss(to_device(batch["feats"], device, non_blocking=True),
+        feats = batch["feats"] if legacy else host_mask(batch["feats"])
+        return model.pointwise_loss(to_device(feats, device, non_blocking=True),
                                     batch["labels"].to(device, non_blocking=True), **extra)
 
 
@@ -646,6 +650,23 @@ def write_history(history: pd.DataFrame, path: str | Path) -> Path:
 
 def read_history(path: str | Path) -> pd.DataFrame:
     return pd.read_csv(path)
+
+
+def host_mask(feats: dict) -> dict:
+    """``feats`` without its ``attention_mask`` when the batch has no padding, decided on the host where the batch is
+    collated (a device would have to be asked, and wait): a model then attends without a mask (T5's position bias
+    stays (1, H, L, L), BERT gets SDPA's fused kernels) and computes what it computes with an all-ones mask. A padded
+    batch keeps its mask."""
+    mask = feats.get("attention_mask")
+    if isinstance(mask, torch.Tensor) and mask.device.type == "cpu" and bool(mask.all()):
+        return {k: v for k, v in feats.items() if k != "attention_mask"}
+    return feats
+
+
+def pin_batch(feats: dict) -> dict:
+    """The CPU tensors of ``feats`` in pinned memory, so that a non-blocking copy to CUDA overlaps compute."""
+    return {k: v.pin_memory() if isinstance(v, torch.Tensor) and v.device.type == "cpu" else v
+            for k, v in feats.items()}
 
 
 def to_device(feats: dict, device: str, non_blocking: bool = False) -> dict:
@@ -663,14 +684,20 @@ class TrainBudget(Section):
 
 
 class PrecisionSettings(Section):
-    """``precision``: float32 matmul precision and bf16 autocast on CUDA. ``bf16`` is the one switch (conf/config.yaml
-    sets ``train_bf16`` and ``rerank_bf16`` to it): ``precision.bf16=false`` computes in fp32 throughout, as the
-    references did; the two can still be set apart."""
+    """``precision``: float32 matmul precision, bf16 autocast and torch.compile on CUDA. ``bf16`` is the one switch
+    (conf/config.yaml sets ``train_bf16`` and ``rerank_bf16`` to it): ``precision.bf16=false`` computes in fp32
+    throughout, as the references did; the two can still be set apart. ``compile`` likewise for
+    ``train_compile`` and ``rerank_compile``."""
 
     matmul: Literal["highest", "high", "medium"]
     bf16: bool = True
     train_bf16: bool
     rerank_bf16: bool
+    # torch.compile on CUDA of the models with a fast path (monoT5, monoBERT: leakexp.models.compute); ``compile`` is
+    # the one switch conf/config.yaml sets both to
+    compile: bool = False
+    train_compile: bool
+    rerank_compile: bool
 
 
 class ModelTraining(Section):

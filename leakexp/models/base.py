@@ -12,7 +12,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from leakexp.lib.trainer import ModelTraining, to_device
+from leakexp.lib.trainer import ModelTraining, host_mask, pin_batch, to_device
+from leakexp.models.compute import Compute, CudaSettings, compiled
 from leakexp.models.tokens import Tokens, check_source
 from leakexp.runner.schema import Name, Section
 
@@ -33,6 +34,10 @@ class Reranker(nn.Module):
     CHECKPOINT_ALTERNATIVE: str = "bundled"
     objective: str = "pairwise"  # or "pointwise"
     margin: float = 1.0
+    # how the model computes (leakexp.models.compute): what the stages set from precision.*_compile and
+    # models.<name>.cuda on CUDA for a model with FAST_PATH (monoT5, monoBERT); the others keep the default
+    FAST_PATH: bool = False
+    compute: Compute = Compute()
 
     @classmethod
     def reads_idf(cls, params: dict) -> bool:
@@ -135,25 +140,45 @@ class Reranker(nn.Module):
         """Scores (float64) of aligned query and document rows, in batches of documents of similar length.
 
         ``device`` defaults to where the parameters are. On CUDA, ``bf16`` runs the forward pass under bf16
-        autocast (config ``precision.rerank_bf16``); on a CPU it changes nothing. Scores are read from the device
-        once, at the end, and stored as ``score_dtype`` (:func:`round_scores`: ``float16`` rounds them as
-        Capreolus stores them).
+        autocast (config ``precision.rerank_bf16``) unless the model scores with bf16 weights (``compute``); on a CPU
+        it changes nothing. Each batch is collated on the host, where its padding mask is decided (none for a batch
+        without padding), copied from pinned memory without blocking, and its scores are read from the device once,
+        after the next batch is queued; a compiled model gets batches of one size (the last padded with repeated
+        rows, whose scores are dropped). Scores are stored as ``score_dtype`` (:func:`round_scores`: ``float16``
+        rounds them as Capreolus stores them).
         """
         self.eval()
         device = self._device(device)
-        use_bf16 = bf16 and device.startswith("cuda")
+        cuda = device.startswith("cuda")
+        how = self.compute
+        use_bf16 = bf16 and cuda and not how.bf16_weights
         collate = self.collator()
         order = np.argsort(docs.full, kind="stable")
-        batches = []
+        out = np.zeros(len(order), dtype=np.float64)
+
+        def read(idx: np.ndarray, scores: torch.Tensor) -> None:  # the one device-to-host read of a batch
+            out[idx] = scores[: len(idx)].cpu().numpy()
+
+        pending = None  # the previous batch's scores, read once the next batch is queued behind them
         for s in range(0, len(order), batch_size):
             idx = order[s : s + batch_size]
-            feats = to_device(collate(queries.take(idx), docs.take(idx)), device, non_blocking=True)
+            rows = np.concatenate([idx, np.repeat(idx[-1:], batch_size - len(idx))]) if how.compile else idx
+            feats = collate(queries.take(rows), docs.take(rows))
+            if not how.legacy:
+                feats = pin_batch(host_mask(feats)) if cuda else host_mask(feats)
+            feats = to_device(feats, device, non_blocking=True)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
-                batches.append(self(**feats).float())  # no sync here: the next batch is collated meanwhile
-        out = np.zeros(len(order), dtype=np.float64)
-        if batches:
-            out[order] = torch.cat(batches).cpu().numpy()
+                scores = self.scores(feats)
+            if pending is not None:
+                read(*pending)
+            pending = (idx, scores)
+        if pending is not None:
+            read(*pending)
         return round_scores(out, score_dtype)
+
+    def scores(self, feats: dict) -> torch.Tensor:
+        """(B,) fp32 scores of one batch on the device (what :meth:`score_tokens` reads)."""
+        return self(**feats).float()
 
     # -- checkpoints ----------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -179,11 +204,41 @@ class HFReranker(Reranker):
 
     hf_attr: str
     hparams: dict
+    FAST_PATH = True
 
     def config(self) -> dict:
         return dict(self.hparams)
 
+    # -- how it computes (leakexp.models.compute) ------------------------------------------------------
+    def use(self, compute: Compute) -> "HFReranker":
+        """Compute as ``compute`` says from now on. bf16 weights are cast here, once (:meth:`cast_for_scoring`):
+        such a model scores, and is neither trained nor saved."""
+        if compute.bf16_weights and not self.compute.bf16_weights:
+            self.cast_for_scoring()
+        self.compute = compute
+        self.__dict__["_cores"] = {}
+        return self
+
+    def cast_for_scoring(self) -> None:
+        """The weights in bf16, the score head in fp32 (each model says what its head is)."""
+        raise NotImplementedError
+
+    def _core(self, kind: str, fn):
+        """``fn`` as the model runs it: compiled once per kind (``score``, ``loss``) when ``compute.compile``."""
+        if not self.compute.compile:
+            return fn
+        cores = self.__dict__.setdefault("_cores", {})
+        if kind not in cores:
+            cores[kind] = compiled(fn, int(self.hparams.get("max_length", 512)))
+        return cores[kind]
+
+    def scores(self, feats: dict) -> torch.Tensor:
+        return self._core("score", self.forward)(**feats).float()
+
     def save(self, out: Path) -> None:
+        if self.compute.bf16_weights:
+            raise RuntimeError(f"{self.name}: a model cast to bf16 for scoring is not saved; load its checkpoint "
+                               "again")
         out = Path(out)
         getattr(self, self.hf_attr).save_pretrained(out)
         self.tokenizer.save_pretrained(out)
@@ -196,14 +251,16 @@ class HFReranker(Reranker):
         return cls(**dict(cfg, checkpoint=str(path)))
 
 
-def padding_mask_4d(attention_mask: torch.Tensor, config) -> torch.Tensor:
+def padding_mask_4d(attention_mask: torch.Tensor | None, config) -> torch.Tensor | None:
     """A (B, L) 0/1 padding mask as the (B, 1, 1, L) mask transformers would build from it, built here where it lives.
 
-    On CUDA, transformers (>= 5) first asks whether the mask has any padding (``padding_mask.all()`` in
-    ``masking_utils._ignore_bidirectional_mask_sdpa``), which copies a result to the host and stalls every forward
+    The host decides whether a batch has padding (:func:`leakexp.lib.trainer.host_mask`: no mask without padding, so
+    T5's position bias stays (1, H, L, L) and BERT reaches the fused SDPA kernels); a mask that arrives is a padded
+    batch's. On CUDA, transformers (>= 5) would ask the device whether a 2D mask has any padding (``padding_mask.all()``
+    in ``masking_utils._ignore_bidirectional_mask_sdpa``), which copies a result to the host and stalls every forward
     pass; a 4D mask is passed through as is. Only for CUDA tensors: on a CPU the check costs nothing and transformers'
-    own path (no mask for an unpadded batch) keeps today's numbers. The form follows the attention implementation:
-    boolean (keep = True) for SDPA, additive (0 or the dtype's minimum) for eager attention."""
+    own path keeps today's numbers. The form follows the attention implementation: boolean (keep = True) for SDPA,
+    additive (0 or the dtype's minimum) for eager attention."""
     if attention_mask is None or attention_mask.device.type != "cuda" or attention_mask.dim() != 2:
         return attention_mask
     return as_4d_mask(attention_mask, config)
@@ -345,6 +402,8 @@ class ModelSettings(Section):
 
     name: Name
     train: ModelTraining
+    # how the model computes on CUDA (leakexp.models.compute.CudaSettings; read there only): monoT5 and monoBERT
+    cuda: CudaSettings | None = None
     # the precision a score is stored in before ranking (re-ranking, memorization ranks, robustness):
     # float16 = Capreolus v0.2.x (trainer/pytorch.py:320-321 at v0.2.6, predict: score.astype(np.float16)), which
     # makes the ties the paper breaks by docno; experiment=paper sets it for knrm, pacrr and duet

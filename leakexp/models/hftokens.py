@@ -13,6 +13,7 @@ import torch
 from tqdm.auto import tqdm
 
 from leakexp.lib import hub
+from leakexp.models.compute import bucket_width
 from leakexp.models.tokens import Tokens
 
 TEXTS_PER_CALL = 1000  # texts per tokenizer call
@@ -77,10 +78,13 @@ def check_rows(tokens: Tokens, need: np.ndarray, what: str) -> None:
                          f"{int(need[i])} are read: tokens stored for another max_length?")
 
 
-def pad_rows(rows: list[np.ndarray], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, longest) int64 ids right-padded with ``pad``, and the int64 attention mask."""
+def pad_rows(rows: list[np.ndarray], pad: int, multiple: int = 0,
+             max_length: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, width) int64 ids right-padded with ``pad``, and the int64 attention mask; the width is the longest row's,
+    padded up to a multiple of ``multiple`` (not beyond ``max_length``) for a compiled model's static shapes
+    (:func:`leakexp.models.compute.bucket_width`)."""
     lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-    width = int(lengths.max(initial=0))
+    width = bucket_width(int(lengths.max(initial=0)), max_length, multiple)
     ids = np.full((len(rows), width), pad, dtype=np.int64)
     for i, r in enumerate(rows):
         ids[i, : len(r)] = r

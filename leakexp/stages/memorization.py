@@ -39,7 +39,7 @@ from pydantic import Field
 from leakexp.runner.schema import Name, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, ConfigError, Context, Stage
 from leakexp.stages.cell import Cell, cell_path, memorization_params, rerank_params, set_params, train_params
-from leakexp.stages.rerank import load_model, scoring
+from leakexp.stages.rerank import load_model, scoring, scoring_reads
 from leakexp.stages.train import reads_idf
 from leakexp.toolkit.annotations import verified_leaks
 
@@ -85,8 +85,8 @@ def wanted(s: Settings, cell: "Cell") -> bool:
 # -- the stage ------------------------------------------------------------------------------------------
 def _reads(p: dict, cuda: bool) -> list[str]:
     # the model's settings say whether it reads idf (then the corpus's df table is an input)
-    return ["rerank.query_field", "models.{model}", "!models.{model}.train.score_batch_size"] + (
-        ["memorization.msm_query"] if p["leakage"] == "msm" else []) + (["precision.rerank_bf16"] if cuda else [])
+    return ["rerank.query_field", *scoring_reads(p, cuda)] + (["memorization.msm_query"] if p["leakage"] == "msm"
+                                                               else [])
 
 
 def _inputs(p: dict, c) -> dict:

@@ -7,8 +7,9 @@ from typing import Literal
 
 import pandas as pd
 
-from leakexp.models import load_checkpoint
+from leakexp.models import get, load_checkpoint
 from leakexp.models.base import Reranker, rank_with_docno_ties
+from leakexp.models.compute import Compute
 from leakexp.models.tokens import Tokens
 from leakexp.lib.trec import write_run
 from leakexp.runner.schema import PositiveInt, Section
@@ -42,8 +43,15 @@ def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, d
     return rank_with_docno_ties(res[["qid", "query", "docno", "score"]])
 
 
-def _reads(p: dict, cuda: bool) -> list[str]:
-    return ["models.{model}", "!models.{model}.train.score_batch_size"] + (["precision.rerank_bf16"] if cuda else [])
+def scoring_reads(p: dict, cuda: bool) -> list[str]:
+    """What scoring with the cell's model reads (re-ranking, memorization, robustness): the model's settings (whether
+    it reads idf, how its scores are stored), and on CUDA its precision and how it computes there; never a batch size
+    (speed only) nor how it trains on CUDA."""
+    reads = ["models.{model}", "!models.{model}.train.score_batch_size"]
+    if not cuda:  # how a model computes on CUDA: read there only
+        return reads + ["!models.{model}.cuda"]
+    reads += ["!models.{model}.cuda.score_batch_size", "!models.{model}.cuda.micro_batch", "precision.rerank_bf16"]
+    return reads + (["precision.rerank_compile"] if get(p["model"]).FAST_PATH else [])
 
 
 def _inputs(p: dict, c) -> dict:
@@ -61,7 +69,19 @@ def load_model(ctx: Context, name: str = "model", df: str = "df") -> Reranker:
     model = load_checkpoint(ctx.inputs[name]).to(ctx.runtime.device)
     if model.needs_idf:
         model.use_idf(ctx.inputs[df])
+    if ctx.runtime.device.startswith("cuda") and model.FAST_PATH:
+        model.use(scoring_compute(ctx))
     return model
+
+
+def scoring_compute(ctx: Context) -> Compute:
+    """How the cell's model scores on CUDA (leakexp.models.compute): bf16 weights where ``models.<model>.cuda``
+    says so and ``precision.rerank_bf16`` is on, compiled where ``precision.rerank_compile`` is, monoT5's options."""
+    cuda = ctx.settings(f"models.{ctx.params['model']}").cuda
+    precision = ctx.settings("precision")
+    return Compute(bf16_weights=precision.rerank_bf16 and cuda.rerank_weights == "bf16",
+                   compile=precision.rerank_compile, bias_once=getattr(cuda, "position_bias_once", False),
+                   single_query=getattr(cuda, "single_query_cross_attention", False))
 
 
 def scoring(ctx: Context) -> dict:
@@ -85,7 +105,7 @@ def _rerank(ctx: Context, tmp: Path) -> dict:
 
 
 RERANK = Stage(
-    "rerank", version=3, reads=_reads, inputs=_inputs, compute=_rerank, normalise=rerank_params,
+    "rerank", version=3, reads=scoring_reads, inputs=_inputs, compute=_rerank, normalise=rerank_params,
     path=lambda p, c: rerank_path(p), device=True,
     describe="a trained model's re-ranking of the first-stage run of a corpus",
 )

@@ -43,7 +43,7 @@ from leakexp.lib.robustness_stats import attack_effects, drop_rate, manipulation
 from leakexp.runner.schema import Name, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
 from leakexp.stages.cell import rerank_params, rerank_path, train_params
-from leakexp.stages.rerank import load_model, rerank, scoring
+from leakexp.stages.rerank import load_model, rerank, scoring, scoring_reads
 from leakexp.stages import perturbations
 from leakexp.stages.perturbations import DOCS, QUERIES
 from leakexp.stages.train import reads_idf
@@ -151,11 +151,6 @@ def _ood(ctx: Context, tmp: Path) -> dict:
             "disjoint_mean": float(m[~m.shared].value.mean()) if (~m.shared).any() else None}
 
 
-def _scoring_reads(p: dict, cuda: bool) -> list[str]:
-    """What scoring with the cell's model reads: the model's config (whether it reads idf), bf16 on CUDA."""
-    return ["models.{model}", "!models.{model}.train.score_batch_size"] + (["precision.rerank_bf16"] if cuda else [])
-
-
 def _model_inputs(p: dict, c: Config) -> dict:
     """The re-ranking, the trained model, the ranked collection and (for models that read idf) its df table."""
     inputs = {**_eval_inputs(p, c), "model": Ask.of("train", **train_params(p))}
@@ -235,13 +230,13 @@ OOD_STAGE = Stage(
 )
 QUERY_STAGE = Stage(
     QUERY, version=2, reads=lambda p, cuda: ["robustness.measure", "robustness.first_stage", "evaluate.no_relevant",
-                                             *_scoring_reads(p, cuda)],
+                                             *scoring_reads(p, cuda)],
     inputs=_query_inputs, compute=_query, normalise=_part_params("attack"),
     path=lambda p, c: _part_path(p, p["attack"]), device=True,
     describe="a cell's model re-ranking its corpus's attacked queries (DR_query)",
 )
 DOC_STAGE = Stage(
-    DOC, version=2, reads=_scoring_reads, compute=_doc, normalise=_part_params("kind"),
+    DOC, version=2, reads=scoring_reads, compute=_doc, normalise=_part_params("kind"),
     inputs=lambda p, c: {**_model_inputs(p, c), "docs": Ask.of(DOCS, corpus=p["target"], kind=p["kind"])},
     path=lambda p, c: _part_path(p, p["kind"]), device=True,
     describe="a cell's rankings before and after manipulated documents (Top Change, Kendall-tau distance)",

@@ -10,6 +10,7 @@ import pandas as pd
 from leakexp.lib import hub
 from leakexp.lib.trainer import ResumeState, TrainConfig, loader_workers, set_seed, train, write_history
 from leakexp.models import get
+from leakexp.models.compute import Compute, micro_batch_error
 from leakexp.runner.config import model_config
 from leakexp.runner.stage import Ask, ConfigError, ConfigErrors, Context, Stage
 from leakexp.runner.store import Store, atomic_write_json
@@ -22,10 +23,42 @@ def reads_idf(config, model: str) -> bool:
     return get(model).reads_idf(config.settings(f"models.{model}").dump())
 
 
+# what a model's cuda: block says of scoring alone (leakexp.models.compute.CudaSettings): no part of a checkpoint's key
+SCORING_ONLY = ("score_batch_size", "rerank_weights", "single_query_cross_attention")
+
+
 def _train_reads(p: dict, cuda: bool) -> list[str]:
     # score_dtype is how re-ranking stores a score, not how a model trains: no part of a checkpoint's key
     reads = ["models.{model}", "!models.{model}.train.score_batch_size", "!models.{model}.score_dtype", "train"]
-    return reads + (["precision.matmul", "precision.train_bf16"] if cuda else [])
+    if not cuda:  # how a model computes on CUDA: read there only
+        return reads + ["!models.{model}.cuda"]
+    reads += [f"!models.{{model}}.cuda.{k}" for k in SCORING_ONLY] + ["precision.matmul", "precision.train_bf16"]
+    return reads + (["precision.train_compile"] if get(p["model"]).FAST_PATH else [])
+
+
+def check_micro_batches(s: Settings) -> None:
+    """Each model's ``cuda.micro_batch`` cuts an update's pairs into equal micro-batches."""
+    for name in s.model_names:
+        m = s.model_of(name)
+        why = micro_batch_error(name, getattr(m, "cuda", None), m.train.batch_size, m.train.grad_accum)
+        if why:
+            raise ConfigError(why)
+
+
+def on_cuda(model_train: dict, cuda: dict | None) -> dict:
+    """The model's ``train:`` block as it trains on CUDA: ``cuda.micro_batch`` pairs per micro-batch, as many
+    micro-batches per update as keep the update's pairs (:func:`check_micro_batches`)."""
+    micro = (cuda or {}).get("micro_batch")
+    if not micro:
+        return model_train
+    pairs = model_train["batch_size"] * model_train["grad_accum"]
+    return dict(model_train, batch_size=micro, grad_accum=pairs // micro)
+
+
+def training_compute(ctx: Context, cuda: dict | None) -> Compute:
+    """How the cell's model trains on CUDA (``precision.train_compile``, ``models.<model>.cuda``); fp32 weights."""
+    return Compute(compile=ctx.settings("precision").train_compile,
+                   bias_once=bool((cuda or {}).get("position_bias_once", False)))
 
 
 def _train_inputs(p: dict, c) -> dict:
@@ -43,18 +76,23 @@ def _train(ctx: Context, tmp: Path) -> dict:
     model = ctx.settings(f"models.{model_name}").dump()
     model_train = model.pop("train")
     model.pop("score_dtype", None)  # read by the stages that score (rerank, memorization, robustness)
+    cuda = model.pop("cuda", None)  # how it computes on CUDA (declared there only)
     params = {k: v for k, v in model.items() if k != "name"}  # the constructor's parameters
     if "vocab" in ctx.input_names:
         params["checkpoint"] = str(ctx.inputs["vocab"])
+    device = ctx.runtime.device
+    on_gpu = device.startswith("cuda")
     # read (and part of the key) on CUDA only: autocast is a CUDA setting here
     bf16 = ctx.settings("precision").train_bf16 if "precision" in ctx.config else False
-    tcfg = TrainConfig.from_config(model_train, ctx.settings("train").dump(), bf16=bf16)
+    tcfg = TrainConfig.from_config(on_cuda(model_train, cuda) if on_gpu else model_train, ctx.settings("train").dump(),
+                                   bf16=bf16)
     instances = pd.read_parquet(ctx.inputs["set"] / "instances.parquet")
     set_seed(seed)  # the seed also fixes the random initialisation
     model = get(model_name)(**params)
     if model.needs_idf:
         model.use_idf(ctx.inputs["df"])
-    device = ctx.runtime.device
+    if on_gpu and model.FAST_PATH:
+        model.use(training_compute(ctx, cuda))
     # the resumable state lives beside the artifact until it is done (the store then removes it), keyed by the
     # artifact's key and this stage's version: a state of another configuration or code is never read
     resume = ResumeState(Store.partial_path(ctx.path), identity=f"{ctx.stage.name} v{ctx.stage.version} {ctx.key}",
@@ -104,6 +142,6 @@ def require_checkpoints(s: Settings) -> None:
 
 TRAIN = Stage(
     "train", version=4, reads=_train_reads, inputs=_train_inputs, compute=_train, normalise=train_params,
-    path=lambda p, c: cell_path(p), device=True, verify=True, require=require_checkpoints,
+    path=lambda p, c: cell_path(p), device=True, verify=True, require=require_checkpoints, check=check_micro_batches,
     describe="a re-ranker trained on a training set with a seed",
 )
