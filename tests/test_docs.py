@@ -983,6 +983,29 @@ def case_make_bench_gpu(ctx: Ctx, command: str) -> None:
     assert result.returncode != 0 and "bench-gpu: no CUDA device here" in result.stdout, result.stdout
 
 
+def _dry_run(target: str, venv: str) -> list[str]:
+    result = subprocess.run(["make", "-n", "-s", f"VENV={venv}", target], cwd=ROOT, capture_output=True, text=True,
+                            env=make_env(), timeout=60)
+    assert result.returncode == 0, result.stderr
+    return [line.strip() for line in result.stdout.splitlines() if line.strip()]
+
+
+def case_make_setup(ctx: Ctx, command: str) -> None:
+    """A fresh environment: the pinned pip, the CPU torch, then leakexp under requirements.lock's versions."""
+    steps = " ; ".join(_dry_run("setup", str(ctx.tmp / "fresh-venv")))
+    order = [steps.index(s) for s in ("pip install -q pip==", "pip install -q torch==2.13.0",
+                                      "pip install -q -c requirements.lock -e '.[dev]'", "--no-deps pyserini==")]
+    assert order == sorted(order), steps
+
+
+def case_make_lock(ctx: Ctx, command: str) -> None:
+    """The lock resolved in a fresh environment without the old lock's constraints, frozen over it."""
+    steps = _dry_run("lock", str(ctx.tmp / "unused"))
+    joined = " ; ".join(steps)
+    assert "-m venv .lock-venv" in joined and "pip install -q -e '.[dev]'" in joined and "-c requirements" not in joined
+    assert "pip freeze --exclude-editable" in joined and "mv requirements.lock.new requirements.lock" in joined
+
+
 def case_make_bench(ctx: Ctx, command: str) -> None:
     lines = recipe(command)
     assert lines == ["python benchmarks/run.py"], lines
@@ -998,6 +1021,8 @@ CASES = {
     # README.md: the two commands, the real grid, one cell
     "make demo": ("make", case_make_leakexp),
     "make test": ("make", case_make_pytest),
+    "make setup": ("make", case_make_setup),
+    "make lock": ("make", case_make_lock),
     "make test PARALLEL=": ("make", case_make_pytest),
     "make fetch": ("make", case_make_leakexp),
     "leakexp fetch experiment=paper": ("paper", case_paper_fetch),
