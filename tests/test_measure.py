@@ -283,3 +283,11 @@ def test_measure_starts_without_torch(files):
                 f"store={files / 'store'}"]
         proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
         assert proc.stdout.strip().splitlines()[-1] == "rc 0 heavy []", proc.stdout + proc.stderr
+
+
+def test_runs_and_overrides_after_the_measures_are_still_runs_and_overrides(files):
+    """``-m`` takes every word up to the next option, as trec_eval users write it: ``-m nDCG@10 P@1 run --qrels q``."""
+    rc, out, err = _measure(files, "-m", "RR", "MFR", str(files / "a.run"), "evaluate.mfr=arithmetic",
+                            "evaluate.mfr_missing=skip", "--qrels", str(files / "qrels.txt"))
+    assert rc == 0, err
+    assert _lines(out)["a"] == ["RR: 0.5000", "MFR: 1.5000"]  # (2 + 1) / 2, q3's miss left out
