@@ -152,3 +152,23 @@ def test_docs_python_example_runs_on_a_finished_store(small_run, small_store, mo
     evaluation = namespace["store"].evaluation(cell)
     assert results.set_index("name").loc["BM25 >> KNRM", "P@1"] == pytest.approx(
         evaluation[evaluation.measure == "P@1"].value.mean(), abs=0.05)  # pytrec_eval's tie order aside
+
+
+def test_a_model_that_reads_idf_scores_as_the_stored_run(seeded_store, tmp_path):
+    """Duet reads the idf of the collection it ranks: the API gives it the corpus's df table, as the stage does."""
+    import leakexp
+    from leakexp.grid.registry import runner
+    from leakexp.grid.work import run_cell
+    from leakexp.runner.config import compose
+
+    store_dir = seeded_store(tmp_path / "store")
+    overrides = [*SMALL, "grid.models=[duet]", "grid.corpora=[toy_core17]", "grid.leakages=[test]", "grid.sizes=[128]"]
+    from leakexp.stages.cell import Cell
+
+    cell = Cell("toy_core17", "test", 128, "duet", 1)
+    run_cell(runner(compose([f"store={store_dir}", *overrides])), cell)
+    store = leakexp.open_store(store_dir, overrides=overrides)
+    assert store.model(cell).needs_idf
+    ours = (store.first_stage(cell.corpus) >> store.reranker(cell))(store.topics(cell.corpus))
+    both = store.run(cell).merge(ours, on=["qid", "docno"], suffixes=("", "_api"))
+    assert len(both) == len(ours) > 0 and (both.score - both.score_api).abs().max() < 1e-6
