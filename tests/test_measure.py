@@ -245,17 +245,21 @@ def test_two_runs_and_more_are_compared_with_paired_t_tests_and_bonferroni(tmp_p
     assert rc == 2 and "--baseline D" in err and "A, B, C" in err
 
 
-@pytest.mark.parametrize("case", ["run of another collection", "qrels of another collection", "one of two runs"])
+@pytest.mark.parametrize("case", ["run of another collection", "qrels of another collection", "one of two runs",
+                                  "no relevant judgment"])
 def test_a_run_that_matches_no_judged_topic_is_an_error_naming_both_files(files, case):
     (files / "other.run").write_text("x1 Q0 a 1 3.0 t\nx2 Q0 b 1 2.0 t\n")
     (files / "other-qrels.txt").write_text("x1 0 a 1\nx2 0 b 0\n")
+    (files / "zero-qrels.txt").write_text("q1 0 a 0\nq2 0 x 0\n")
     runs, qrels = {"run of another collection": ([files / "other.run"], files / "qrels.txt"),
                    "qrels of another collection": ([files / "a.run"], files / "other-qrels.txt"),
-                   "one of two runs": ([files / "a.run", files / "other.run"], files / "qrels.txt")}[case]
+                   "one of two runs": ([files / "a.run", files / "other.run"], files / "qrels.txt"),
+                   "no relevant judgment": ([files / "a.run"], files / "zero-qrels.txt")}[case]
     rc, out, err = _measure(files, *map(str, runs), "--qrels", str(qrels))
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1, err
-    assert str(runs[-1]) in lines[0] and str(qrels) in lines[0] and "no topic" in lines[0]
+    assert str(runs[-1]) in lines[0] and str(qrels) in lines[0]
+    assert ("no judged topic has a relevant judgment" if case == "no relevant judgment" else "no topic") in lines[0]
     assert out == ""
 
 

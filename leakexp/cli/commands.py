@@ -30,7 +30,7 @@ from leakexp.data.judgments import run_path
 from leakexp.grid import robustness
 from leakexp.grid.work import (cell_workers, complete, grid_jobs, grid_status, lineage, memorization_all,
                                needed_indexes, render_status, run_cell, run_job, run_job_in_worker, scheduler_notes)
-from leakexp.grid.registry import compose_checked, runner, settings_of, unmet_requirements
+from leakexp.grid.registry import runner, settings_of, unmet_requirements
 from leakexp.stages.robustness import robustness_settings
 from leakexp.stages.build import check_size
 from leakexp.lib.training_sets import export_monot5, training_queries

@@ -14,6 +14,7 @@ authors' BM25 runs give the paper's MFR range:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -24,6 +25,7 @@ from leakexp.data.files import DataFormatError, read_qrels
 from leakexp.data.judgments import qrels_path, run_path
 from leakexp.lib.measures import (average, check_mfr, mfr_caption, no_relevant_note, parse_measures, per_query,
                                   without_relevant)
+from leakexp.lib.report import markdown_table
 from leakexp.lib.trec import read_run
 from leakexp.runner.stage import ConfigError
 from leakexp.toolkit.queries import source_name
@@ -123,9 +125,9 @@ def score_run(name: str, path: Path, run: pd.DataFrame, qrels: pd.DataFrame, qre
     empty = set(without_relevant(qrels)) if settings.no_relevant == "skip" else set()
     averaged = judged - empty if settings.complete else (judged & run_topics) - empty
     if not averaged:
-        raise DataFormatError(f"{path} and --qrels {qrels_file}: none of the topics they share has a relevant "
-                              "judgment (label >= 1), so no topic is averaged; give evaluate.no_relevant=zero to count "
-                              "them as 0")
+        which = "no judged topic" if settings.complete else "none of the judged topics the run has"
+        raise DataFormatError(f"{path} and --qrels {qrels_file}: {which} has a relevant judgment (label >= 1), so no "
+                              "topic is averaged; give evaluate.no_relevant=zero to count them as 0")
     depth = settings.depth or (int(run.groupby("qid").size().max()) if len(run) else 1)
     pq = per_query(run, qrels[qrels.qid.astype(str).isin(averaged | empty)], list(settings.measures),
                    mfr_missing=settings.mfr_missing, depth=depth, no_relevant=settings.no_relevant)
@@ -161,33 +163,34 @@ def baseline_of(names: Sequence[str], baseline: str | None) -> tuple[str, str]:
     return baseline, "--baseline"
 
 
+def _values(s: Scored, measure: str) -> pd.Series:
+    return s.per_topic[s.per_topic.measure == measure].set_index("qid").value
+
+
 def compare(scored: list[Scored], baseline: str, settings: MeasureSettings, alpha: float = 0.05) -> pd.DataFrame:
     """Each run against ``baseline`` per measure: the topics both average, their means, the difference, the paired
-    t-test's p and its Bonferroni correction over the compared runs (as the tables correct over leakage types)."""
+    t-test's p (none with fewer than two topics) and its Bonferroni correction over the compared runs, as the tables
+    correct over the leakage types."""
     from leakexp.lib.stats import bonferroni, paired_t  # scipy and statsmodels: only when runs are compared
 
-    by_name = {s.name: s for s in scored}
-    base = by_name[baseline]
-    others = [s for s in scored if s.name != baseline]
+    base = next(s for s in scored if s.name == baseline)
     rows = []
     for m in settings.measures:
-        def values(s: Scored) -> pd.Series:
-            return s.per_topic[s.per_topic.measure == m].set_index("qid").value
-
-        b = values(base)
+        b = _values(base, m).dropna()
         tests = []
-        for s in others:
-            v = values(s)
-            shared = v.dropna().index.intersection(b.dropna().index)
-            p, n = paired_t(v[shared], b[shared], m, settings.mfr)
-            tests.append((s, v, shared, p if n >= 2 else float("nan")))
-        fixed = iter(bonferroni([p for *_, p in tests if p == p]))
-        for s, v, shared, p in tests:
-            corrected = next(fixed) if p == p else float("nan")
-            mean, base_mean = average(v[shared], m, settings.mfr), average(b[shared], m, settings.mfr)
-            rows.append({"run": s.name, "measure": m, "topics": len(shared), "mean": mean, "baseline": base_mean,
-                         "delta": mean - base_mean, "p": p, "p_bonferroni": corrected,
-                         "significant": "yes" if corrected < alpha else "no"})
+        for s in scored:
+            if s is not base:
+                v = _values(s, m).dropna()
+                shared = v.index.intersection(b.index)
+                p, n = paired_t(v[shared], b[shared], m, settings.mfr)
+                tests.append((s, v[shared], b[shared], p if n >= 2 else math.nan))
+        corrected = iter(bonferroni([p for *_, p in tests if not math.isnan(p)]))
+        for s, v, w, p in tests:
+            p_bonferroni = math.nan if math.isnan(p) else next(corrected)
+            mean, base_mean = average(v, m, settings.mfr), average(w, m, settings.mfr)
+            rows.append({"run": s.name, "measure": m, "topics": len(v), "mean": mean, "baseline": base_mean,
+                         "delta": mean - base_mean, "p": p, "p_bonferroni": p_bonferroni,
+                         "significant": "yes" if p_bonferroni < alpha else "no"})
     columns = ["run", "measure", "topics", "mean", "baseline", "delta", "p", "p_bonferroni", "significant"]
     return pd.DataFrame(rows, columns=columns)
 
@@ -218,8 +221,6 @@ def report(scored: list[Scored], settings: MeasureSettings, empty: list[str], *,
     """The lines ``leakexp measure`` prints: the settings; per run which topics it averages and one ``measure:
     value`` line each (``per_topic``: trec_eval's ``-q`` lines); with two or more runs, the paired t-tests against
     the baseline; notes on MFR and on topics without a relevant judgment."""
-    from leakexp.lib.report import markdown_table
-
     lines = [f"settings: {settings.line()}"]
     for s in scored:
         lines.append(run_line(s, settings.complete))
