@@ -268,6 +268,11 @@ def test_overrides_measure_does_not_read_are_refused(files):
     assert rc == 2 and "rerank.depth" in err and "--depth 5" in err and len(err.strip().splitlines()) == 1
     rc, out, err = _measure(files, str(files / "a.run"), "--qrels", str(files / "qrels.txt"), "model=duet")
     assert rc == 2 and "model=duet" in err and len(err.strip().splitlines()) == 1
+    for override, says in (("evaluate.mfr=foo", "evaluate.mfr: input should be"), ("evaluate.folds=1", "evaluate.folds"),
+                           ("evalute.mfr=arithmetic", "did you mean evaluate.mfr=arithmetic"),
+                           ("evaluate.measures=[nDCG@10,Bogus]", "evaluate.measures: cannot parse 'Bogus'")):
+        rc, out, err = _measure(files, str(files / "a.run"), "--qrels", str(files / "qrels.txt"), override)
+        assert rc == 2 and says in err and len(err.strip().splitlines()) == 1, (override, err)
 
 
 def test_measure_starts_without_torch(files):

@@ -7,10 +7,11 @@ grid's stages nor torch (a test holds that).
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
-from leakexp.runner.config import ConfigError, compose, resolved_values, top_level_keys, RunSettings
-from leakexp.runner.schema import Settings
+from leakexp.runner.config import ConfigError, compose, resolved_values, top_level_keys
+from leakexp.runner.schema import validate
 from leakexp.runner.store import atomic_write_text
 from leakexp.stages.evaluate import EvaluateSettings
 from leakexp.toolkit import measure
@@ -35,6 +36,12 @@ def split_words(words: list[str], measures: list[str] | None) -> tuple[list[str]
         named = [w for w in measures if not (_is_override(w, keys) or Path(w).is_file() or w.startswith("bundled:"))]
         words += [w for w in measures if w not in named]
     overrides = [w for w in words if _is_override(w, keys)]
+    for w in words:
+        head = w.partition("=")[0].lstrip("+~").split(".")[0]
+        if w not in overrides and "." in w.partition("=")[0] and not Path(w).exists() and \
+                (close := difflib.get_close_matches(head, keys, n=1, cutoff=0.75)):
+            raise ConfigError(f"{w}: {head} is no setting and no run file; did you mean "
+                              f"{close[0]}{w.partition('=')[0].lstrip('+~')[len(head):]}={w.partition('=')[2]}?")
     return [w for w in words if w not in overrides], overrides, named
 
 
@@ -49,9 +56,9 @@ def check_overrides(overrides: list[str]) -> None:
 
 
 def evaluation_settings(overrides: list[str]) -> EvaluateSettings:
-    """The ``evaluate`` section of the configuration ``overrides`` compose, checked against its schema."""
-    settings = Settings(resolved_values(compose(overrides)), {"evaluate": EvaluateSettings}.__getitem__, RunSettings)
-    return settings.evaluate
+    """The ``evaluate`` section of the configuration ``overrides`` compose, checked against its schema (a bad value
+    is a ConfigError naming the setting)."""
+    return validate("evaluate", EvaluateSettings, resolved_values(compose(overrides))["evaluate"])
 
 
 def cmd_measure(args) -> int:
