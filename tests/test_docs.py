@@ -465,6 +465,42 @@ def case_measure_bundled(ctx: Ctx, command: str) -> None:
                                      "MFR: 1.4249"], out
 
 
+def _ranked_runs(ctx: Ctx, first: dict[str, list[int]]) -> None:
+    """Gzipped TREC runs under the documented names: per topic of ``pair_files``, its relevant document at the rank
+    given (1 or 2) before or after its judged non-relevant one."""
+    for name, ranks in first.items():
+        lines = []
+        for i, (q, rank) in enumerate(zip(TOPICS, ranks)):
+            docs = [f"D{i}" if i < 3 else f"X{q}", f"N{q}"][::1 if rank == 1 else -1]
+            lines += [f"{q} Q0 {d} {r + 1} {10 - r} {name}\n" for r, d in enumerate(docs)]
+        with gzip.open(ctx.tmp / name, "wt") as f:
+            f.write("".join(lines))
+
+
+def case_measure_per_topic(ctx: Ctx, command: str) -> None:
+    """-q: trec_eval's lines, topic by topic, then the means as `all` rows (RR's mean is its lines' mean)."""
+    ctx.request.getfixturevalue("pair_files")
+    _ranked_runs(ctx, {"bm25.run.gz": [1, 2, 1, 2, 1, 1]})
+    rc, out, err = ctx.run(words(command))
+    assert rc == 0, err
+    rows = [line.split("\t") for line in out.splitlines() if line.count("\t") == 2]
+    assert [r[:2] for r in rows[:4]] == [["nDCG@10", "301"], ["P@1", "301"], ["RR", "301"], ["MFR", "301"]]
+    rr = [float(v) for m, q, v in rows if m == "RR" and q != "all"]
+    assert rr == [1, 0.5, 1, 0.5, 1, 1] and ["RR", "all", f"{sum(rr) / 6:.4f}"] in rows, out
+
+
+def case_measure_compare(ctx: Ctx, command: str) -> None:
+    """Three runs: MSM and Test each tested against None (the first run), Bonferroni over the two."""
+    ctx.request.getfixturevalue("pair_files")
+    _ranked_runs(ctx, {"none.run.gz": [2, 2, 2, 1, 2, 1], "msm.run.gz": [1, 1, 1, 1, 1, 1],
+                       "test.run.gz": [1, 2, 1, 1, 2, 1]})
+    rc, out, err = ctx.run(words(command))
+    assert rc == 0, err
+    assert "baseline: None (the first run given)" in out.splitlines()
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ")]
+    assert [r[:3] for r in rows[1:]] == [[run, m, "6"] for m in ("nDCG@10", "P@1", "MFR") for run in ("MSM", "Test")]
+
+
 def case_paper_fetch(ctx: Ctx, command: str) -> None:
     """What the paper's grid reads from outside: ``--list`` says what would be fetched (the pinned models, GloVe, the
     annotation files and runs, ir_datasets' public files) and what must be placed by hand, and touches nothing; with
@@ -1059,6 +1095,9 @@ CASES = {
     "leakexp split-eval": ("name", lambda ctx, c: case_name(ctx, "leakexp split-eval")),
     "leakexp measure bundled:core17.bm25-anserini.top100.run.gz --qrels bundled:qrels.core17.txt.gz experiment=paper":
         ("files", case_measure_bundled),
+    "leakexp measure -m nDCG@10 P@1 RR MFR -q bm25.run.gz --qrels test.qrels": ("files", case_measure_per_topic),
+    "leakexp measure None=none.run.gz MSM=msm.run.gz Test=test.run.gz --qrels test.qrels --depth 100":
+        ("files", case_measure_compare),
     "leakexp split-eval A=runA.trec.gz B=runB.trec.gz --qrels test.qrels --audit audit [--leaked-by "
     "semantic|exact|label|any] [--baseline A]": ("files", case_split_eval),
     # docs/toolkit.md: graph benchmarks

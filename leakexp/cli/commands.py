@@ -30,7 +30,7 @@ from leakexp.data.judgments import run_path
 from leakexp.grid import robustness
 from leakexp.grid.work import (cell_workers, complete, grid_jobs, grid_status, lineage, memorization_all,
                                needed_indexes, render_status, run_cell, run_job, run_job_in_worker, scheduler_notes)
-from leakexp.grid.registry import compose_checked, runner, settings_of, unmet_requirements
+from leakexp.grid.registry import runner, settings_of, unmet_requirements
 from leakexp.stages.robustness import robustness_settings
 from leakexp.stages.build import check_size
 from leakexp.lib.training_sets import export_monot5, training_queries
@@ -553,29 +553,6 @@ def check_pair_args(args) -> None:
     for n in getattr(args, "ngrams", None) or []:
         if n < 1:
             bad("--ngrams", n, "n-gram sizes are >= 1 (lm-eval: 13)")
-
-
-def cmd_measure(args) -> int:
-    """``leakexp measure``: runs scored under the configuration's evaluation settings."""
-    from leakexp.toolkit import measure
-
-    keys = set(top_level_keys())
-    # KEY=VALUE is an override when KEY starts with a config name (evaluate.mfr, experiment), else a named run
-    is_override = [("=" in a and not Path(a).exists() and a.partition("=")[0].lstrip("+~").split(".")[0] in keys)
-                   for a in args.runs]
-    runs = [a for a, o in zip(args.runs, is_override) if not o]
-    if not runs:
-        raise ConfigError("measure: give at least one run file besides the overrides")
-    settings = measure.MeasureSettings.of(settings_of(compose_checked([a for a, o in zip(args.runs, is_override) if o])))
-    if args.out and Path(args.out).is_dir():
-        raise IsADirectoryError(f"--out {args.out} is a folder; give the CSV file to write")
-    means, per_topic, empty = measure.measure_runs(runs, args.qrels, settings)
-    if args.out:
-        atomic_write_text(Path(args.out), per_topic.to_csv(index=False))
-    print("\n".join(measure.report(means, settings, empty)))
-    if args.out:
-        print(f"per topic: {args.out}")
-    return 0
 
 
 def cmd_pair(args) -> int:

@@ -79,7 +79,8 @@ PAIR_COMMANDS = {
     "decontaminate": "the training queries without those similar to a test query (DuReader-retrieval), as local files",
     "resample": "ReSTrain / ReSTTest qrels for interpolation vs extrapolation (extrapolate-eval)",
     "split-eval": "re-score TREC runs on an audit's leaked vs other test queries, with paired t-tests",
-    "measure": "score TREC or MS MARCO runs as the paper's tables do (nDCG@10, P@1, MFR under evaluate.*)",
+    "measure": "score TREC or MS MARCO runs as trec_eval / ir_measures and the paper's tables do (-m nDCG@10 P@1 RR "
+               "MFR, -q per topic, paired t-tests between runs)",
 }
 _DEFAULTS_TEXT = ("Defaults on real data come from the source documents: paraphrase-MiniLM-L6-v2, the exact top-100 "
                   "neighbours and threshold 0.91 (Fröbe et al. 2022, Sec. 3); the demo's bundled all-MiniLM at "
@@ -116,14 +117,20 @@ baseline is the run named None where one is, else the first run given (--baselin
 line printed names it.
 Runs: TREC (qid Q0 docno rank score tag) or MS MARCO (qid TAB docid TAB rank). An audit without a leaked
 judged query is nothing to compare: said so, exit 1.""",
-    "measure": """Score runs as the grid's evaluation does: each run cut to its top rerank.depth (100), ranked by
-score with ties broken by ascending docno, against TREC qrels, under the configuration's evaluate settings (give
-overrides such as experiment=paper or evaluate.mfr=arithmetic). Prints the settings, then per run one
-`measure: value` line per measure; --out writes the per-topic values as CSV (run, qid, measure, value; MFR's
-value is the topic's first relevant rank, inf when none is in the top-depth and misses count). MFR under
-evaluate.mfr=reciprocal_of_mrr (the default, the paper's numbers) is 1 / the mean reciprocal rank; under
-arithmetic the mean first rank. Runs and qrels may be gzipped; bundled:<file> names a run shipped in
-leakexp/data/runs/ (or, for --qrels, NIST's Common Core judgments in leakexp/data/trec/).""",
+    "measure": """Score runs as trec_eval and ir_measures do, and as the grid's tables do: measures named as ir_measures
+names them (-m nDCG@10 P@1 RR AP R@100 'P(rel=2)@1', and leakexp's MFR; default: evaluate.measures), each run
+scored whole (--depth K: its top K), ranked by score with ties broken by ascending docno, against TREC qrels, under
+the configuration's evaluate settings (overrides such as experiment=paper or evaluate.mfr=arithmetic).
+Prints the settings, then per run which topics it averages and one `measure: value` line per measure; -q prints
+trec_eval's per-topic lines instead (measure TAB qid TAB value, then the means as `all` rows). A judged topic
+without a run line counts as 0 (MFR: a miss), as trec_eval -c counts it and the tables do; --run-topics leaves it
+out, as trec_eval without -c. Two or more runs: each compared with the first (--baseline NAME: another) by a paired
+t-test per measure, Bonferroni-corrected over the compared runs. A run that shares no topic with the qrels is an
+error. MFR under evaluate.mfr=reciprocal_of_mrr (the default, the paper's numbers) is 1 / the mean reciprocal rank,
+its tests pair reciprocal ranks; under arithmetic the mean first rank; its per-topic value is the first relevant
+rank (inf: none in the run, or in the top --depth). --out writes the per-topic values as CSV (run, qid, measure,
+value). Runs and qrels may be gzipped; bundled:<file> names a run shipped in leakexp/data/runs/ (or, for --qrels,
+NIST's Common Core judgments in leakexp/data/trec/).""",
 }
 
 
@@ -189,10 +196,23 @@ def _add_pair_commands(sub) -> None:
     sp.add_argument("--baseline", help="run compared with the others (default: the run named None, else the first given)")
     sp.add_argument("--out", help="output directory (default: AUDIT/split-eval)")
     sp = _pair_parser(sub, "measure", PAIR_COMMANDS["measure"], "measure")
-    sp.add_argument("runs", nargs="+", metavar="RUN|OVERRIDE",
+    sp.add_argument("runs", nargs="*", metavar="RUN|OVERRIDE",
                     help="TREC or MS MARCO run files (NAME=PATH to name one), and Hydra overrides in any order, e.g. "
                          "experiment=paper evaluate.mfr=arithmetic")
     sp.add_argument("--qrels", required=True, help="TREC qrels (qid 0 docno label), gzipped or not")
+    sp.add_argument("-m", "--measures", nargs="+", metavar="MEASURE",
+                    help="measures as ir_measures names them, and MFR (default: evaluate.measures); run files and "
+                         "overrides written after them are still runs and overrides")
+    sp.add_argument("-q", "--per-topic", action="store_true",
+                    help="per-topic lines as trec_eval -q prints them: measure TAB qid TAB value, then `all` rows")
+    topics = sp.add_mutually_exclusive_group()
+    topics.add_argument("-c", "--complete", dest="complete", action="store_true", default=True,
+                        help="average over every judged topic, one without a run line counted as 0 and MFR a miss "
+                             "(trec_eval -c; the default, as the tables)")
+    topics.add_argument("--run-topics", dest="complete", action="store_false",
+                        help="average over the judged topics the run has (trec_eval without -c)")
+    sp.add_argument("--depth", type=int, metavar="K", help="score each run's top K per topic (default: the whole run)")
+    sp.add_argument("--baseline", metavar="NAME", help="the run the others are tested against (default: the first)")
     sp.add_argument("--out", help="CSV file of the per-topic values")
 
 
@@ -342,28 +362,32 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     _take_trailing_overrides(parser, args, extra)
     _setup_logging(args.verbose)
-    from leakexp.cli import commands as c
-    from leakexp.runner.config import ConfigError
+    from hydra.errors import HydraException
 
-    handlers = {
+    from leakexp.data.files import DataFormatError, DataUnavailable
+    from leakexp.runner.config import ConfigError
+    from leakexp.runner.store import StoreError
+
+    if args.command == "measure":  # starts as trec_eval does: no grid, no torch (leakexp.cli.measure)
+        from leakexp.cli.measure import cmd_measure as c_measure
+
+        c, NoResults = None, ()  # no tables: nothing raises NoResults
+    else:
+        from leakexp.cli import commands as c
+        from leakexp.tables.paper import NoResults
+    handlers = {} if c is None else {
         "toy": c.cmd_toy, "index": c.cmd_index, "corpus-stats": c.cmd_corpus_stats, "detect": c.cmd_detect, "verify": c.cmd_verify,
         "tables": c.cmd_tables, "memorization": c.cmd_memorization, "robustness": c.cmd_robustness,
         "plan": c.cmd_plan, "grid": c.cmd_grid, "demo": lambda o: c.cmd_grid(o, demo=True),
         "train": lambda o: c.cmd_cells("train", o), "rerank": lambda o: c.cmd_cells("rerank", o),
         "evaluate": lambda o: c.cmd_cells("evaluate", o), "cell": lambda o: c.cmd_cells("evaluate", o),
     }
-    from hydra.errors import HydraException
-
-    from leakexp.data.files import DataFormatError, DataUnavailable
-    from leakexp.runner.store import StoreError
-    from leakexp.tables.paper import NoResults
-
     try:
         out = getattr(args, "out", None)
         if out and os.path.isfile(out) and args.command != "measure":  # an output folder cannot be an existing file
             raise FileExistsError(f"--out {out} is an existing file; give a directory (it is created if missing)")
         if args.command == "measure":
-            return c.cmd_measure(args)
+            return c_measure(args)
         if args.command in PAIR_COMMANDS:
             return c.cmd_pair(args)
         if args.command == "annotations":

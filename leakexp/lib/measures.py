@@ -24,6 +24,7 @@ measures are given rank-derived scores that have no ties.
 from __future__ import annotations
 
 import math
+import re
 from functools import lru_cache
 
 import ir_measures
@@ -76,17 +77,45 @@ def mfr_measure(missing: str = "skip", depth: int = 100):
     return m
 
 
-def parse_measures(names: list[str], *, mfr_missing: str = "skip", depth: int = 100) -> list:
+def first_relevant(ranking: dict[str, float], judged: dict[str, int], miss: float) -> float:
+    """The 1-based rank of the first document labelled >= 1 in a ranking (docno -> score, in rank order), else
+    ``miss``."""
+    for rank, docno in enumerate(ranking, 1):
+        if judged.get(docno, 0) >= 1:
+            return float(rank)
+    return miss
+
+
+def parse_measures(names: list[str], *, mfr_missing: str = "skip", depth: int = 100,
+                   option: str = "evaluate.measures") -> list:
+    """Measure objects of names as ir_measures spells them (``nDCG@10``, ``P(rel=2)@1``, ``RR``) and ``MFR``; an
+    unknown name is a ValueError naming ``option`` (where it was given) and, for a misspelling, the measure meant."""
     out = []
     for name in names:
         if name == "MFR":
             out.append(mfr_measure(mfr_missing, depth))
+        elif name.startswith(("MFR@", "MFR(")):
+            raise ValueError(f"{option}: {name!r}: MFR takes no cutoff or parameters; cut the run instead "
+                             "(leakexp measure --depth K)")
         else:
             try:
                 out.append(ir_measures.parse_measure(name))
             except Exception:
-                raise ValueError(f"evaluate.measures: cannot parse {name!r}; e.g. nDCG@10, P@1, MFR") from None
+                raise ValueError(f"{option}: cannot parse {name!r}{_meant(name)}; name measures as ir_measures does, "
+                                 "e.g. nDCG@10, P@1, RR, AP, R@100, P(rel=2)@1, or MFR") from None
     return out
+
+
+def _meant(name: str) -> str:
+    """``, did you mean nDCG@10`` for ``ndcg@10``: the registered measure its name differs from only in case."""
+    base, rest = re.match(r"^([^@(]*)(.*)$", name).groups()
+    for known in ir_measures.measures.registry:
+        if known.lower() == base.lower() and known != base:
+            try:
+                return f", did you mean {ir_measures.parse_measure(known + rest)}"  # its canonical name: nDCG, not NDCG
+            except Exception:
+                return f", did you mean {known}{rest}"
+    return ""
 
 
 # -- averaging per-topic values: where the MFR definition acts ---------------------------------------------------
@@ -206,16 +235,25 @@ def per_query(run: pd.DataFrame, qrels: pd.DataFrame, names: list[str], *, mfr_m
     if no_relevant not in NO_RELEVANT:
         raise ValueError(f"evaluate.no_relevant={no_relevant!r} is unknown; use skip or zero")
     measures = parse_measures(names, mfr_missing=mfr_missing, depth=depth)
-    q = qrels.rename(columns={"qid": "query_id", "docno": "doc_id", "label": "relevance"})[["query_id", "doc_id", "relevance"]]
-    q = q.assign(query_id=q.query_id.astype(str))
     empty = without_relevant(qrels, topics)
-    keep = (set(q.query_id) | {str(t) for t in (topics or [])}) - (set(empty) if no_relevant == "skip" else set())
-    q = q[q.query_id.isin(keep)]
+    judged = qrels.qid.astype(str).tolist()
+    keep = (set(judged) | {str(t) for t in (topics or [])}) - (set(empty) if no_relevant == "skip" else set())
+    judgments: dict[str, dict[str, int]] = {}
+    for qid, docno, label in zip(judged, qrels.docno.astype(str).tolist(), qrels.label.tolist()):
+        if qid in keep:
+            judgments.setdefault(qid, {})[docno] = int(label)
     ranked = stored_order(run.assign(qid=run.qid.astype(str)))
     # rank-derived scores: the measures see exactly the stored order, whatever their own tie-breaking
-    r = pd.DataFrame({"query_id": ranked.qid, "doc_id": ranked.docno, "score": -ranked["rank"].astype(float)})
-    r = r[r.query_id.isin(set(q.query_id))]
-    rows = [(m.query_id, str(m.measure), float(m.value)) for m in ir_measures.iter_calc(measures, q, r)]
+    ranking: dict[str, dict[str, float]] = {}
+    for qid, docno, rank in zip(ranked.qid.tolist(), ranked.docno.astype(str).tolist(), ranked["rank"].tolist()):
+        if qid in judgments:
+            ranking.setdefault(qid, {})[docno] = -float(rank)
+    # MFR's value straight from the stored order (what mfr_measure computes, without a frame per query)
+    rows = [(qid, "MFR", first_relevant(docs, judgments[qid], miss_rank(mfr_missing, depth)))
+            for qid, docs in ranking.items()] if "MFR" in names else []
+    others = [m for m in measures if str(m) != "MFR"]
+    if others:
+        rows += [(m.query_id, str(m.measure), float(m.value)) for m in ir_measures.iter_calc(others, judgments, ranking)]
     out = pd.DataFrame(rows, columns=["qid", "measure", "value"])
     full = pd.MultiIndex.from_product([sorted(keep), [str(m) for m in measures]], names=["qid", "measure"])
     out = out.set_index(["qid", "measure"]).reindex(full).reset_index()
