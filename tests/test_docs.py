@@ -342,6 +342,20 @@ def case_toy_demo(ctx: Ctx, command: str) -> None:
     assert (tables / "table1.md").is_file() and (tables / "figure2.png").is_file()
 
 
+def case_toy_demo_native(ctx: Ctx, command: str) -> None:
+    """The demo with each library's own kernels: the command line asks for them before any library loads (a
+    subprocess; this test's process loaded them long ago) and the configuration takes the mode."""
+    from leakexp.runner.config import compose
+
+    argv = words(command)[1:]
+    code = ("import os, sys; from leakexp.runner.kernels import pin_environment; "
+            "print(pin_environment(sys.argv[1:]), os.environ.get('ATEN_CPU_CAPABILITY'), 'torch' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k not in ("LEAKEXP_CPU_KERNELS", "ATEN_CPU_CAPABILITY")}
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=60)
+    assert done.stdout.split() == ["native", "None", "False"], done.stdout + done.stderr
+    assert compose(argv[1:]).cpu_kernels == "native"
+
+
 def case_toy_stages(ctx: Ctx, command: str) -> None:
     """Every stage listed with its version and module, computing nothing; with --graph its graph as an SVG."""
     import xml.etree.ElementTree as ET
@@ -1056,6 +1070,7 @@ def _paper(**subs):
 CASES = {
     # README.md: the two commands, the real grid, one cell
     "make demo": ("make", case_make_leakexp),
+    "make demo ARGS=cpu_kernels=native": ("make", case_make_leakexp),
     "make test": ("make", case_make_pytest),
     "make setup": ("make", case_make_setup),
     "make lock": ("make", case_make_lock),
@@ -1166,6 +1181,7 @@ CASES = {
 # leakexp commands that only a make recipe spells out
 RECIPES = {
     "leakexp demo": ("toy", case_toy_demo),
+    "leakexp demo cpu_kernels=native": ("toy", case_toy_demo_native),
     "leakexp status experiment=paper": ("paper", case_paper_status),
     "leakexp tables experiment=paper": ("paper", case_paper_tables),
     "leakexp tables experiment=demo": ("toy", case_toy_tables),
