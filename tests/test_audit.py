@@ -445,3 +445,16 @@ def test_cli_errors_name_the_input(files, tmp_path, capsys):
     rc = main(["audit", "--train", str(files / "train.tsv"), "--out", str(tmp_path / "o")])
     assert rc == 2 and "both sides" in capsys.readouterr().err
     assert not (tmp_path / "o" / "report.md").exists()
+
+
+def test_audit_help_names_the_stop_list_the_report_uses(capsys):
+    """`leakexp audit --help` and the report name one stop list (it said scikit-learn's 318 words while the code and
+    the report use NLTK's 179)."""
+    from leakexp.cli.main import main
+    from leakexp.toolkit.overlap import STOPLIST_NAME, stopwords
+
+    with pytest.raises(SystemExit):
+        main(["audit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "NLTK's English stop list, 179 words" in text and "scikit-learn" not in text
+    assert STOPLIST_NAME == "NLTK's English stop list (179 words)" and len(stopwords()) <= 179

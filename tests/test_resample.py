@@ -200,12 +200,18 @@ def test_restrain_sizes_nesting_balance_and_threshold(tmp_path):
     assert (again / "restrain" / "selection.csv").read_bytes() == (d / "selection.csv").read_bytes()
 
 
-def test_restrain_refuses_sizes_it_cannot_fill(tmp_path):
+def test_restrain_refuses_sizes_it_cannot_fill_naming_the_largest_that_fits_and_writes_nothing(tmp_path):
+    """Ten queries have a relevant document, four of them are not above 0.5 (r7-r10) and come last in the
+    interpolation order: size 4 fits both sets, 5 does not, and the first refusal names 4, whatever was asked."""
     train, test, emb = restrain_sides()
-    with pytest.raises(ValueError, match="--sizes: the largest size 5 exceeds the 4 training queries not above 0.5"):
-        R.restrain(train, test, emb, tmp_path, sizes=[5], threshold=0.5)
-    with pytest.raises(ValueError, match="exceeds the 10 training queries with a relevant document"):
-        R.restrain(train, test, emb, tmp_path, sizes=[11], threshold=0.5)
+    for size in (5, 11):
+        with pytest.raises(ValueError, match=r"largest size %d cannot be filled twice over: the training side holds "
+                                             r"10 training queries with a relevant document, 4 of them not above 0.5"
+                                             r".*choose sizes <= 4 " % size):
+            R.restrain(train, test, emb, tmp_path / "out", sizes=[2, size], threshold=0.5)
+        assert not (tmp_path / "out").exists()
+    R.restrain(train, test, emb, tmp_path / "out", sizes=[4], threshold=0.5)  # the largest named fits
+    assert (tmp_path / "out" / "restrain" / "4" / "extrapolate.train-qrel.txt").exists()
     with pytest.raises(ValueError, match="positive"):
         R.restrain(train, test, emb, tmp_path, sizes=[0], threshold=0.5)
 

@@ -91,7 +91,7 @@ PAIR_DESCRIPTIONS = {
                       exact top-k) is above the threshold
   exact_duplicates    test queries equal to a training query after NFKC, case folding and punctuation removal
   ngram13/ngram3_overlap  test queries sharing a word n-gram with a training query (13: lm-evaluation-harness's
-                      rule); n-grams made of stop words only (scikit-learn's English list, 318 words) do not count
+                      rule); n-grams made of stop words only (NLTK's English stop list, 179 words) do not count
   label_overlap       judged test queries with at least one relevant document that is relevant for a training
                       query; label_overlap_reference_rule: the same by extrapolate-eval's '> 1 shared' rule
 Writes report.md, summary.*, per_query.*, examples.*, similarity.png, neighbours.parquet, audit.json.

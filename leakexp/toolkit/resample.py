@@ -318,6 +318,39 @@ def interpolation_order(
             np.asarray(out_q, dtype=np.int64), ran_out and len(out_t) < size)
 
 
+def _interpolation(train_emb, test_emb, test: QuerySide, eligible: np.ndarray, n_pick: int, k: int,
+                   shard_size: int):
+    """:func:`interpolation_order` for ``n_pick`` queries, the search deepened until no test query's list runs out:
+    (rows, similarity, test query, sims, ids, depth)."""
+    n_train, nq = len(eligible), len(test.queries)
+    depth = min(n_train, max(k, 2 * math.ceil(n_pick / max(nq, 1)) + 8))
+    while True:
+        sims, ids = nearest(train_emb, test_emb, depth, shard_size)
+        rows, sim, by, ran_out = interpolation_order(sims, ids, test.owner, nq, eligible, n_pick)
+        if not ran_out or depth >= n_train:
+            return rows, sim, by, sims, ids, depth
+        depth = min(n_train, depth * 2)
+        log.info("a test query ran out of neighbours: searching the top-%d", depth)
+
+
+def _largest_size(order: np.ndarray, below: np.ndarray, lines: np.ndarray, unit: str) -> int:
+    """The largest size both sets fill: its interpolation set (a prefix of the full selection ``order``) and its
+    extrapolation set (from the queries ``below`` the threshold that prefix does not hold); sizes that fit form a
+    prefix of 0, 1, 2, ..., so a binary search finds the last."""
+    taken = np.cumsum(lines[order] * below[order])
+    total, below_lines = int(lines[order].sum()), int(lines[below].sum())
+
+    def fits(size: int) -> bool:
+        m = _prefix(lines[order], size, unit)
+        return size <= total and below_lines - (int(taken[m - 1]) if m else 0) >= size
+
+    lo, hi = 0, total
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
 SIZE_UNITS = ("queries", "qrels")
 
 
@@ -359,36 +392,31 @@ def restrain(
     sizes = sorted({int(s) for s in sizes})
     if not sizes or sizes[0] <= 0:
         raise ValueError(f"--sizes {list(sizes)}: give one or more positive numbers of {what}")
-    out = Path(out_dir) / "restrain"
-    out.mkdir(parents=True, exist_ok=True)
     eligible = _eligible(train, train_rel)
     lines = _qrels_lines(train) if unit == "qrels" else np.ones(len(train.queries), dtype=np.int64)
     max_size = sizes[-1]
-    if lines[eligible].sum() < max_size:
-        raise ValueError(f"--sizes: the largest size {max_size} exceeds the {int(lines[eligible].sum())} {of_what} "
-                         "with a relevant document")
-    n_pick = min(max_size, int(eligible.sum()))  # queries enough for the largest size (a query has >= 1 line)
     train_emb = embed(train.texts.text.tolist(), "train")
     test_emb = embed(test.texts.text.tolist(), "test")
-    n_train, nq = len(train.queries), len(test.queries)
-    depth = min(n_train, max(k, 2 * math.ceil(n_pick / max(nq, 1)) + 8))
-    while True:
-        sims, ids = nearest(train_emb, test_emb, depth, shard_size)
-        rows, sim, by, ran_out = interpolation_order(sims, ids, test.owner, nq, eligible, n_pick)
-        if not ran_out or depth >= n_train:
-            break
-        depth = min(n_train, depth * 2)
-        log.info("a test query ran out of neighbours: searching the top-%d", depth)
+    # queries enough for the largest size (a query has >= 1 line)
+    rows, sim, by, sims, ids, depth = _interpolation(train_emb, test_emb, test, eligible,
+                                                     min(max_size, int(eligible.sum())), k, shard_size)
     m = _prefix(lines[rows], max_size, unit)
     rows, sim, by = rows[:m], sim[:m], by[:m]
     best, _ = train_best_match(train_emb, test_emb, sims, ids, threshold)
-    pool = eligible & ~above(best, threshold)
+    below = eligible & ~above(best, threshold)  # what extrapolation may draw from, but the interpolation set
+    pool = below.copy()
     pool[rows] = False
     candidates = np.flatnonzero(pool)
-    if lines[candidates].sum() < max_size:
-        raise ValueError(f"--sizes: the largest size {max_size} exceeds the {int(lines[candidates].sum())} {of_what} "
-                         f"not above {threshold:g} for any test query (and not in the "
-                         "interpolation set); choose smaller sizes or a higher --extrapolation-threshold")
+    if lines[eligible].sum() < max_size or lines[candidates].sum() < max_size:
+        order = _interpolation(train_emb, test_emb, test, eligible, int(eligible.sum()), k, shard_size)[0]
+        raise ValueError(
+            f"--sizes: the largest size {max_size} cannot be filled twice over: the training side holds "
+            f"{int(lines[eligible].sum())} {of_what} with a relevant document, {int(lines[below].sum())} of them not "
+            f"above {threshold:g} for any test query, and the extrapolation set draws only from those the "
+            f"interpolation set of the same size does not hold; choose sizes <= "
+            f"{_largest_size(order, below, lines, unit)} (or a higher --extrapolation-threshold)")
+    out = Path(out_dir) / "restrain"  # written only once every size can be filled
+    out.mkdir(parents=True, exist_ok=True)
     extra = np.random.default_rng(seed).permutation(candidates)
     extra = extra[:_prefix(lines[extra], max_size, unit)]
     # verify and report: each extrapolation query's actual best similarity to the test texts
