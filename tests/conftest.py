@@ -75,6 +75,16 @@ def _irds_home(tmp_path_factory):
 from irds_corpora import irds_corpora  # noqa: E402,F401  the raw corpora fixture, registered once for the session
 
 
+@pytest.fixture(autouse=True)
+def _reachability_forgotten():
+    """What a test learnt of a server's reachability (leakexp.lib.download.unreachable) ends with it: a port found
+    closed may serve the next test."""
+    yield
+    from leakexp.lib import download
+
+    download._REACHED.clear()
+
+
 @pytest.fixture(scope="session")
 def toy_prepared(tmp_path_factory):
     """The toy world's data preparation at 600 queries per source, built once per test run (tests/toy_upstream.py)."""

@@ -317,3 +317,52 @@ def test_ir_datasets_public_files_are_fetched_by_ir_datasets_and_licensed_ones_l
     with pytest.raises(DownloadError, match=rf"^qrels: ir_datasets could not fetch it from {served.url}/qrels "):
         r.get()
     assert sorted(p.name for p in (tmp_path / "irds").iterdir()) == ["q.tsv"]  # the wrong file was not kept
+
+
+def test_an_unreachable_server_is_asked_once_and_each_file_fails_in_one_line_at_once(tmp_path, monkeypatch):
+    """Offline: the first file finds the server down (one connection); the next ones from it fail at once with the
+    same reason, without a request or a library's retries."""
+    import socket
+
+    url = free_port_url()
+    tried = []
+    connect = socket.create_connection
+    monkeypatch.setattr(socket, "create_connection", lambda addr, *a, **k: (tried.append(addr), connect(addr, *a, **k))[1])
+    monkeypatch.setattr("requests.get", lambda *a, **k: pytest.fail("a request to a server known to be down"))
+    messages = []
+    for n in range(3):
+        with pytest.raises(DownloadError) as err:
+            fetch_file(f"{url}/f{n}.bin", tmp_path / f"f{n}.bin", sha256=sha(b"x"))
+        messages.append(str(err.value))
+    assert len(tried) == 1 and all("(connection refused)" in m and "\n" not in m for m in messages)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_hub_that_cannot_be_reached_is_not_asked_again_nor_retried(tmp_path, monkeypatch, caplog):
+    from leakexp.lib import hub
+
+    monkeypatch.setenv("HF_ENDPOINT", free_port_url())
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr("huggingface_hub.HfApi.list_repo_files",
+                        lambda *a, **k: pytest.fail("huggingface_hub asked a hub known to be down"))
+    with caplog.at_level("WARNING"):
+        for pin in ("1" * 40, "2" * 40):
+            with pytest.raises(hub.HubError, match=r"from http://127.0.0.1:\d+ \(connection refused\)$"):
+                hub.download(f"leakexp-test/tiny-bert@{pin}")
+    assert caplog.records == []  # no retry warnings
+
+
+def test_an_ir_datasets_file_whose_mirrors_are_all_down_fails_in_one_line_without_asking_ir_datasets(tmp_path):
+    from types import SimpleNamespace
+
+    from leakexp.grid.fetch import _irds
+
+    down = [free_port_url() + "/a.gz", free_port_url() + "/mirror/a.gz"]
+    source = SimpleNamespace(mirrors=[SimpleNamespace(url=u) for u in down],
+                             path=lambda: pytest.fail("ir_datasets asked to download from servers known to be down"))
+    f = SimpleNamespace(path=tmp_path / "a.gz", url=down[0], source=source)
+    with pytest.raises(DownloadError, match=r"^a.gz: cannot reach 127.0.0.1:\d+ \(connection refused\) for "
+                                            r"http://127.0.0.1:\d+/a.gz nor its 1 mirror\(s\); nothing was written$"):
+        _irds(f)

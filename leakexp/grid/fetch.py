@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import Field
 
@@ -36,7 +37,7 @@ from leakexp.data.sources import source_of
 from leakexp.data.irds_files import LICENSED, dataset_files, home
 from leakexp.data.judgments import BUNDLED, BUNDLED_RUNS
 from leakexp.lib import hub
-from leakexp.lib.download import DownloadError, fetch_file, part_path
+from leakexp.lib.download import DownloadError, fetch_file, part_path, unreachable
 from leakexp.runner.schema import Name, Section, Settings
 from leakexp.runner.stage import ConfigError
 from leakexp.stages.sources import require_variants
@@ -292,6 +293,11 @@ def irds_file_needs(requests) -> list[Need]:
 def _irds(f) -> str:
     """One public file of ir_datasets, downloaded by ir_datasets (its mirrors, retries, resume and md5 check) into its
     home; its progress is logged at INFO."""
+    urls = [u for u in (getattr(m, "url", None) for m in getattr(f.source, "mirrors", ())) if u] or [f.url]
+    why = [unreachable(u) for u in urls]
+    if all(why):  # no mirror answers: said once, without ir_datasets' retries and their log lines
+        raise DownloadError(f"{f.path.name}: cannot reach {urlsplit(urls[0]).netloc} ({why[0]}) for {urls[0]}"
+                            + (f" nor its {len(urls) - 1} mirror(s)" if len(urls) > 1 else "") + "; nothing was written")
     irds_log = logging.getLogger("ir_datasets")
     level = irds_log.level
     irds_log.setLevel(logging.INFO)

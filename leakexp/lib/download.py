@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
 CHUNK = 1 << 16  # bytes per read: a transfer cut off loses at most this much of what arrived
 SHA256 = 64  # hex digits
+PROXIES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+_REACHED: dict[tuple[str, int], str | None] = {}  # (host, port) -> why it cannot be reached, None: it can
 
 
 class DownloadError(Exception):
@@ -49,6 +52,23 @@ def _reason(exc: BaseException) -> str:
     return type(seen).__name__
 
 
+def unreachable(url: str, timeout: float = 5.0) -> str | None:
+    """Why the server of ``url`` cannot be reached, in a few words, or None: one TCP connection per host and port a
+    process, so that a machine without network learns it once instead of once per file, each after a library's
+    retries. Behind a proxy (``HTTPS_PROXY`` and the like) the libraries' own connection decides (None)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(os.environ.get(v) for v in PROXIES):
+        return None
+    key = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+    if key not in _REACHED:
+        try:
+            socket.create_connection(key, timeout=timeout).close()
+            _REACHED[key] = None
+        except OSError as exc:
+            _REACHED[key] = _reason(exc) if not isinstance(exc, socket.gaierror) else "name or service not known"
+    return _REACHED[key]
+
+
 def fetch_file(url: str, dest: Path | str, *, sha256: str, what: str = "", timeout: float = 60.0,
                progress: bool | None = None) -> Path:
     """``url`` downloaded to ``dest`` with the content whose sha256 is ``sha256`` (hex); returns ``dest``.
@@ -72,6 +92,10 @@ def fetch_file(url: str, dest: Path | str, *, sha256: str, what: str = "", timeo
     have = part.stat().st_size if part.is_file() else 0
     headers = {"Range": f"bytes={have}-", "Accept-Encoding": "identity"} if have else {"Accept-Encoding": "identity"}
     host = urlsplit(url).netloc or url
+    why = unreachable(url)
+    if why:
+        kept = f"; the {have:,} bytes fetched before are kept in {part}" if have else "; nothing was written"
+        raise DownloadError(f"{what}: cannot reach {host} ({why}) for {url}{kept}")
     try:
         response = requests.get(url, headers=headers, stream=True, timeout=timeout)
     except requests.RequestException as exc:

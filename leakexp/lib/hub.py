@@ -21,6 +21,7 @@ import os
 import re
 from pathlib import Path
 
+from leakexp.lib.download import unreachable
 from leakexp.runner.stage import ConfigError
 
 SPECIAL = ("bundled", "embedded")  # names leakexp resolves itself (packaged weights, the toy world's random T5)
@@ -157,6 +158,9 @@ def download(name: str) -> Path:
     repo, revision = parse(name)
     if revision is None or not COMMIT.match(revision):
         raise HubError(f"{name}: give the model's commit, {repo}@<40 hex digits>, to fetch it")
+    why = unreachable(endpoint())  # asked once a process: no retries against a hub that cannot answer
+    if why:
+        raise HubError(f"could not fetch the Hugging Face model {repo} at {revision} from {endpoint()} ({why})")
     try:
         with _online():
             files = chosen_files(HfApi(endpoint=endpoint()).list_repo_files(repo, revision=revision))
