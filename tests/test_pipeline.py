@@ -231,3 +231,23 @@ def test_status_why_answers_for_every_stage_a_cell_reads(small_run, small_cfg, c
     assert main(["status", *base, "model.maxdoclen=400", "--why", "tokens"]) == 0
     out = capsys.readouterr().out
     assert "tokens/" in out and "maxdoclen" in out and "400" in out  # both tokens artifacts of the cell re-keyed
+
+
+def test_status_why_names_each_setting_as_the_command_line_sets_it(small_run, small_cfg, capsys):
+    """Every value `status --why` lists is named by an override that sets it (models.knrm.train.lr was refused as one),
+    and the runner's spelling given on the command line is answered with the override's."""
+    from leakexp.cli.main import main
+    from leakexp.runner.config import compose
+
+    small_run
+    base = [f"store={small_cfg.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
+    assert main(["status", *base, "model_overrides.knrm.train.lr=0.5", "--why", "train"]) == 0
+    out = capsys.readouterr().out
+    assert "reads model_overrides.knrm.train.lr = 0.5" in out and "model_overrides.knrm.train.lr: 0.01 -> 0.5" in out
+    reads = [line.split(" reads ", 1)[1].split(" = ")[0] for line in out.splitlines() if " reads " in line]
+    assert reads and not any(r.startswith(("models.", "corpora.")) for r in reads)
+    for setting in reads:  # each one composes as an override
+        value = next(line.split(" = ", 1)[1] for line in out.splitlines() if f" reads {setting} = " in line)
+        compose([*base[1:], f"{setting}={value}"])
+    assert main(["status", *base, "models.knrm.train.lr=0.5"]) == 2
+    assert "did you mean model_overrides.knrm.train.lr=...?" in capsys.readouterr().err

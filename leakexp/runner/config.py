@@ -166,6 +166,9 @@ def _suggestion(message: str) -> str:
         return ""
     key = m.group(1)
     head, _, rest = key.partition(".")
+    per_name = {"models": "model_overrides", "corpora": "corpus_overrides"}  # how status --why's runner paths are set
+    if head in per_name and rest:
+        return f"; did you mean {per_name[head]}.{rest}=...?"
     known = top_level_keys()
     close = difflib.get_close_matches(head, known, n=1, cutoff=0.6)
     if not close or close[0] == head:
