@@ -314,7 +314,9 @@ def case_toy_index(ctx: Ctx, command: str) -> None:
 def case_toy_plan(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID])
     assert rc == 0, err
-    assert re.search(r"job list \(2 cells, one per line\): \S+-jobs.tsv", out), out
+    assert "job list: 2 cells (--jobs FILE writes them, one per line)" in out, out
+    store = Path(next(o.split("=", 1)[1] for o in ctx.toy if o.startswith("store=")))
+    assert not (store / "plan").exists()  # plan reads nothing and writes nothing
 
 
 def case_toy_memorization(ctx: Ctx, command: str) -> None:
@@ -411,7 +413,7 @@ def case_name(ctx: Ctx, command: str) -> None:
 def case_paper_plan(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command), [*bare_paper(ctx), *PAPER_TINY])
     assert rc == 0, err
-    assert "job list (9 cells, one per line)" in out and "a run will still need" in out
+    assert "job list: 9 cells (--jobs FILE writes them, one per line)" in out and "a run will still need" in out
     assert "verify.annotations is not set" in out and "glove.6B.300d.txt" in out, out
 
 

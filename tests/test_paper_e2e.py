@@ -109,7 +109,7 @@ def child(work: str) -> None:
                                "documents": {k: len(v) for k, v in world["ids"].items()}}}
     try:
         _command(results, "status-before", ["status", *o])
-        _command(results, "plan", ["plan", *o])
+        _command(results, "plan", ["plan", *o, "--jobs", str(work / "jobs.tsv")])
         _command(results, "detect", ["detect", *o])
         _command(results, "review", ["annotations", "review", *o, "--out", str(work / "review.jsonl")])
         if results["review"]["rc"] == 0:
@@ -197,7 +197,8 @@ def test_status_lists_every_artifact_missing_and_plan_counts_the_grid(paper_run)
     assert plan["rc"] == 0
     assert "jobs: training sets 14, train 14, rerank 18, evaluate 18" in plan["out"]
     assert "(cells asking: training sets 18, train 18, rerank 18, evaluate 18" in plan["out"]
-    jobs = pd.read_csv(store / "plan" / "msmarco-orcas-jobs.tsv", sep="\t")
+    jobs = pd.read_csv(store.parent / "jobs.tsv", sep="\t")
+    assert not (store / "plan").exists()  # plan writes nothing but the job list it is asked for
     assert len(jobs) == 18 and set(jobs.corpus) == set(CORPORA) and set(jobs["size"]) == set(SIZES)
 
 

@@ -19,8 +19,9 @@ def fake_runner(cfg, **kwargs):
     that planning loads nothing."""
     r = runner(cfg, **kwargs)
     pool = SimpleNamespace(queries=pd.DataFrame({"source": ["msmarco"] * 30 + ["orcas"] * 10}))
-    get = r.get
+    get, state = r.get, r.state
     r.get = lambda ask: pool if ask.stage == "pool" else get(ask)
+    r.state = lambda ask, **k: ("done", None, None) if ask.stage == "toy" else state(ask, **k)  # the pool read: the stand-in
     return r
 
 
@@ -150,7 +151,9 @@ def test_plan_counts_the_cpu_hours_of_negatives_and_df_tables(cfg):
 
 def test_plan_df_hours_at_the_papers_scale(tmp_path):
     cfg = compose([f"store={tmp_path}", "grid.models=[duet]", "grid.sizes=[128000]", "data.queries_per_source=70000", "plan.df_words_per_s=440000",
-                   "plan.negatives_queries_per_s=20000", "+plan.collections.toy_robust={docs: 1000, words_per_doc: 100}"])
+                   "plan.negatives_queries_per_s=20000", "plan.collections.toy_robust={docs: 1000, words_per_doc: 100}",
+                   "plan.collections.train={docs: 3213835, words_per_doc: 1100}", "~plan.collections.toy_core17",
+                   "~plan.collections.toy_core18"])
     info = plan(cfg, fake_runner(cfg))
     cpu = info["cpu"]
     # Duet reads the training pool's df table and each ranked corpus's; MS MARCO documents: 3,213,835 x 1,100 words
@@ -210,3 +213,28 @@ def test_a_changed_config_file_is_read_again_and_a_returned_config_is_the_caller
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     assert model_config("knrm").comment == "edited"
+
+
+def test_the_demo_plans_its_own_small_df_tables_and_the_paper_the_real_ones(tmp_path):
+    """A df table is sized by the data the experiment reads: the toy world's training pool is not MS MARCO's 3.2
+    million documents although both are named train (the demo's plan said ~2.18 h for it)."""
+    for experiment, hours in (("demo", (0, 0.001)), ("paper", (2.1, 2.3))):
+        cfg = compose([f"store={tmp_path}", f"experiment={experiment}", "grid.models=[duet]"])
+        train = plan(cfg, fake_runner(cfg, readonly=True, files=False))["cpu"]["df_cpu_hours"]["train"]
+        assert hours[0] <= train < hours[1], (experiment, train)
+
+
+def test_plan_writes_nothing_and_counts_the_toy_worlds_queries_from_its_settings(tmp_path, capsys):
+    """plan reads no input and computes nothing: the toy world it would generate is counted from its settings, the
+    store is not made, and the job list goes only where --jobs says."""
+    from leakexp.cli.main import main
+
+    store = tmp_path / "store"
+    assert main(["plan", f"store={store}", "data.queries_per_source=700"]) == 0
+    out = capsys.readouterr().out
+    assert "training queries: 1,400 (msmarco 700, orcas 700)" in out and "--jobs FILE writes them" in out
+    assert not store.exists()
+    assert main(["plan", f"store={store}", "--jobs", str(tmp_path / "jobs.tsv")]) == 0
+    jobs = pd.read_csv(tmp_path / "jobs.tsv", sep="\t")
+    assert len(jobs) == 90 and list(jobs.columns) == ["corpus", "leakage", "size", "model", "seed"]
+    assert not store.exists()

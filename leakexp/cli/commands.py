@@ -287,19 +287,23 @@ def cmd_fetch(overrides: list[str], *, only: list[str] | None = None, listing: b
     return fetch(settings_of(compose(overrides)), only=only, listing=listing)
 
 
-def cmd_plan(overrides: list[str]) -> int:
+def cmd_plan(overrides: list[str], *, jobs: str | None = None) -> int:
+    """Job counts and hours of the configured grid; it reads no input file and writes nothing but ``jobs``, the cells
+    one per line, where asked (it may be made before the data is in place, on any machine)."""
     import pandas as pd
 
     cfg = compose(overrides)
-    r = runner(cfg, files=False)  # a plan reads no input file: it may be made before the data is in place
+    r = runner(cfg, readonly=True, files=False)
     print(render_plan(plan(cfg, r)))
     if r.settings.bm25.backend == "anserini":
         print("  first stage: Anserini 0.22.1 (bm25.backend=anserini) needs Java 11 or 17 "
               "(Debian 12: apt-get install openjdk-17-jre-headless) and its jar, installed by `make setup`")
-    jobs = pd.DataFrame([vars(c) for c in grid_cells(r.settings)])
-    path = r.store.path("plan", f"{r.settings.data.name}-jobs.tsv")
-    atomic_write_text(path, jobs.to_csv(sep="\t", index=False))
-    print(f"  job list ({len(jobs)} cells, one per line): {path}")
+    cells = pd.DataFrame([vars(c) for c in grid_cells(r.settings)])
+    if jobs:
+        atomic_write_text(Path(jobs), cells.to_csv(sep="\t", index=False))
+        print(f"  job list ({len(cells)} cells, one per line): {jobs}")
+    else:
+        print(f"  job list: {len(cells)} cells (--jobs FILE writes them, one per line)")
     _print_unmet(cfg)
     return 0
 

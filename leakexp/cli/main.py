@@ -283,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
             sp.add_argument("--out", metavar="DIR", help="write the tables into DIR (default: <store>/tables/<data>/, "
                             "and for table-only settings such as evaluate.mfr=arithmetic a folder below it named by "
                             "them)")
+        if name == "plan":
+            sp.add_argument("--jobs", metavar="FILE", help="also write the grid's cells, one per line (TSV: corpus, "
+                            "leakage, size, model, seed), into FILE; without it plan writes nothing")
         if name == "stages":
             sp.add_argument("--graph", type=_graph_path, metavar="PATH",
                             help="also draw the stage graph (an arrow from each input stage to the stage that reads "
@@ -396,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
             return c.cmd_graph_audit(args)
         if args.command == "build":
             return c.cmd_build(args.overrides, export=args.export_monot5)
+        if args.command == "plan":
+            return c.cmd_plan(args.overrides, jobs=args.jobs)
         if args.command == "compare-runs":
             return c.cmd_compare_runs(args.overrides, corpus=args.corpus, runs=args.run, depth=args.depth)
         if args.command == "tables":

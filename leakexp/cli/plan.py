@@ -20,7 +20,8 @@ from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask
 from leakexp.stages.robustness import DOC, OOD, QUERY
 from leakexp.stages.cell import grid_cells, rerank_params
-from leakexp.stages.build import NEGATIVES_CHUNK
+from leakexp.stages.build import NEGATIVES_CHUNK, pool_queries
+from leakexp.data.types import SOURCES
 from leakexp.lib.trainer import TrainConfig
 
 SBERT_DIM = {"bundled": 384, "sentence-transformers/paraphrase-MiniLM-L6-v2": 384}
@@ -64,6 +65,9 @@ def query_counts(runner) -> dict[str, int]:
 
         return {s: int(load_dataset(getattr(data, s)).queries_count()) for s in ("msmarco", "orcas")}
 
+    held = pool_queries(runner.settings)  # the toy world's, from its settings: planning generates nothing
+    if held is not None and runner.state(Ask.of("toy"))[0] != "done":
+        return {s: held[0] // len(SOURCES) for s in SOURCES}
     pool = runner.get(Ask.of("pool"))
     return {s: int((pool.queries.source == s).sum()) for s in ("msmarco", "orcas")}
 
