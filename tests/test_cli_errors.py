@@ -70,7 +70,7 @@ def test_bad_input_is_one_line_never_a_traceback(files, capsys):
 def test_a_bug_shows_its_traceback_and_how_to_report_it(monkeypatch, capsys):
     from leakexp.cli import commands
 
-    def broken(overrides):
+    def broken(overrides, **options):
         raise ZeroDivisionError("a bug")
 
     monkeypatch.setattr(commands, "cmd_plan", broken)

@@ -198,7 +198,7 @@ def test_plan_and_status_of_the_paper_run_without_any_input_and_list_what_a_run_
     store = f"store={tmp_path / 'store'}"
     assert main(["plan", "experiment=paper", store]) == 0
     out = capsys.readouterr().out
-    assert "job list (1800 cells" in out
+    assert "job list: 1800 cells" in out
     needs = out.split("a run will still need (")[1]
     for setting in ("corpus robust04 has no query variants", "verify.annotations is not set",
                     "model.embeddings names glove.6B.300d.txt", "detect.sbert="):
