@@ -201,6 +201,14 @@ def test_table1_caption_states_the_searched_fields(tmp_path):
         cfg = compose([f"store={tmp_path}", f"detect.fields={fields}"])
         OmegaConf.update(cfg, "data.corpora", list(Searched.collections))  # the fake's corpora (Table 1 reads these)
         assert said in write_table1(cfg, Searched()).read_text()
+    # the rounding the threshold is decided on, and what lies within one step of it (0.93: q3's variant, at it)
+    cfg = compose([f"store={tmp_path}", "detect.threshold=0.93"])
+    OmegaConf.update(cfg, "data.corpora", list(Searched.collections))
+    text = write_table1(cfg, Searched()).read_text()
+    assert "similarities rounded to 4 decimals before the threshold, 1 candidate(s) within 0.0001 of it" in text
+    cfg = compose([f"store={tmp_path}", "detect.threshold=0.5"])
+    OmegaConf.update(cfg, "data.corpora", list(Searched.collections))
+    assert "none within 0.0001 of it." in write_table1(cfg, Searched()).read_text()
 
 
 def test_real_corpus_without_variants_is_an_error_that_says_how_to_fix_it(tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from leakexp.lib.decisions import MEAN_DECIMALS, rounded
+from leakexp.lib.decisions import MEAN_DECIMALS, SIMILARITY_DECIMALS, SIMILARITY_STEP, rounded
 from leakexp.lib.measures import LOWER_IS_BETTER, mfr_caption, no_relevant_note
 from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import (CORPUS_LABEL, LEAKAGE_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
@@ -31,7 +31,7 @@ from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, config_hash
 from leakexp.stages.cell import grid_cells
-from leakexp.stages.detect import leak_pairs, table1, table1_wide
+from leakexp.stages.detect import leak_pairs, near_threshold, table1, table1_wide
 from leakexp.stages.firststage import first_stage_caption
 from leakexp.grid.robustness import robustness_cells
 from leakexp.grid.work import cell_asks, shared_asks, stored_results
@@ -472,11 +472,16 @@ def write_table1(cfg: DictConfig, runner) -> Path:
     cands = runner.get(Ask.of("detect"))
     corpora = _topic_ids(s, runner)
     wide = table1_wide(table1(cands, corpora, d.threshold))
+    near = len(near_threshold(cands, d.threshold))
     caption = (f"Table 1. Topics (T) and training queries (Q) with a Sentence-BERT similarity > {d.threshold} "
                f"to a searched topic field, for MS MARCO (MSM) and MS MARCO + ORCAS (+ORC); fields searched: "
                f"{', '.join(d.fields)}"
                f"{'' if 'variant' in d.fields else ' (query variants not searched: their row is empty)'}; "
-               f"data={s.data.name}, model={d.sbert}, top-{d.k} exact neighbours per field.")
+               f"data={s.data.name}, model={d.sbert}, top-{d.k} exact neighbours per field; similarities rounded to "
+               f"{SIMILARITY_DECIMALS} decimals before the threshold, "
+               + (f"{near} candidate(s) within {SIMILARITY_STEP:g} of it (another CPU's float noise could decide "
+                  f"them otherwise; verify's near_threshold.parquet lists them)." if near else
+                  f"none within {SIMILARITY_STEP:g} of it."))
     out = _tables_dir(s)
     write(wide, out, "table1", caption)
     return out / "table1.md"
