@@ -32,9 +32,9 @@ def bench_detect(root: Path) -> None:
 
     from leakexp.runner.config import compose
     from leakexp.lib.dense import load_sbert
-    from leakexp.stages.detect import topic_fields
+    from leakexp.lib.candidates import topic_fields
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = compose([f"store={root / 'detect'}", "data.queries_per_source=5000"])
     r = runner(cfg)
@@ -81,7 +81,7 @@ def bench_build(root: Path) -> None:
     from leakexp.runner.config import compose
     from leakexp.lib.bm25 import bm25_search
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = compose([f"store={root / 'build'}"])
     r = runner(cfg)
@@ -213,7 +213,7 @@ def bench_rerank(root: Path) -> None:
     from leakexp.models.capreolus import IdfTable
     from leakexp.stages.rerank import rerank
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.lib.trainer import set_seed
 
     cfg = compose([f"store={root / 'rerank'}"])
@@ -275,7 +275,7 @@ def bench_train(root: Path) -> None:
 
     from leakexp.runner.config import compose
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.lib.trainer import TrainConfig, set_seed, train
 
     cfg = compose([f"store={root / 'train'}"])
@@ -314,7 +314,7 @@ def bench_monot5(root: Path) -> None:
     from leakexp.runner.config import compose
     from leakexp.models import load_checkpoint
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.lib.trainer import set_seed
 
     cfg = compose([f"store={root / 'monot5'}"])
@@ -579,7 +579,7 @@ def bench_pipeline(root: Path) -> None:
     from leakexp.models.vectors import load_word_vectors
     from leakexp.stages.rerank import rerank
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.lib.trainer import PairBatches, TrainConfig, micro_batches, pairs_of, set_seed, train
 
     torch.set_num_threads(1)
@@ -667,7 +667,7 @@ def bench_ties(root: Path) -> None:
     from leakexp.models.base import ties_per_query
     from leakexp.runner.config import compose
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.stages.rerank import rerank
     from leakexp.lib.trainer import TrainConfig, set_seed, train
 
@@ -752,7 +752,8 @@ def bench_gpu(root: Path) -> None:
     names = os.environ.get("LEAKEXP_BENCH_MODELS", "monot5,monobert,knrm,duet,pacrr").split(",")
     from leakexp.models.paper import PaperModels, synthetic_pairs
     from leakexp.runner.store import atomic_write_json
-    from leakexp.lib.trainer import PairBatches, TrainConfig, batch_loss, configure_precision, loader_workers, pairs_of, set_seed, train
+    from leakexp.lib.trainer import PairBatches, TrainConfig, batch_loss, loader_workers, pairs_of, set_seed, train
+    from leakexp.runner.jobs import configure_precision
 
     configure_precision("highest")
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
@@ -856,7 +857,7 @@ def _forward_flops(model, query_rows, doc_rows, batch: int, device: str) -> int:
 def _paper_compute() -> dict:
     """How experiment=paper computes monoT5 and monoBERT on CUDA: its precision section and each model's cuda block
     (the settings the stages read there)."""
-    from leakexp.grid.registry import settings_of
+    from leakexp.runner.registry import settings_of
     from leakexp.runner.config import compose
 
     s = settings_of(compose(["experiment=paper"]))

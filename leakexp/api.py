@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from leakexp.grid.registry import runner as make_runner
+from leakexp.runner.registry import runner as make_runner
 from leakexp.grid.work import counted
 from leakexp.runner.config import compose
 from leakexp.runner.pipeline import Runner
@@ -157,7 +157,7 @@ class GridStore:
         bf16 setting). ``device``: the configuration's (``device=auto``: CUDA where there is one) unless given."""
         import pyterrier as pt
 
-        from leakexp.lib.trainer import resolve_device
+        from leakexp.runner.jobs import resolve_device
 
         c = self.cell(cell, **fields)
         model = self.model(c)

@@ -111,7 +111,7 @@ def small_run(small_cfg):
     mean measures per cell, tables directory)."""
     from leakexp.stages.cell import grid_cells
     from leakexp.grid.work import run_cell
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.tables.paper import write_tables
 
     r = runner(small_cfg)

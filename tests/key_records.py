@@ -23,8 +23,8 @@ from leakexp.runner.stage import Ask
 from leakexp.runner.store import config_hash
 from leakexp.stages.cell import grid_cells
 from leakexp.grid.work import cell_asks, shared_asks
-from leakexp.grid.registry import runner
-from leakexp.grid.registry import settings_of
+from leakexp.runner.registry import runner
+from leakexp.runner.registry import settings_of
 
 # the demo on any machine: a stage that records its device would otherwise key a GPU machine's artifacts apart
 OVERRIDES = ["experiment=demo", "device=cpu"]

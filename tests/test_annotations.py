@@ -107,7 +107,7 @@ def test_detection_quality_counts_planted_leaks_only():
 
 
 def test_toy_detection_recovers_planted_leaks(small_run, small_cfg):
-    from leakexp.stages.detect import leak_pairs
+    from leakexp.lib.candidates import leak_pairs
     from leakexp.runner.stage import Ask
 
     r = small_run[0]

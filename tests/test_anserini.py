@@ -89,7 +89,7 @@ def test_leakexps_anserini_run_equals_anserinis_searchcollection(tmp_path, jar):
     index (the toy world's TREC topic file, Anserini's own topic reader and default analysis, k1 0.9, b 0.4)."""
     from leakexp.runner.config import compose, corpus_config
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = compose([f"store={tmp_path / 'store'}", "bm25.backend=anserini", "bm25.stemmer=porter",
                    "bm25.stopwords=lucene", "rerank.depth=100"])
@@ -115,7 +115,7 @@ def test_leakexps_anserini_run_equals_anserinis_searchcollection(tmp_path, jar):
 def test_missing_java_is_one_error_naming_the_fix_before_any_work(tmp_path, monkeypatch):
     from leakexp.runner.config import compose
     from leakexp.runner.stage import ConfigError
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = compose([f"store={tmp_path / 'store'}", "bm25.backend=anserini", "bm25.stemmer=porter"])
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -139,7 +139,7 @@ def test_missing_jar_names_make_setup(tmp_path, monkeypatch):
 
 
 def test_anserini_offers_its_own_stemmers_only():
-    from leakexp.grid.registry import compose_checked as compose
+    from leakexp.runner.registry import compose_checked as compose
     from leakexp.runner.stage import ConfigError
 
     with pytest.raises(ConfigError, match="bm25.stemmer=porter2 is not one of Anserini's stemmers"):

@@ -15,7 +15,7 @@ from leakexp.models.vectors import load_word_vectors, unit_rows
 from leakexp.runner.config import compose, resolved_model_config
 from leakexp.lib import memorization as pure
 from leakexp.stages.cell import Cell
-from leakexp.grid.registry import runner as make_runner
+from leakexp.runner.registry import runner as make_runner
 from leakexp.stages.rerank import rerank, scoring
 
 
@@ -112,7 +112,7 @@ def test_experiment_paper_scores_capreolus_models_in_float16_on_unit_vectors(tmp
 
 
 def test_captions_say_which_models_scores_are_rounded_and_read_unit_vectors(tmp_path, monkeypatch):
-    from leakexp.grid.registry import settings_of
+    from leakexp.runner.registry import settings_of
     from leakexp.tables.captions import recipe_note
 
     paper = settings_of(compose([f"store={tmp_path}", *paper_env(tmp_path, monkeypatch)]))

@@ -42,7 +42,7 @@ def test_paper_sweep_matches_the_grid():
     ("evaluate.mfr=rank1", "evaluate.mfr: input should be 'reciprocal_of_mrr' or 'arithmetic'"),
 ])
 def test_bad_values_name_the_key(override, key):
-    from leakexp.grid import registry as stages
+    from leakexp.runner import registry as stages
 
     extra = ["leakage=msm"] if override.startswith("size=100") else []
     with pytest.raises(ConfigError, match=key.replace("[", r"\[")):
@@ -52,7 +52,7 @@ def test_bad_values_name_the_key(override, key):
 def test_a_stage_section_is_checked_before_a_runner_exists(tmp_path):
     """``evaluate`` is the evaluation stage's section: composing alone does not judge it, building the runner does,
     before anything is written to the store."""
-    from leakexp.grid import registry as stages
+    from leakexp.runner import registry as stages
 
     cfg = compose([f"store={tmp_path / 'store'}", "evaluate.mfr_missing=zero"])
     with pytest.raises(ConfigError, match="evaluate.mfr_missing: input should be 'skip', 'depth' or 'infinite'"):
@@ -77,7 +77,7 @@ def test_paper_models_use_the_papers_weights_and_demo_the_embedded_ones():
 
 
 def test_the_embedded_monot5_is_refused_for_real_data():
-    from leakexp.grid import registry as stages
+    from leakexp.runner import registry as stages
 
     with pytest.raises(ConfigError, match="models.monot5.checkpoint=embedded needs the toy world"):
         stages.compose_checked(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]",
@@ -88,10 +88,10 @@ def test_the_embedded_monot5_is_refused_for_real_data():
 def test_corpus_overrides_change_any_corpus_of_the_grid_and_the_keys_that_read_it(tmp_path):
     """``corpus.*`` changes the selected corpus only; ``corpus_overrides.<name>.*`` any corpus of the grid (e.g. the
     leak counts a smaller collection supports), and re-keys exactly that corpus's leaked training sets."""
-    from leakexp.grid import registry as stages
+    from leakexp.runner import registry as stages
     from leakexp.stages.cell import Cell
     from leakexp.runner.config import resolved_corpus_config, resolved_values
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     base = [f"store={tmp_path}", "grid.sizes=[128]"]
     cfg = compose([*base, "corpus_overrides.toy_core17.fixed_leak_queries=3", "corpus.test_leak_queries=8"])
@@ -117,7 +117,7 @@ def test_the_documents_check_and_leak_counts_re_key_neither_collection_nor_pool(
     """Accepting a short corpus on purpose, or another leak count, re-keys its check (corpus-stats) or the training sets
     that read it, not the collection and pool that everything else (detection, every set and model) derives from."""
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     def keys(*extra):
         r = runner(compose([f"store={tmp_path}", *extra]), readonly=True)

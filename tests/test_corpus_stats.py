@@ -62,7 +62,7 @@ def test_corpus_stats_of_the_toy_world(small_store, capsys):
 
 def test_index_and_idf_manifests_record_the_corpus_figures(small_cfg):
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     r = runner(small_cfg)
     stats = r.store.marker(r.ensure(Ask.of("corpus-stats", name="toy_robust"))).figures
@@ -94,7 +94,7 @@ def test_a_corpus_read_almost_empty_stops_the_run(irds_corpora, tmp_path, monkey
     from leakexp.runner.config import compose
     from leakexp.data import irds
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     monkeypatch.setattr(irds, "document_text", lambda doc: getattr(doc, "title", ""))  # a reader that keeps titles
     overrides = [*paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}", "corpus=core18",

@@ -4,7 +4,7 @@ import pytest
 
 from leakexp.runner.config import compose
 from leakexp.cli.commands import demo_extras as extras
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import runner
 
 
 @pytest.mark.slow  # the demo's audit and graph stages twice (about 25 s); make demo (CI) runs them

@@ -6,7 +6,7 @@ import pandas as pd
 
 from leakexp.lib import dense
 from leakexp.lib.dense import embed_to_memmap, exact_topk
-from leakexp.stages.detect import leak_pairs, table1
+from leakexp.lib.candidates import leak_pairs, table1
 
 
 def test_exact_topk_matches_brute_force_across_shards():
@@ -102,7 +102,7 @@ def _collections():
 
 
 def test_topic_fields_keep_a_reused_topic_id_with_another_text_apart():
-    from leakexp.stages.detect import topic_fields
+    from leakexp.lib.candidates import topic_fields
 
     t = topic_fields(list(_collections()), ["title", "description", "variant"])
     got = sorted(zip(t.topic_qid, t.field, t.text, t.corpora))
@@ -205,7 +205,7 @@ def test_table1_caption_states_the_searched_fields(tmp_path):
 
 def test_real_corpus_without_variants_is_an_error_that_says_how_to_fix_it(tmp_path, monkeypatch):
     from leakexp.runner import config
-    from leakexp.grid import registry as stages
+    from leakexp.runner import registry as stages
     from leakexp.runner.stage import ConfigError
 
     for name in ("ROBUST04", "CORE17", "CORE18"):

@@ -35,7 +35,7 @@ import pytest
 from conftest import paper_env
 
 from leakexp.cli.main import main
-from leakexp.grid.registry import settings_of
+from leakexp.runner.registry import settings_of
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "experiments/README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
@@ -246,7 +246,7 @@ def furnished_paper(ctx: Ctx) -> list[str]:
 def checks_before_data(overrides: list[str]):
     """Compose the overrides and pass every check a computing command makes before it reads data."""
     from leakexp.runner.config import compose
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = compose(overrides)
     runner(cfg)  # every stage's requirements (None: as a grid cell needs them), the input files included
@@ -346,19 +346,19 @@ def case_toy_stages(ctx: Ctx, command: str) -> None:
     """Every stage listed with its version and module, computing nothing; with --graph its graph as an SVG."""
     import xml.etree.ElementTree as ET
 
-    from leakexp.grid.registry import STAGES
+    from leakexp.runner.stage import stages
 
     ctx.monkeypatch.chdir(ctx.tmp)
     store = ctx.tmp / "stages-store"
     rc, out, err = ctx.run(words(command), [f"store={store}"])
     assert rc == 0 and not store.exists(), err
     rows = {line.split()[0]: line.split()[1:4] for line in out.splitlines()[1:] if line and not line[0].isspace()}
-    assert all(rows[s.name] == [str(s.version), s.module, "yes"] for s in STAGES), out
+    assert all(rows[s.name] == [str(s.version), s.module, "yes"] for s in stages()), out
     if "--graph" in command:
         path = ctx.tmp / words(command)[words(command).index("--graph") + 1]
         assert out.rstrip().endswith(f"graph: {path.name}")
         ids = {e.get("id") for e in ET.parse(path).getroot().iter()}
-        assert {f"stage:{s.name}" for s in STAGES} <= ids and "edge:build:train" in ids
+        assert {f"stage:{s.name}" for s in stages()} <= ids and "edge:build:train" in ids
 
 
 def case_toy_tables(ctx: Ctx, command: str) -> None:
@@ -587,7 +587,7 @@ def case_leakexp_run(ctx: Ctx, command: str) -> None:
     for name in ("ann/01.jsonl", "ann/02.jsonl", "ann/03.jsonl", "ann/04.jsonl"):
         (ctx.tmp / name).parent.mkdir(exist_ok=True)
         (ctx.tmp / name).write_text("{}\n")
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.runner.stage import ConfigError
 
     job = [*plain, *jobs[0]]

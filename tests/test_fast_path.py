@@ -221,7 +221,7 @@ def test_experiment_paper_scores_with_bf16_weights_where_they_drift_no_further_t
     keeps fp32 weights under autocast."""
     from conftest import paper_env
 
-    from leakexp.grid.registry import settings_of
+    from leakexp.runner.registry import settings_of
     from leakexp.runner.config import compose
 
     with bf16_cpu_kernels():
@@ -276,7 +276,7 @@ def test_exactly_one_device_to_host_read_per_scored_batch(name, build, monkeypat
 def test_experiment_paper_takes_the_fast_path_on_cuda_only(tmp_path, monkeypatch):
     from conftest import paper_env
 
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.runner.config import compose, resolved_values, score_batch_size
 
     paper = compose([*paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}"])
@@ -298,7 +298,7 @@ def test_experiment_paper_takes_the_fast_path_on_cuda_only(tmp_path, monkeypatch
     ("precision.train_compile=maybe", "precision.train_compile"),
 ])
 def test_a_bad_compute_setting_is_one_line_naming_it(override, message, tmp_path):
-    from leakexp.grid.registry import compose_checked
+    from leakexp.runner.registry import compose_checked
     from leakexp.runner.stage import ConfigError
 
     with pytest.raises(ConfigError, match=message) as err:
@@ -310,7 +310,8 @@ def test_on_cuda_the_compute_settings_key_the_stages_they_change(tmp_path):
     """A compiled training run is keyed apart from an eager one (Inductor draws its dropout its own way), bf16
     weights and compiled scoring key the re-ranking, not the checkpoint; a batch size keys nothing; a KNRM artifact
     reads none of it. On a CPU none of it is read (the demo's keys: tests/test_key_records.py)."""
-    from leakexp.grid.registry import STAGES, schema_of
+    from leakexp.runner.stage import stages
+    from leakexp.runner.registry import schema_of
     from leakexp.runner.config import compose, resolved_values
     from leakexp.runner.pipeline import Runner
     from leakexp.runner.store import Store
@@ -318,7 +319,7 @@ def test_on_cuda_the_compute_settings_key_the_stages_they_change(tmp_path):
 
     def keys(*overrides, cuda=True):
         cfg = compose(["experiment=demo", f"store={tmp_path}", *overrides])
-        r = Runner(resolved_values(cfg), STAGES, Store(tmp_path), schemas=schema_of, cuda=cuda)
+        r = Runner(resolved_values(cfg), stages(), Store(tmp_path), schemas=schema_of, cuda=cuda)
         return {(m, stage): r.key(Cell("toy_robust", "msm", 128, m, 1).ask(stage))
                 for m in ("monot5", "monobert", "knrm") for stage in ("train", "rerank")}
 

@@ -157,7 +157,7 @@ def test_one_whole_cell_on_cuda(tmp_path):
     from leakexp.stages.cell import Cell
     from leakexp.runner.config import compose
     from leakexp.grid.work import run_cell
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = compose([f"store={tmp_path / 'store'}", f"device={DEVICE}", "data.queries_per_source=600",
                    "grid.sizes=[128]", "grid.seeds=[1]", "grid.models=[monot5]", "loader_workers=2"])

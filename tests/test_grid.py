@@ -16,9 +16,9 @@ from leakexp.cli.main import main
 from leakexp.runner.config import compose
 from leakexp.stages.cell import Cell, grid_cells
 from leakexp.grid.work import complete, grid_status
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import runner
 from leakexp.runner.store import Store
-from leakexp.grid.registry import settings_of
+from leakexp.runner.registry import settings_of
 
 GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]",
         "grid.leakages=[none,msm]", "grid.sizes=[64,128]", "grid.seeds=[1,2]", "grid.models=[knrm]"]
@@ -149,7 +149,7 @@ def test_the_grids_jobs_start_with_the_shared_work_and_end_with_the_robustness_c
     one worker computing them for the first cell while the others wait), the demo's audits next (long jobs beside
     the cells, not last and alone), the cells in grid order, the robustness cells, whose models the cells train."""
     from leakexp.runner.stage import Ask
-    from leakexp.grid import robustness
+    from leakexp.stages.robustness import family as robustness
     from leakexp.grid.work import grid_jobs, shared_asks
 
     cfg = compose(["experiment=demo", f"store={tmp_path}", "grid.sizes=[128]"])

@@ -13,9 +13,9 @@ from leakexp.runner.config import compose
 from leakexp.stages.cell import Cell, grid_cells
 from leakexp.grid.work import grid_status
 from leakexp.runner.stage import Ask
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import runner
 from leakexp.runner.store import Store
-from leakexp.grid.registry import settings_of
+from leakexp.runner.registry import settings_of
 
 GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]", "grid.leakages=[none,msm]",
         "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]", "leakage=msm", "size=64", "seed=1",

@@ -212,7 +212,7 @@ def _paper(tmp_path, monkeypatch, *extra):
 
 
 def _runner(cfg):
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     return runner(cfg, readonly=True)
 
@@ -252,7 +252,7 @@ def test_a_docstore_built_from_another_archive_is_refused(wapo_home):
 def test_status_says_data_missing_with_the_paths_never_done(wapo_home, tmp_path, monkeypatch):
     from leakexp.grid.work import grid_status, render_status
     from leakexp.runner.stage import Ask, InputsMissing
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = _paper(tmp_path, monkeypatch, "bm25.backend=pisa", "bm25.collection=json")
     index = Ask.of("index", name="core18")

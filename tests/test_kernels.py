@@ -66,7 +66,7 @@ def test_an_artifact_computed_under_portable_kernels_has_onednn_off():
 
 
 def test_an_unknown_mode_is_refused_naming_the_setting():
-    from leakexp.grid.registry import check_config
+    from leakexp.runner.registry import check_config
     from leakexp.runner.config import compose
     from leakexp.runner.stage import ConfigError
 

@@ -17,14 +17,16 @@ from leakexp.stages.cell import grid_cells
 from leakexp.runner.config import ConfigError, compose, model_config, resolved_values
 from leakexp.grid.work import cell_asks, shared_asks
 from leakexp.runner.lineage import leaves as _leaves
+from leakexp.models import REGISTRY
 from leakexp.runner.pipeline import Runner
-from leakexp.grid.registry import STAGES, schema_of
+from leakexp.runner.stage import stages
+from leakexp.runner.registry import schema_of
 from leakexp.runner.store import Store
-from leakexp.grid.registry import settings_of
+from leakexp.runner.registry import settings_of
 
 
 def _runner(s: dict, store, cuda: bool = False) -> Runner:
-    return Runner(s, STAGES, store, schemas=schema_of, cuda=cuda)
+    return Runner(s, stages(), store, schemas=schema_of, cuda=cuda)
 
 
 def _all_asks(cfg, runner) -> list:
@@ -39,12 +41,12 @@ def _annotation(leaf: str):
     if parts[0] in ("model_overrides", "corpus_overrides"):  # per-name overrides of a model's or a corpus's file
         parts = ["models" if parts[0] == "model_overrides" else "corpora", *parts[1:]]
     width = 2 if parts[0] in ("models", "corpora") else 1
+    if parts[0] == "model":  # the cell's model: the first model schema that has the leaf
+        return next((a for a in (_annotation(".".join(["models", n, *parts[1:]])) for n in REGISTRY) if a), None)
     try:
         schema = schema_of(".".join(parts[:width]))
     except KeyError:
         return None
-    if isinstance(schema, dict):  # the cell's model: the first model schema that has the leaf
-        return next((a for a in (_annotation(".".join(["models", n, *parts[1:]])) for n in schema) if a), None)
     annotation = None
     for part in parts[width:]:
         field = getattr(schema, "model_fields", {}).get(part)

@@ -98,7 +98,7 @@ def test_every_seed_of_a_set_reads_one_tokens_artifact_and_every_size_one_per_co
     """The tokens stage is shared: the seeds (and No-Leakage corpora) of a training set read one artifact, the
     re-rankings of a corpus by every size, leakage and seed read one per model."""
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     r = runner(small_cfg, readonly=True)
 

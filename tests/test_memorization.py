@@ -10,7 +10,8 @@ from leakexp.lib import memorization as pure
 from leakexp.stages import memorization as M
 from leakexp.tables import memorization as MT
 from leakexp.stages.cell import Cell
-from leakexp.grid.registry import schema_of, settings_of
+from leakexp.runner.registry import settings_of
+from leakexp.runner.registry import schema_of
 from leakexp.grid.work import ready_cells
 from leakexp.runner.config import RunSettings
 from leakexp.runner.schema import Settings
@@ -146,7 +147,7 @@ class _FakeRunner:
 
 
 def test_config_names_the_with_and_the_matching_without_rerank_and_waits_for_both(tmp_path):
-    from leakexp.grid.registry import compose_checked as compose, runner
+    from leakexp.runner.registry import compose_checked as compose, runner
 
     cfg = compose([f"store={tmp_path}"])
     r = runner(cfg)
@@ -252,7 +253,7 @@ def test_cv_choice_takes_the_most_frequent_size_and_breaks_ties_to_the_smaller()
 
 def test_bad_memorization_settings_name_the_key(tmp_path):
     from leakexp.runner.config import ConfigError
-    from leakexp.grid.registry import compose_checked as compose  # composes and runs every stage's config check, memorization's included
+    from leakexp.runner.registry import compose_checked as compose  # composes and runs every stage's config check, memorization's included
 
     base = [f"store={tmp_path}", "grid.sizes=[128,256]"]
     assert M.memorization_settings(settings_of(compose(base))).sizes == ["each", "cv"]
@@ -265,7 +266,7 @@ def test_bad_memorization_settings_name_the_key(tmp_path):
             compose([*base, override])
     # leakexp.runner.config.compose alone checks no stage's block; building a runner checks it before anything runs
     from leakexp.runner.config import compose as compose_only
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     with pytest.raises(ConfigError, match=r"memorization.sizes.1: input should be .*'bogus'"):
         runner(compose_only([*base, "memorization.sizes=[each,bogus]"]))
@@ -284,7 +285,7 @@ def test_only_leaked_cells_are_wanted_and_enabled_false_turns_it_off(tmp_path):
 def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_to_8(small_run, small_cfg, tmp_path,
                                                                                     monkeypatch):
     from leakexp.models import load_checkpoint
-    from leakexp.grid.registry import runner as make_runner
+    from leakexp.runner.registry import runner as make_runner
     from leakexp.runner.store import DONE
 
     r, cells, _, tables_out = small_run

@@ -202,7 +202,7 @@ def test_status_lists_every_artifact_missing_and_plan_counts_the_grid(paper_run)
 
 
 def test_detection_finds_the_planted_near_duplicates_and_nothing_else(paper_run):
-    from leakexp.stages.detect import leak_pairs
+    from leakexp.lib.candidates import leak_pairs
 
     results, store, _, _ = paper_run
     world = results["world"]

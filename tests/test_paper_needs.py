@@ -13,9 +13,9 @@ from leakexp.stages.cell import grid_cells
 from leakexp.cli.main import main
 from leakexp.runner.config import compose
 from leakexp.grid.work import STATES, cell_asks, complete, grid_status, needed_indexes, shared_asks
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import runner
 from leakexp.runner.store import Store
-from leakexp.grid.registry import settings_of
+from leakexp.runner.registry import settings_of
 
 PAPER_TINY = ["grid.sizes=[1000]", "grid.seeds=[1]", "grid.models=[knrm]"]
 
@@ -124,7 +124,7 @@ def test_status_names_every_missing_model_of_the_grid_and_the_refusal_all_of_the
     each missing checkpoint of the grid (monoT5's and monoBERT's, not only the first), and the one line of a
     computing command's refusal names them all."""
     from leakexp.runner.stage import ConfigError
-    from leakexp.grid.registry import unmet_requirements
+    from leakexp.runner.registry import unmet_requirements
 
     cache = tmp_path / "hub"
     cache.mkdir()

@@ -8,7 +8,7 @@ import pytest
 from leakexp.stages.cell import Cell
 from leakexp.grid.work import run_cell, stored_results
 from leakexp.runner.stage import Ask
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import runner
 from leakexp.runner.store import DONE
 from conftest import SMALL
 
@@ -26,7 +26,7 @@ def _excluded(r):
     """(source, qid) of every training query that No-Leakage sets must not use: above the threshold for any
     topic of any corpus, annotated (whatever its recomputed similarity), or a verified leak."""
     from leakexp.lib.training_sets import excluded_queries
-    from leakexp.stages.detect import above_threshold
+    from leakexp.lib.candidates import above_threshold
 
     pairs = above_threshold(r.get(Ask.of("detect")), r.settings.detect.threshold)
     leaks = [r.get(Ask.of("leaks", corpus=c)) for c in r.settings.data.corpora]

@@ -11,7 +11,7 @@ import pytest
 from leakexp.runner.config import compose
 from leakexp.cli.plan import load_measured, plan, render_plan
 from leakexp.runner.config import ConfigError, model_plan
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import runner
 
 
 def fake_runner(cfg, **kwargs):
@@ -50,7 +50,7 @@ def test_plan_uses_the_assumed_table_without_a_bench_file(cfg):
 def test_a_models_assumed_figures_are_its_files_plan_block_and_key_nothing(cfg, tmp_path):
     """What plan assumes of a model lives with the model (conf/model/<name>.yaml, ``plan:``): halving KNRM's training
     rate doubles its GPU-hours and changes no artifact's key; a bad value is one line naming it."""
-    from leakexp.grid.registry import compose_checked
+    from leakexp.runner.registry import compose_checked
 
     from leakexp.stages.cell import Cell
 

@@ -28,7 +28,7 @@ def _files(r, ask):
 
 
 def _two_stores(tmp_path, toy_prepared, asks):
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.runner.config import compose
 
     from conftest import SMALL

@@ -13,7 +13,7 @@ from leakexp.runner.config import ConfigError, compose, model_recipe, resolved_m
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.lib.trainer import Adafactor, PrecisionSettings, TrainConfig, make_optimizer
 from leakexp.tables.captions import recipe_note
-from leakexp.grid.registry import settings_of
+from leakexp.runner.registry import settings_of
 
 
 def train_config(cfg, model: str) -> TrainConfig:
@@ -80,7 +80,7 @@ def test_the_other_reading_of_mesh_tfs_batch_is_one_override(tmp_path, monkeypat
     """mesh_tf: 128 sequences per update (T5's fine-tuning batch of 65,536 tokens, assumed); mesh_tf_default_batch:
     Mesh TF's utils.run default, 2,048 tokens per replica on the script's one device = 4 sequences of 512."""
     from leakexp.stages.cell import grid_cells
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     def trained(recipe):
         cfg = compose([f"store={tmp_path}", *paper_env(tmp_path, monkeypatch),
@@ -101,7 +101,7 @@ def test_torch_adamw_is_a_named_monobert_recipe(tmp_path):
     to the peak, the same artifact as setting those two values in train:."""
     from leakexp.lib.bert_adam import BertAdamW
     from leakexp.stages.cell import grid_cells
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     def trained(*extra):
         cfg = compose([f"store={tmp_path}", "~model_overrides.monobert.train", *extra])
@@ -118,7 +118,7 @@ def test_torch_adamw_is_a_named_monobert_recipe(tmp_path):
 
 
 def test_an_unknown_recipe_names_the_choices():
-    from leakexp.grid.registry import compose_checked as checked
+    from leakexp.runner.registry import compose_checked as checked
 
     with pytest.raises(ConfigError, match="mesh_tf, mesh_tf_train_steps"):
         checked(["experiment=paper", "model_overrides.monot5.recipe=mesh"])
@@ -128,7 +128,7 @@ def test_the_monobert_alternative_changes_the_optimisers_lr_and_the_training_key
     """bert_glue (lr 2e-5, 32 instances per update, google-research/bert) against dl4marco (lr 3e-6, 128): the
     optimiser's lr and the train artifact's key (the demo's own monoBERT block removed, so the recipes show)."""
     from leakexp.stages.cell import grid_cells
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     def trained(*extra):
         cfg = compose([f"store={tmp_path}", "~model_overrides.monobert.train", *extra])

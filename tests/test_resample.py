@@ -303,7 +303,7 @@ def test_cli_resample_and_decontaminate_errors(tmp_path, capsys):
 @pytest.mark.slow  # the bundled MiniLM over the small toy world: ~30 s on 2 cores
 def test_demo_on_the_toy_world(small_cfg):
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     r = runner(small_cfg)
     path = r.ensure(Ask.of("audit"))

@@ -20,7 +20,7 @@ from leakexp.models.capreolus import IdfTable
 from leakexp.runner.config import runtime
 from leakexp.runner.store import Store
 from leakexp.stages.cell import cell_from_config
-from leakexp.grid.registry import compose_checked as compose, runner, settings_of
+from leakexp.runner.registry import compose_checked as compose, runner, settings_of
 from leakexp.lib.trainer import ResumeState, TrainConfig, set_seed, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,7 +202,7 @@ from pathlib import Path
 import pandas as pd
 from leakexp.models import get
 from leakexp.lib.trainer import ResumeState, TrainConfig, set_seed, train, write_history
-from leakexp.grid.registry import settings_of
+from leakexp.runner.registry import settings_of
 
 name, checkpoint, data, out, state, kill_at, every = sys.argv[1:]
 set_seed(3)

@@ -9,9 +9,8 @@ import pandas as pd
 import pytest
 
 from leakexp.lib import robustness_stats
-from leakexp.grid import robustness as grb
-from leakexp.grid.registry import settings_of
-from leakexp.stages import robustness as rb
+from leakexp.runner.registry import settings_of
+from leakexp.stages.robustness import family as rb, parts
 from leakexp.tables import robustness as rt
 from leakexp.runner.config import ConfigError, compose
 
@@ -136,10 +135,10 @@ def test_settings_check_every_key(demo_cfg):
 
 
 def test_robustness_cells_follow_the_corpora_and_sizes(demo_cfg):
-    cells = grb.robustness_cells(settings_of(demo_cfg))
+    cells = rb.robustness_cells(settings_of(demo_cfg))
     assert {(c.corpus, c.size) for c in cells} == {("toy_core17", 384)}
     assert len(cells) == 3 * 5  # leakage types x models x 1 seed of the demo grid
-    every = grb.robustness_cells(settings_of(_with(_with(demo_cfg, "robustness.corpora=null"), "robustness.sizes=null")))
+    every = rb.robustness_cells(settings_of(_with(_with(demo_cfg, "robustness.corpora=null"), "robustness.sizes=null")))
     assert len(every) == 3 * 3 * 2 * 5
 
 
@@ -281,7 +280,7 @@ def test_robustness_evaluation_follows_evaluate_no_relevant():
         cfg.declared = ("evaluate.no_relevant",)
         ctx = SimpleNamespace(inputs={"collection": coll}, config=cfg,
                               settings=lambda section, mode=mode: SimpleNamespace(no_relevant=mode))
-        pq = rb._values(ctx, run, ["P@10"])
+        pq = parts._values(ctx, run, ["P@10"])
         assert sorted(pq.qid) == topics, mode
 
 

@@ -12,10 +12,11 @@ from conftest import edited, paper_env
 from omegaconf import OmegaConf
 
 from leakexp.runner import config as config_module
-from leakexp.grid import registry as stages
+from leakexp.runner import registry as stages
 from leakexp.runner.config import ConfigError, compose
 from leakexp.runner.lineage import leaves
-from leakexp.models import MODEL_SETTINGS
+from leakexp.runner.registry import schema_of
+from leakexp.runner.registry import sections
 
 
 def _wrong_type(value):
@@ -32,8 +33,10 @@ def _wrong_type(value):
 
 def _schema_of(cfg, section: str):
     if section == "model":
-        return MODEL_SETTINGS[cfg.model.name]
-    return stages.SECTIONS.get(section)
+        return schema_of(f"models.{cfg.model.name}")
+    if section == "corpus":
+        return schema_of("corpora.*")
+    return sections().get(section)
 
 
 def _property(schema: dict, path: list[str]) -> dict | None:

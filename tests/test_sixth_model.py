@@ -95,7 +95,7 @@ def sixth(tmp_path, monkeypatch):
 
 
 def test_an_unregistered_model_file_is_refused_by_name(tmp_path, monkeypatch):
-    from leakexp.grid.registry import compose_checked
+    from leakexp.runner.registry import compose_checked
     from leakexp.runner.config import ConfigError
 
     conf = tmp_path / "conf"
@@ -109,7 +109,7 @@ def test_an_unregistered_model_file_is_refused_by_name(tmp_path, monkeypatch):
 
 def test_a_sixth_model_is_its_class_its_file_and_register(sixth, tmp_path, seeded_store):
     from leakexp.cli.plan import plan
-    from leakexp.grid.registry import compose_checked, runner
+    from leakexp.runner.registry import compose_checked, runner
     from leakexp.grid.work import run_cell
     from leakexp.runner.config import ConfigError
     from leakexp.stages.cell import Cell, grid_cells

@@ -12,7 +12,10 @@ from pathlib import Path
 import networkx as nx
 
 import leakexp
-from leakexp.grid.registry import SECTIONS, STAGES
+from leakexp.runner.registry import sections
+from leakexp.runner.stage import stages
+
+STAGES = stages()
 from leakexp.runner.config import RunSettings
 
 ROOT = Path(leakexp.__file__).parent
@@ -47,7 +50,7 @@ def import_graph() -> nx.DiGraph:
 
 def test_the_graph_sees_imports_inside_functions():
     g = import_graph()
-    assert g.has_edge("leakexp.grid.registry", "leakexp.runner.pipeline")  # module level
+    assert g.has_edge("leakexp.runner.registry", "leakexp.runner.pipeline")  # module level
     assert g.has_edge("leakexp.tables.paper", "leakexp.tables.memorization")  # inside write_tables
 
 
@@ -57,18 +60,17 @@ def test_no_import_circle():
 
 
 def _stage_modules() -> set[str]:
-    import sys
-
-    return {sys.modules[s.compute.__module__ if s.compute else s.value.__module__].__name__ for s in STAGES}
+    return {s.module for s in STAGES}
 
 
 def test_stages_import_neither_runner_nor_writers_and_config_imports_no_stage():
     g = import_graph()
     stage_modules = _stage_modules()
-    assert {"leakexp.stages.build", "leakexp.stages.train", "leakexp.stages.memorization", "leakexp.stages.robustness"} <= stage_modules
+    assert {"leakexp.stages.build", "leakexp.stages.train", "leakexp.stages.memorization",
+            "leakexp.stages.robustness.parts"} <= stage_modules
     # ``report`` is the format library (Markdown, LaTeX, CSV writers) that any report-writing capability may
     # use, e.g. the graph audit; the table assemblers that read the grid's artifacts sit above every stage
-    above = {"leakexp.runner.pipeline", "leakexp.grid.registry", "leakexp.grid.work", "leakexp.tables.paper", "leakexp.tables.memorization", "leakexp.tables.robustness", "leakexp.cli.commands", "leakexp.cli.main", "leakexp.runner.lineage",
+    above = {"leakexp.runner.pipeline", "leakexp.runner.registry", "leakexp.grid.work", "leakexp.tables.paper", "leakexp.tables.memorization", "leakexp.tables.robustness", "leakexp.cli.commands", "leakexp.cli.main", "leakexp.runner.lineage",
              "leakexp.cli.plan", "leakexp.api", "leakexp"}
     for module in stage_modules:
         assert not set(nx.descendants(g, module)) & above, (module, set(nx.descendants(g, module)) & above)
@@ -91,8 +93,7 @@ FOLDERS = ("cli", "tables", "grid", "stages", "toolkit", "models", "lib", "data"
 API = {"leakexp": "api", "leakexp.api": "api"}
 # modules that hold several stages, named after their family (every other stage is in stages/<its name>.py)
 FAMILIES = {"sources": {"toy", "pool", "collection"}, "detect": {"embed", "detect"}, "verify": {"verify", "leaks"},
-            "build": {"fillers", "negatives", "build"},
-            "perturbations": {"robustness/attacked-queries", "robustness/manipulated-docs"}}
+            "build": {"fillers", "negatives", "build"}}
 
 
 def _folder(module: str) -> str:
@@ -119,7 +120,8 @@ def test_every_module_is_in_a_folder_and_folders_import_one_way():
 def test_a_stage_is_found_by_its_name():
     for stage in STAGES:
         folder, _, module = stage.module.removeprefix("leakexp.").partition(".")
-        family = stage.name.split("/")[0].replace("-", "_")  # robustness/query-attack: stages/robustness.py
+        module = module.split(".")[0]  # a family's package: robustness/query-attack in stages/robustness/
+        family = stage.family.replace("-", "_")
         assert folder == "stages" and (module == family or stage.name in FAMILIES.get(module, ())), \
             (stage.name, stage.module)
 
@@ -227,9 +229,9 @@ def test_stage_modules_are_thin_declarations():
 
 # where raw configuration values may be read: the runner's composition and resolution, the registry that checks every
 # section and makes the typed settings, and leakexp-run's naming of its job before any check
-RAW_CONFIG_READERS = {"runner/config.py", "grid/registry.py", "cli/app.py"}
+RAW_CONFIG_READERS = {"runner/config.py", "runner/registry.py", "cli/app.py"}
 RESOLVERS = {"resolved_model_config", "resolved_corpus_config", "corpus_names"}
-CONFIG_KEYS = {*SECTIONS, *RunSettings.model_fields, "experiment", "get"}
+CONFIG_KEYS = {*sections(), *RunSettings.model_fields, "experiment", "get"}
 
 
 def _raw_config_reads(tree: ast.AST) -> list[str]:

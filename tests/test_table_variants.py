@@ -32,7 +32,7 @@ def test_the_table_only_settings_are_the_documented_ones():
 
 
 def test_an_option_that_changes_only_the_tables_rekeys_no_artifact(tmp_path):
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg, base = demo_runner(tmp_path / "store")
     asks = demo_asks(cfg, base)
@@ -59,7 +59,7 @@ def test_mfr_variants_are_computed_from_the_stored_evaluations(small_run, small_
     """Re-ranking the top-2 only, most topics have no relevant document within the depth: 1/MRR with misses at
     reciprocal rank 0, the arithmetic mean without them and with them at rank 3 all come from one stored evaluation
     per cell, and equal what the re-ranked runs give."""
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.grid.work import run_cell
     from leakexp.lib.measures import per_query
     from leakexp.runner.store import DONE

@@ -11,7 +11,8 @@ from torch import nn
 
 from leakexp.models import REGISTRY
 from leakexp.runner.config import model_config
-from leakexp.lib.trainer import TrainConfig, configure_precision, lr_factor, make_optimizer, micro_batches, no_decay_parameter_names, read_history, set_seed, train, write_history
+from leakexp.runner.jobs import configure_precision
+from leakexp.lib.trainer import TrainConfig, lr_factor, make_optimizer, micro_batches, no_decay_parameter_names, read_history, set_seed, train, write_history
 from leakexp.tables.paper import plot_histories
 
 

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from leakexp.grid.registry import settings_of
+from leakexp.runner.registry import settings_of
 
 from irds_corpora import copy_disks45_compressed
 
@@ -67,7 +67,7 @@ def compressed(irds_corpora, tmp_path_factory):
 def test_paper_indexes_robust04_through_trec_collection_over_its_raw_files(irds_corpora, tmp_path, monkeypatch):
     from leakexp.runner.stage import Ask
     from leakexp.stages.firststage import first_stage_caption
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = _paper(tmp_path, monkeypatch)
     assert cfg.bm25.collection == "trec"
@@ -94,7 +94,7 @@ def test_trec_collection_needs_anserini(tmp_path, monkeypatch):
 
     from leakexp.runner.config import compose
     from leakexp.runner.stage import ConfigError
-    from leakexp.grid.registry import compose_checked as checked
+    from leakexp.runner.registry import compose_checked as checked
 
     assert compose([]).bm25.collection == "json"
     with pytest.raises(ConfigError, match=r"^bm25\.collection=trec .*TrecCollection, which bm25\.backend=pisa does "
@@ -107,7 +107,7 @@ def test_the_key_names_the_raw_files(compressed, tmp_path, monkeypatch):
     """A TrecCollection index reads the raw files, not leakexp's documents: a changed file re-keys it."""
     from leakexp.data.irds_files import trec_files
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     root, files = compressed
     cfg = _paper(tmp_path, monkeypatch, f"corpus.irds_id={COPY}")
@@ -180,7 +180,7 @@ def test_papers_robust04_first_stage_searches_the_trec_collection_index(irds_cor
     import pandas as pd
 
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     _java_or_skip()
     runs, figures = {}, {}

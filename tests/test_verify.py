@@ -163,7 +163,7 @@ def test_verify_prints_table_2a_counts_and_keeps_the_topic_of_a_query_leaking_tw
 
     from leakexp.cli.main import main
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     assert main(["verify", f"store={small_cfg.store}", *SMALL]) == 0
     printed = {line.split(":")[0]: line for line in capsys.readouterr().out.splitlines()}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from leakexp.grid.registry import settings_of
+from leakexp.runner.registry import settings_of
 from pathlib import Path
 
 TOY_600 = "data.queries_per_source=600"
@@ -27,7 +27,7 @@ def build(store: Path) -> None:
     from leakexp.runner.config import compose
     from leakexp.stages.cell import grid_cells
     from leakexp.grid.work import shared_asks
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = compose([f"store={store}", TOY_600, "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]"])
     r = runner(cfg)

@@ -21,17 +21,17 @@ from leakexp.runner.loop import each
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, read_json
 from leakexp.grid import overview
-from leakexp.stages import detect as d
+from leakexp.lib import candidates as d
 from leakexp.toolkit import annotations
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.corpus_stats import corpus_stats
 from leakexp.stages.firststage import first_stage_file
 from leakexp.data.judgments import run_path
-from leakexp.grid import robustness
 from leakexp.grid.work import (cell_workers, complete, grid_jobs, grid_status, lineage, memorization_all,
-                               needed_indexes, render_status, run_cell, run_job, run_job_in_worker, scheduler_notes)
-from leakexp.grid.registry import runner, settings_of, unmet_requirements
-from leakexp.stages.robustness import robustness_settings
+                               needed_indexes, render_status, robust_all, run_cell, run_job, run_job_in_worker,
+                               scheduler_notes)
+from leakexp.runner.registry import runner, settings_of, unmet_requirements
+from leakexp.stages.robustness.family import robustness_cells, robustness_settings
 from leakexp.stages.build import check_size
 from leakexp.lib.training_sets import export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
@@ -142,8 +142,8 @@ def cmd_robustness(overrides: list[str]) -> int:
     cfg, r = _runner(overrides)
     robustness_settings(r.settings)  # bad settings fail before any work
     r.store.require_writable("leakexp robustness")
-    cells = robustness.robustness_cells(r.settings)
-    failed = robustness.robust_all(r.settings, r, cells)
+    cells = robustness_cells(r.settings)
+    failed = robust_all(r, cells)
     for path in robustness_tables.write_robustness_tables(cfg, r, tables_out(cfg, overrides), cells):
         print(path)
     for cell, exc in failed:
@@ -222,7 +222,7 @@ def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None
 def cmd_stages(overrides: list[str], graph: str | None = None) -> int:
     """The registry's stages as the configuration uses them (read-only); ``graph``: also their graph, drawn."""
     cfg = compose(overrides)
-    infos = overview.stages(cfg)
+    infos = overview.listing(cfg)
     print(overview.render_stages(infos))
     if graph:
         print(f"graph: {overview.draw(infos, Path(graph))}")
@@ -232,10 +232,10 @@ def cmd_stages(overrides: list[str], graph: str | None = None) -> int:
 def cmd_diff(store_a: str, store_b: str) -> int:
     """Where two stores part (leakexp.runner.diff), in the registry's stage order; exit 1 when an artifact of equal
     key differs, as diff(1) does."""
-    from leakexp.grid.registry import STAGES
     from leakexp.runner import diff
+    from leakexp.runner.stage import stages
 
-    found = diff.diff_stores(Path(store_a), Path(store_b), order=[s.key_name for s in STAGES])
+    found = diff.diff_stores(Path(store_a), Path(store_b), order=[s.key_name for s in stages()])
     print("\n".join(diff.render(found)))
     return 1 if found.differ else 0
 
@@ -391,7 +391,7 @@ def cmd_verify(overrides: list[str]) -> int:
     if s.data.kind == "toy":
         import pandas as pd
 
-        from leakexp.stages.detect import leak_pairs
+        from leakexp.lib.candidates import leak_pairs
         from leakexp.toolkit.annotations import detection_quality
 
         truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
@@ -505,7 +505,8 @@ def _pair_kwargs(args) -> dict:
                            train_rel=getattr(args, "train_rel", 1), test_rel=getattr(args, "test_rel", 1))
     sbert = args.model or str(default("sbert"))
     if args.train and args.test:  # before any input is read (fetched where allowed); a qrels-only audit embeds nothing
-        from leakexp.lib.hub import fetching, require_sbert
+        from leakexp.lib.hub import require_sbert
+        from leakexp.runner.stage import fetching
 
         with fetching():
             if args.model:

@@ -13,12 +13,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from leakexp.grid import robustness as rb
+from leakexp.stages.robustness import family as rb
 from leakexp.lib import hub
 from leakexp.runner.config import model_plan
 from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask
-from leakexp.stages.robustness import DOC, OOD, QUERY
 from leakexp.stages.cell import grid_cells, rerank_params
 from leakexp.stages.build import NEGATIVES_CHUNK
 from leakexp.lib.trainer import TrainConfig
@@ -113,15 +112,15 @@ def robustness_jobs(runner, grid_reranks: list, topics: dict[str, int]) -> dict:
     docs: dict[str, int] = {}
     ood_reranks = set()
     for cell in rb.robustness_cells(s):
-        for name, ask in rb.asks(s, cell).items():
+        for name, ask in rb.parts(s, cell).items():
             normal = runner.normal(ask)
             jobs.setdefault(ask.stage, set()).add(normal)
             n = topics.get(ask.params.get("target", cell.corpus), 50)
-            if ask.stage == OOD:
+            if ask.stage == rb.OOD:
                 ood_reranks.add(runner.normal(Ask.of("rerank", **rerank_params(ask.params))))
-            elif ask.stage == QUERY:
+            elif ask.stage == rb.QUERY:
                 docs[cell.model] = docs.get(cell.model, 0) + n * depth
-            elif ask.stage == DOC:
+            elif ask.stage == rb.DOC:
                 docs[cell.model] = docs.get(cell.model, 0) + 2 * n * (1 if ask.params["kind"] == "stuff" else depth)
     for r in ood_reranks - grid:
         docs[r.params["model"]] = docs.get(r.params["model"], 0) + topics.get(r.params["target"], 50) * depth

@@ -22,7 +22,8 @@ from leakexp.runner.pipeline import Runner
 from leakexp.runner.stage import Ask, ConfigError
 from leakexp.stages.cell import grid_cells
 from leakexp.grid.work import cell_asks, shared_asks
-from leakexp.grid.registry import STAGES, runner as make_runner
+from leakexp.runner.registry import runner as make_runner
+from leakexp.runner.stage import stages
 
 DEMO_EXTRAS = (Ask.of("audit"), Ask.of("graph"))  # what `leakexp demo` computes beside the grid, on the toy world
 GRAPH_FORMATS = (".png", ".svg")
@@ -56,7 +57,7 @@ def configured_asks(cfg: DictConfig, runner: Runner) -> list[Ask]:
     return list(dict.fromkeys(asks))
 
 
-def stages(cfg: DictConfig, runner: Runner | None = None) -> list[StageInfo]:
+def listing(cfg: DictConfig, runner: Runner | None = None) -> list[StageInfo]:
     """Every stage of the registry, in its order, with what it reads under ``cfg``: the union over the artifacts the
     grid asks for and everything upstream of them (read-only; nothing is computed)."""
     r = runner or make_runner(cfg, readonly=True)
@@ -86,7 +87,7 @@ def stages(cfg: DictConfig, runner: Runner | None = None) -> list[StageInfo]:
     for ask in configured_asks(cfg, r):
         visit(ask)
     out = []
-    for s in STAGES:
+    for s in stages():
         used = s.name in reads
         static = None if callable(s.reads) else tuple(s.reads)
         out.append(StageInfo(s.name, s.version, s.module, s.stored, used,

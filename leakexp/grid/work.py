@@ -26,8 +26,8 @@ from leakexp.runner.stage import Ask, ConfigError
 from leakexp.stages import memorization
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.memorization import without_cell
-from leakexp.grid import robustness
-from leakexp.grid.registry import runner as make_runner, settings_of
+from leakexp.stages.robustness import family as robustness
+from leakexp.runner.registry import runner as make_runner, settings_of
 
 STATES = ("done", "running", "failed", "damaged", "stale", "missing", "data missing")
 
@@ -104,7 +104,7 @@ def cell_asks(s: Settings, cells: list[Cell]) -> dict[str, list[Ask]]:
         rows[stage] = [c.ask(stage) for c in cells]
     rows["memorize"] = [c.ask("memorization") for c in cells if memorization.wanted(s, c)]
     robust = robustness.robustness_cells(s) if s.robustness.enabled else []
-    rows["robust"] = [a for c in robust for a in robustness.asks(s, c).values()]
+    rows["robust"] = [a for c in robust for a in robustness.parts(s, c).values()]
     return {k: v for k, v in rows.items() if v}
 
 
@@ -156,6 +156,26 @@ def scheduler_notes(cfg: DictConfig, runner: Runner | None = None) -> list[str]:
         if state != "done":
             pending.append(str(cell))
     return [f"{word.upper()} {cell}: {detail}" for word, cell, detail in scheduled(r.store.root, pending)]
+
+
+def robust(runner: Runner, cell: Cell) -> dict[str, Path]:
+    """Compute (once) every robustness part of ``cell`` and everything it lacks upstream; part -> artifact."""
+    return {name: runner.ensure(ask) for name, ask in robustness.parts(runner.settings, cell).items()}
+
+
+def robust_all(runner: Runner, cells: list[Cell]) -> list[tuple[Cell, Exception]]:
+    """``robust`` for every cell with a progress bar; a failing cell is logged and skipped. Returns failures."""
+    return each(cells, lambda cell: robust(runner, cell), desc="robustness")
+
+
+def robustness_state(runner: Runner, cell: Cell) -> str:
+    """done if every robustness part of the cell is done, else the first of failed, damaged, stale, running,
+    missing among its parts. Computes nothing."""
+    states = [runner.state(ask)[0] for ask in robustness.parts(runner.settings, cell).values()]
+    for state in ("failed", "damaged", "stale", "running", "missing", "data missing"):
+        if state in states:
+            return state
+    return "done"
 
 
 def run_cell(runner: Runner, cell: Cell) -> dict:
@@ -214,7 +234,7 @@ def _cuda() -> bool:
 
 @dataclass(frozen=True)
 class Job:
-    """One item of a grid's work: a cell (``run_cell``), a robustness cell (``robustness.robust``), or one shared
+    """One item of a grid's work: a cell (``run_cell``), a robustness cell (``robust``), or one shared
     artifact (``ask``: the embeddings, indexes and first-stage runs every cell builds on, the demo's audits)."""
 
     kind: str  # cell, robustness, ask
@@ -242,7 +262,7 @@ def run_job(runner: Runner, job: Job):
     if job.kind == "cell":
         return run_cell(runner, job.what)
     if job.kind == "robustness":
-        return robustness.robust(runner.settings, runner, job.what)
+        return robust(runner, job.what)
     return runner.ensure(job.what)
 
 

@@ -38,7 +38,7 @@ from leakexp.lib.adafactor import Adafactor, MeshAdafactor
 from leakexp.lib.bert_adam import BertAdamW
 from leakexp.runner.config import model_config
 from leakexp.runner.jobs import allocated_cpus
-from leakexp.runner.schema import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Section
+from leakexp.runner.schema import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Section, section
 from leakexp.runner.store import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -124,29 +124,6 @@ def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def resolve_device(device: str = "auto") -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device={device} but no CUDA device is available; use device=cpu or device=auto")
-    return device
-
-
-def configure_precision(matmul: str = "highest") -> None:
-    """Set float32 matmul precision once per process, from config ``precision.matmul`` (call at start-up).
-
-    ``highest`` (default): no TF32, fp32 matmuls and convolutions are exact IEEE fp32; ``high`` / ``medium``
-    allow TF32 (faster fp32 matmuls on Ampere+). Training and re-ranking on CUDA run the heavy work under bf16
-    autocast anyway (``precision.train_bf16``, ``precision.rerank_bf16``), so this only touches what stays fp32.
-    Nothing else in leakexp changes these switches, so a re-rank right after training in the same process
-    computes exactly what a re-rank of the stored model computes.
-    """
-    if matmul not in ("highest", "high", "medium"):
-        raise ValueError(f"precision.matmul={matmul!r}; use highest, high or medium")
-    torch.set_float32_matmul_precision(matmul)
-    torch.backends.cudnn.allow_tf32 = matmul != "highest"
 
 
 # -- optimiser and schedule --------------------------------------------------------------------------------
@@ -683,6 +660,7 @@ class TrainBudget(Section):
     updates: PositiveInt | None
 
 
+@section("precision")
 class PrecisionSettings(Section):
     """``precision``: float32 matmul precision, bf16 autocast and torch.compile on CUDA. ``bf16`` is the one switch
     (conf/config.yaml sets ``train_bf16`` and ``rerank_bf16`` to it): ``precision.bf16=false`` computes in fp32

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
 
-from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
+from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section, section
 from leakexp.runner.stage import ConfigError, Runtime  # noqa: F401  (ConfigError: defined beside the stage declarations)
 
 
@@ -193,11 +193,11 @@ def validate_device(device) -> None:
 
 def validate_config(cfg: DictConfig) -> None:
     """Fail early, naming the key, on values that cannot work together. The grid, the cell and the models are
-    checked here; each stage checks its own section (``Stage.check``, run by ``leakexp.grid.registry.check_config``)."""
+    checked here; each stage checks its own section (``Stage.check``, run by ``leakexp.runner.registry.check_config``)."""
     for group in ("data", "corpus", "leakage", "model", "grid"):
         if group not in cfg:
             raise ConfigError(f"config has no '{group}'")
-    # leakage.name, grid.* and detect.threshold are checked by their schemas (leakexp.grid.registry.check_config);
+    # leakage.name, grid.* and detect.threshold are checked by their schemas (leakexp.runner.registry.check_config);
     # the cell's seed and size are checked here, where the cell's cross-field checks below need them
     for key in ("seed", "size"):
         if not _is_int(cfg.get(key)):
@@ -392,6 +392,7 @@ class RunSettings(Section):
     corpus_overrides: dict[Name, dict] = {}
 
 
+@section("report")
 class ReportSettings(Section):
     """``report``: the model Figure 2 shows."""
 
@@ -423,6 +424,7 @@ def model_plan(cfg: DictConfig, name: str) -> ModelPlan:
     return validate(f"models.{name}.plan", ModelPlan, _resolved(cfg, "model", name).get("plan") or {})
 
 
+@section("plan")
 class PlanSettings(Section):
     """``plan``: assumed throughput (used until ``make bench`` measures it on the GPU) and topic counts."""
 
@@ -433,3 +435,42 @@ class PlanSettings(Section):
     negatives_queries_per_s: PositiveFloat = 25_000
     df_words_per_s: PositiveFloat = 450_000
     collections: dict[str, CollectionSize] = {}
+
+
+# -- `leakexp fetch` (leakexp.grid.fetch): what it downloads; no stage reads it ---------------------------------
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Commit = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
+
+
+class SourceFile(Section):
+    """A file of a repository at a commit: its name, its sha256 (null: not pinned, refused), and for a run the file of
+    leakexp/data/runs/ that holds its top-100."""
+
+    name: Name
+    sha256: Sha256 | None
+    bundled: Name | None = None
+
+
+class GloveSource(Section):
+    """``fetch.glove``: the GloVe 6B archive (its 50d, 100d, 200d and 300d files) and its sha256."""
+
+    url: Name
+    sha256: Sha256 | None
+
+
+class Spire22Source(Section):
+    """``fetch.spire22``: the SPIRE-22 authors' repository (raw files) at a commit, and the files taken from it."""
+
+    url: Name
+    commit: Commit
+    annotations: list[SourceFile]
+    runs: list[SourceFile]
+
+
+@section("fetch")
+class FetchSettings(Section):
+    """``fetch``: where ``leakexp fetch`` puts files that no other setting places, and what it downloads."""
+
+    dir: Name
+    glove: GloveSource
+    spire22: Spire22Source

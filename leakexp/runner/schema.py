@@ -1,9 +1,10 @@
 """Typed config sections: every leaf has a type and, where it has one, a domain, checked before any work.
 
 A module that owns a config section declares it as a :class:`Section` (a strict pydantic model: no unknown keys,
-no string for a number, no bool for an int, finite floats); ``leakexp.grid.registry`` registers each section under its
-top-level key and checks the whole composed configuration with :func:`check_sections`, so a setting added to a
-YAML file without a schema is an error too. A section names the files it needs (:meth:`Section.files`); they are
+no string for a number, no bool for an int, finite floats) and registers it under its key where it is declared
+(:func:`section`; a stage's ``Settings`` under the stage's section); ``leakexp.runner.registry`` checks the whole
+composed configuration against them with :func:`check_sections`, so a setting added to a YAML file without a schema
+is an error too. A section names the files it needs (:meth:`Section.files`); they are
 checked before a run that computes, each error naming the setting, the path and the fix.
 """
 
@@ -35,6 +36,24 @@ class Section(BaseModel):
     def files(self) -> Iterable[tuple[str, Path]]:
         """(setting, path) of every file this section says a run reads (checked before the run)."""
         return ()
+
+
+# the schemas of the config sections that no stage declares, registered where each is declared (:func:`section`): the
+# grid's and the leakage's by the cell, ``models.<name>`` by the models' registry, plan, report and fetch by the
+# configuration; a stage's ``Settings`` is its section's schema (``leakexp.runner.registry.schema_of`` finds both)
+SECTIONS: dict[str, type[Section]] = {}
+
+
+def section(name: str) -> Callable[[type[Section]], type[Section]]:
+    """Register the decorated schema as the one of config section ``name`` (``grid``, ``models.knrm``, ``corpora.*``);
+    another schema for a section already registered is an error (one section, one declaration)."""
+    def add(schema: type[Section]) -> type[Section]:
+        if SECTIONS.get(name, schema) is not schema:
+            raise ValueError(f"config section {name!r} already has a schema ({SECTIONS[name].__qualname__})")
+        SECTIONS[name] = schema
+        return schema
+
+    return add
 
 
 class Settings:

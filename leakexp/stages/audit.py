@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from leakexp.data.types import SOURCES
-from leakexp.runner.stage import Ask, Context, Stage
+from leakexp.runner.stage import Ask, Config, Context, Stage, register_stage
 from leakexp.toolkit import audit, resample
 from leakexp.toolkit.queries import side_from_collections, side_from_pool
 
@@ -42,31 +42,37 @@ def _stored_vectors(ctx: Context) -> dict[str, np.ndarray]:
     return known
 
 
-def _pair_audit(ctx: Context, tmp: Path) -> dict:
-    """The toy world's training pool against its test collections: audit, decontaminate and resample."""
-    d = ctx.settings("detect")
-    train = side_from_pool(ctx.inputs["pool"])
-    test = side_from_collections(ctx.inputs["collections"], fields=list(d.fields))
-    embed = _Once(audit.SbertEmbedder(None, d.sbert, batch_size=ctx.runtime.embed_batch_size),
-                  _stored_vectors(ctx))
-    options = audit.AuditOptions(k=d.k, threshold=d.threshold)
-    audit.audit(train, test, embed, tmp / "audit", options)
-    resample.decontaminate(train, test, embed, tmp / "decontaminate", threshold=options.threshold, k=options.k,
-                           relative_paths=True)
-    n = len(train.queries)
-    sizes = sorted({max(1, n // 8), max(1, n // 4), max(1, n // 2)})
-    resample.restrain(train, test, embed, tmp / "resample", sizes=sizes, threshold=options.threshold, k=options.k)
-    resample.resttest(train, test, embed, tmp / "resample", buckets=5, seed=0)
-    outputs = {"audit": "audit", "decontaminate": "decontaminate", "restrain": "resample/restrain",
-               "resttest": "resample/resttest"}
-    return {"outputs": outputs, "audit": json.loads((tmp / "audit" / "audit.json").read_text())}
+@register_stage
+class PairAudit(Stage):
+    """audit, decontamination and resampling of the toy world's train/test pair"""
 
-
-PAIR_AUDIT = Stage(
     # 3: similarities rounded before every order and threshold (leakexp.lib.decisions); data.yaml's paths relative
-    "audit", version=3, reads=("detect.sbert", "detect.k", "detect.threshold", "detect.fields", "data.corpora"),
-    inputs=lambda p, c: {"pool": Ask.of("pool"), **{f"embed-{s}": Ask.of("embed", source=s) for s in SOURCES},
-                         "collections": [Ask.of("collection", corpus=n) for n in c.settings("data").corpora]},
-    compute=_pair_audit, describe="audit, decontamination and resampling of the toy world's train/test pair",
-)
+    name, version = "audit", 3
+    reads = ("detect.sbert", "detect.k", "detect.threshold", "detect.fields", "data.corpora")
+    demo = True
 
+    def inputs(self, p: dict, c: Config) -> dict:
+        return {"pool": Ask.of("pool"), **{f"embed-{s}": Ask.of("embed", source=s) for s in SOURCES},
+                "collections": [Ask.of("collection", corpus=n) for n in c.settings("data").corpora]}
+
+    def compute(self, ctx: Context, tmp: Path) -> dict:
+        """The toy world's training pool against its test collections: audit, decontaminate and resample."""
+        d = ctx.settings("detect")
+        train = side_from_pool(ctx.inputs["pool"])
+        test = side_from_collections(ctx.inputs["collections"], fields=list(d.fields))
+        embed = _Once(audit.SbertEmbedder(None, d.sbert, batch_size=ctx.runtime.embed_batch_size),
+                      _stored_vectors(ctx))
+        options = audit.AuditOptions(k=d.k, threshold=d.threshold)
+        audit.audit(train, test, embed, tmp / "audit", options)
+        resample.decontaminate(train, test, embed, tmp / "decontaminate", threshold=options.threshold, k=options.k,
+                               relative_paths=True)
+        n = len(train.queries)
+        sizes = sorted({max(1, n // 8), max(1, n // 4), max(1, n // 2)})
+        resample.restrain(train, test, embed, tmp / "resample", sizes=sizes, threshold=options.threshold, k=options.k)
+        resample.resttest(train, test, embed, tmp / "resample", buckets=5, seed=0)
+        outputs = {"audit": "audit", "decontaminate": "decontaminate", "restrain": "resample/restrain",
+                   "resttest": "resample/resttest"}
+        return {"outputs": outputs, "audit": json.loads((tmp / "audit" / "audit.json").read_text())}
+
+    def asks(self, r, cells) -> list[Ask]:
+        return [Ask.of(self.name)]

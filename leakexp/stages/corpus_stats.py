@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from leakexp.data.files import DataFormatError
-from leakexp.runner.stage import Ask, Config, Context, Stage
+from leakexp.runner.stage import Ask, Config, Context, Stage, register_stage
 from leakexp.stages.sources import collection_source, pool_source
 from leakexp.runner.schema import Settings
 
@@ -107,32 +107,31 @@ def _docs_input(name: str) -> Ask:
     return Ask.of("pool") if name == "train" else Ask.of("collection", corpus=name)
 
 
-def _reads(p: dict, cuda: bool) -> list[str]:
-    return [f"{_section(p['name'])}.{k}" for k in CHECK_KEYS]
+@register_stage
+class CorpusStats(Stage):
+    """documents, median words, empty documents and repeated ids of a collection (name=train: the training pool),
+    checked before anything reads its documents"""
 
+    name, version, keyed_as = "corpus-stats", 1, "docstats"
+    help = ("per test corpus and the training pool: documents, median words, empty documents, repeated document ids, "
+            "topics and judged topics (exit 2 when a corpus fails its check)")
 
-def check_settings(c: Config, name: str) -> dict:
-    """The check settings of ``name`` (the training pool or a corpus) from a stage's config."""
-    settings = c.settings(_section(name))
-    return {k: getattr(settings, k) for k in CHECK_KEYS}
+    def reads(self, p: dict, cuda: bool) -> list[str]:
+        return [f"{_section(p['name'])}.{k}" for k in CHECK_KEYS]
 
+    def inputs(self, p: dict, c: Config) -> dict:
+        return {"docs": _docs_input(p["name"])}
 
-def _corpus_stats(ctx: Context, tmp: Path) -> dict:
-    name = ctx.params["name"]
-    figures = document_figures(ctx.inputs["docs"].docs)
-    (tmp / "stats.json").write_text(json.dumps(figures, indent=1))
-    settings = ctx.settings(_section(name))
-    check_documents(name, figures, {k: getattr(settings, k) for k in CHECK_KEYS})
-    return {k: figures[k] for k in FIGURES}
+    def compute(self, ctx: Context, tmp: Path) -> dict:
+        name = ctx.params["name"]
+        figures = document_figures(ctx.inputs["docs"].docs)
+        (tmp / "stats.json").write_text(json.dumps(figures, indent=1))
+        settings = ctx.settings(_section(name))
+        check_documents(name, figures, {k: getattr(settings, k) for k in CHECK_KEYS})
+        return {k: figures[k] for k in FIGURES}
 
-
-CORPUS_STATS = Stage(
-    "corpus-stats", version=1, keyed_as="docstats", reads=_reads, inputs=lambda p, c: {"docs": _docs_input(p["name"])},
-    compute=_corpus_stats,
-    opener=lambda path: json.loads((path / "stats.json").read_text()),
-    describe="documents, median words, empty documents and repeated ids of a collection (name=train: the training "
-             "pool), checked before anything reads its documents",
-)
+    def opener(self, path: Path) -> dict:
+        return json.loads((path / "stats.json").read_text())
 
 
 def corpus_stats_input(name: str) -> Ask:

@@ -5,14 +5,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from leakexp.runner.stage import Context, Stage
+from leakexp.runner.stage import Ask, Config, Context, Stage, register_stage
 from leakexp.toolkit import graph
 
 
-def _graph(ctx: Context, tmp: Path) -> dict:
-    return graph.demo(tmp, seed=0)
+@register_stage
+class GraphAudit(Stage):
+    """the A-leakage audit of the synthetic edge-split graph benchmark and its vertex re-split"""
 
+    name, version = "graph", 1
+    demo = True
 
-GRAPH_DEMO = Stage("graph", version=1, compute=_graph, path=lambda p, c: ["synthetic"],
-                   describe="the A-leakage audit of the synthetic edge-split graph benchmark and its vertex re-split")
+    def path(self, p: dict, c: Config) -> list:
+        return ["synthetic"]
 
+    def compute(self, ctx: Context, tmp: Path) -> dict:
+        return graph.demo(tmp, seed=0)
+
+    def asks(self, r, cells) -> list[Ask]:
+        return [Ask.of(self.name)]

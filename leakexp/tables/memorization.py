@@ -15,11 +15,11 @@ from leakexp.lib.stats import evaluate_corpus, seed_average
 from leakexp.runner.schema import Settings
 from leakexp.runner.store import atomic_write_text
 from leakexp.stages.cell import Cell
-from leakexp.grid.registry import settings_of
+from leakexp.runner.registry import settings_of
 from leakexp.grid.work import stored_results
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.tables.captions import recipe_note
-from leakexp.stages.memorization import FILE, MemorizationSettings, memorization_settings
+from leakexp.stages.memorization import FILE, Memorization, memorization_settings
 from leakexp.lib.memorization import LEAKED, VARIANTS, cv_choice, macro_average, offset_increase
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ def _counts(long: pd.DataFrame, corpora: list[str]) -> str:
     return "; ".join(parts)
 
 
-def _table_sets(m: MemorizationSettings, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd.DataFrame | None) -> list[tuple]:
+def _table_sets(m: Memorization.Settings, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd.DataFrame | None) -> list[tuple]:
     """(file suffix, sizes sentence, rows, selection of (corpus, leakage, size, model)) per table set."""
     sets, seen = [], set()
     present = sorted(int(x) for x in rows["size"].unique())

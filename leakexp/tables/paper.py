@@ -31,11 +31,11 @@ from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, config_hash
 from leakexp.stages.cell import grid_cells
-from leakexp.stages.detect import leak_pairs, table1, table1_wide
+from leakexp.lib.candidates import leak_pairs, table1, table1_wide
 from leakexp.stages.firststage import first_stage_caption
-from leakexp.grid.robustness import robustness_cells
+from leakexp.stages.robustness.family import robustness_cells
 from leakexp.grid.work import cell_asks, shared_asks, stored_results
-from leakexp.grid.registry import runner as make_runner, settings_of
+from leakexp.runner.registry import runner as make_runner, settings_of
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.lib.trainer import read_history
 from leakexp.tables.captions import recipe_note

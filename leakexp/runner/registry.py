@@ -1,8 +1,8 @@
-"""Every stage of leakexp, one registration line each, and the runner of a configuration.
+"""The composition root: a configuration checked against every registered section and stage, and its runner.
 
-A new stage is a module that declares a :class:`~leakexp.runner.stage.Stage` and one line in ``STAGES``; the runner
-(``leakexp.runner.pipeline``) derives its keys and paths and computes it on demand. Each stage's ``check`` validates
-its own config section; :func:`runner` runs them all before anything is computed.
+Stages register where they are declared (``leakexp.runner.stage.register``), sections where their schemas are
+(``leakexp.runner.schema.section``); this module names neither. :func:`runner` checks a configuration against every
+section and every stage's own checks before anything is computed.
 """
 
 from __future__ import annotations
@@ -11,51 +11,45 @@ from collections.abc import Iterable
 
 from omegaconf import DictConfig
 
-from leakexp.data.files import DataUnavailable
-from leakexp.lib import hub
 from leakexp.runner import config
 from leakexp.runner.config import compose as compose_config, resolved_values, runtime
+from leakexp.runner.jobs import configure_precision, resolve_device
 from leakexp.runner.pipeline import Runner
-from leakexp.runner.schema import Settings, check_files, check_sections, validate
-from leakexp.runner.stage import ConfigError
+from leakexp.runner.schema import SECTIONS, Section, Settings, check_files, check_sections, validate
+from leakexp.runner.stage import ConfigError, DataUnavailable, fetching, stages
 from leakexp.runner.store import Store
-from leakexp.grid import fetch
-from leakexp.stages import (audit, build, cell, corpus_stats, detect, df, evaluate, firststage, graph, index,
-                            memorization, rerank, robustness, sources, t5vocab, tokens, train, verify)
-from leakexp.lib.trainer import PrecisionSettings, TrainBudget, configure_precision, resolve_device
-from leakexp.models import MODEL_SETTINGS
 
-STAGES = (
-    sources.TOY, sources.POOL, sources.COLLECTION, corpus_stats.CORPUS_STATS,
-    index.INDEX, firststage.FIRST_STAGE,
-    detect.EMBED, detect.DETECT,
-    verify.VERIFY, verify.LEAKS,
-    build.FILLERS, build.NEGATIVES, build.BUILD,
-    df.DF, t5vocab.T5_VOCAB, tokens.TOKENS,
-    train.TRAIN, rerank.RERANK, evaluate.EVALUATE,
-    memorization.MEMORIZATION,
-    *robustness.ROBUSTNESS_STAGES,
-    audit.PAIR_AUDIT, graph.GRAPH_DEMO,
-)
+def sections() -> dict[str, type[Section]]:
+    """Every config section's schema: each stage's ``Settings`` under its section, then those registered where they
+    are declared (``leakexp.runner.schema.section``: the grid, the models, plan, report, fetch)."""
+    out = {s.section: s.Settings for s in stages() if s.Settings is not None}
+    return {**out, **SECTIONS}
 
 
-# each config section and the module whose schema it is, one line each ("model" and "corpus" by their name)
-SECTIONS = {
-    "data": sources.DataSettings, "grid": cell.GridSettings, "leakage": cell.LeakageSettings,
-    "train": TrainBudget, "precision": PrecisionSettings, "bm25": index.BM25Settings,
-    "detect": detect.DetectSettings, "verify": verify.VerifySettings, "build": build.BuildSettings,
-    "rerank": rerank.RerankSettings, "evaluate": evaluate.EvaluateSettings,
-    "memorization": memorization.MemorizationSettings, "robustness": robustness.RobustnessSettings,
-    "plan": config.PlanSettings, "report": config.ReportSettings, "fetch": fetch.FetchSettings,
-    "corpus": sources.CorpusSettings, "model": MODEL_SETTINGS,
-}
+def schema_of(dotted: str) -> type[Section]:
+    """The schema of a section by its dotted place in the settings: ``evaluate``, ``models.knrm``,
+    ``corpora.robust04`` (``corpora.*``'s)."""
+    known = sections()
+    if dotted in known:
+        return known[dotted]
+    group, _, name = dotted.partition(".")
+    if name and f"{group}.*" in known:
+        return known[f"{group}.*"]
+    if dotted == "corpus":  # the cell's corpus: a corpus like any other
+        return known["corpora.*"]
+    raise KeyError(dotted)
 
 
 def _registered(leaf: str, name) -> None:
-    if name not in MODEL_SETTINGS:
-        raise ConfigError(f"{leaf}: model {name!r} has no registered class; known models: {', '.join(MODEL_SETTINGS)} "
+    if f"models.{name}" not in SECTIONS:
+        known = [k.partition(".")[2] for k in SECTIONS if k.startswith("models.")]
+        raise ConfigError(f"{leaf}: model {name!r} has no registered class; known models: {', '.join(known)} "
                           "(a model is its class, registered with leakexp.models.register, and its "
                           f"conf/model/{name}.yaml)")
+
+
+def _top_sections() -> dict:
+    return {k: v for k, v in sections().items() if "." not in k}
 
 
 def _schemas(cfg: DictConfig) -> list:
@@ -67,21 +61,21 @@ def _schemas(cfg: DictConfig) -> list:
     model = raw.get("model") or {}
     plan = model.pop("plan", None)  # what `plan` assumes of the model (config.ModelPlan): no stage reads it
     _registered("model.name", cfg.model.name)  # its schema checks the model section
-    schema_of = dict(SECTIONS, model=MODEL_SETTINGS[cfg.model.name])
-    checked = check_sections(raw, schema_of, top=config.RunSettings)
+    top = dict(_top_sections(), model=schema_of(f"models.{cfg.model.name}"), corpus=schema_of("corpora.*"))
+    checked = check_sections(raw, top, top=config.RunSettings)
     if plan is not None:
         validate("model.plan", config.ModelPlan, plan)
     sections = list(checked.values())
     for name in dict.fromkeys([*cfg.grid.corpora, *config.corpus_names(cfg)]):
         if name != cfg.corpus.name or name in (raw.get("corpus_overrides") or {}):
-            sections.append(validate(f"corpora.{name}", sources.CorpusSettings,
+            sections.append(validate(f"corpora.{name}", schema_of(f"corpora.{name}"),
                                      OmegaConf.to_container(config.resolved_corpus_config(cfg, name), resolve=True)))
     for name in dict.fromkeys([*cfg.grid.models, cfg.model.name]):
         _registered("grid.models", name)
         merged = OmegaConf.to_container(config.resolved_model_config(cfg, name), resolve=True)
         overridden = (raw.get("model_overrides") or {}).get(name, {})
         try:
-            sections.append(validate(f"models.{name}", MODEL_SETTINGS[name], merged))
+            sections.append(validate(f"models.{name}", schema_of(f"models.{name}"), merged))
             config.model_plan(cfg, name)
         except ConfigError as exc:  # name the override that set the bad value, where one did
             leaf = str(exc).split(":")[0].split(" ")[0].removeprefix(f"models.{name}.")
@@ -98,11 +92,11 @@ def check_config(cfg: DictConfig, *, files: bool = False, needs: Iterable[str] |
     models in the Hugging Face cache, fetched first on a connected machine)."""
     sections = _schemas(cfg)
     typed = Settings(resolved_values(cfg), schema_of, config.RunSettings)
-    for fn in dict.fromkeys(s.check for s in STAGES if s.check is not None):
+    for fn in _once(s.check for s in stages() if s.check is not None):
         fn(typed)
     if files:
         check_files(_file_entries(cfg, sections))
-        with hub.fetching():  # a pinned Hugging Face model missing from the cache is fetched now, where allowed
+        with fetching():  # a pinned Hugging Face model missing from the cache is fetched now, where allowed
             for fn in _requirements(needs):
                 fn(typed)
 
@@ -114,11 +108,15 @@ def _file_entries(cfg: DictConfig, sections: list) -> list:
 
 def _requirements(needs: Iterable[str] | None) -> list:
     wanted = None if needs is None else set(needs)
-    unknown = sorted((wanted or set()) - {s.name for s in STAGES})
+    unknown = sorted((wanted or set()) - {s.name for s in stages()})
     if unknown:
         raise ValueError(f"needs names no stage: {', '.join(unknown)}")
-    return list(dict.fromkeys(s.require for s in STAGES
-                              if s.require is not None and (wanted is None or s.name in wanted)))
+    return _once(s.require for s in stages() if s.require is not None and (wanted is None or s.name in wanted))
+
+
+def _once(hooks) -> list:
+    """Each hook once: a family's stages share theirs (one method of their common class)."""
+    return list({getattr(fn, "__func__", fn): fn for fn in hooks}.values())
 
 
 def unmet_requirements(cfg: DictConfig) -> list[str]:
@@ -163,17 +161,7 @@ def runner(cfg: DictConfig, *, readonly: bool = False, files: bool | None = None
     check_config(cfg, files=not readonly if files is None else files, needs=needs)
     device = resolve_device(str(cfg.get("device", "auto")))
     values = resolved_values(cfg)
-    r = Runner(values, STAGES, Store(cfg.store, create=not readonly), runtime=runtime(cfg, device, values),
+    r = Runner(values, stages(), Store(cfg.store, create=not readonly), runtime=runtime(cfg, device, values),
                cuda=device.startswith("cuda"), schemas=schema_of, top=config.RunSettings)
     configure_precision(r.settings.precision.matmul)  # process-wide, from config, before any model runs
     return r
-
-
-def schema_of(section: str) -> type:
-    """The schema of a section of the runner's settings: ``models.<name>``, ``corpora.<name>`` or a top section."""
-    group, _, name = section.partition(".")
-    if group == "models":
-        return MODEL_SETTINGS[name]
-    if group == "corpora":
-        return sources.CorpusSettings
-    return SECTIONS[section]
