@@ -30,7 +30,7 @@ def bench_detect(root: Path) -> None:
     import faiss
     import numpy as np
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.lib.dense import load_sbert
     from leakexp.lib.candidates import topic_fields
     from leakexp.runner.stage import Ask
@@ -78,7 +78,7 @@ def bench_build(root: Path) -> None:
     corpus x leakage x size requests are fewer distinct sets; each is built and counted once."""
     import pandas as pd
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.lib.bm25 import bm25_search
     from leakexp.runner.stage import Ask
     from leakexp.runner.registry import runner
@@ -208,7 +208,7 @@ def bench_cpu_scale() -> None:
 
 def bench_rerank(root: Path) -> None:
     """Re-ranking throughput (docs/s) of each registered model on the toy world's BM25 top-100, on CPU."""
-    from leakexp.runner.config import compose, resolved_model_config
+    from leakexp.runner.registry import compose
     from leakexp.models import REGISTRY
     from leakexp.models.capreolus import IdfTable
     from leakexp.stages.rerank import rerank
@@ -222,7 +222,7 @@ def bench_rerank(root: Path) -> None:
     docs = r.get(Ask.of("collection", corpus="toy_robust")).docs
     for name, cls in REGISTRY.items():
         params = _model_params(r, cfg, name)  # the demo's settings, embedded weights resolved
-        batch = int(resolved_model_config(cfg, name).train.get("score_batch_size", 64))
+        batch = cfg.model_of(name).train.score_batch_size
         set_seed(0)
         model = cls(**params)
         if model.needs_idf:  # the df table of the collection being ranked
@@ -234,22 +234,20 @@ def bench_rerank(root: Path) -> None:
 
 
 def _model_params(r, cfg, name: str) -> dict:
-    """A model's constructor parameters as ``cfg`` resolves them (its file, the experiment's overrides), with the
-    embedded monoT5's tokenizer (the t5vocab stage) for checkpoint=embedded."""
-    from omegaconf import OmegaConf
-
-    from leakexp.runner.config import resolved_model_config
+    """A model's constructor parameters as the settings ``cfg`` resolve them (its file, the experiment's overrides),
+    with the artifacts its class reads in place of a setting (the embedded monoT5's tokenizer: the t5vocab stage)."""
+    from leakexp.models import get
+    from leakexp.models.base import with_artifacts
     from leakexp.runner.stage import Ask
 
-    params = OmegaConf.to_container(resolved_model_config(cfg, name), resolve=True)
-    params.pop("train", None)
-    params.pop("name", None)
-    if name == "monot5" and params.get("checkpoint") == "embedded":
-        params["checkpoint"] = str(r.get(Ask.of("t5vocab")))
-    return params
+    settings = cfg.model_of(name)
+    params = {k: v for k, v in cfg.values["models"][name].items() if k not in ("train", "name")}
+    return with_artifacts(get(name), settings, params, lambda n: r.get(Ask.of(get(name).artifacts(settings)[n].stage)))
 
 
 def _embedded_model(r, cfg, name):
+    from types import SimpleNamespace
+
     from omegaconf import OmegaConf
 
     from leakexp.runner.config import model_config
@@ -259,8 +257,8 @@ def _embedded_model(r, cfg, name):
     params = OmegaConf.to_container(model_config(name), resolve=True)  # the model file: the paper's settings
     train_cfg = params.pop("train", {})
     params.pop("name", None)
-    if name == "monot5":
-        params["checkpoint"] = str(r.get(Ask.of("t5vocab")))
+    for a in REGISTRY[name].artifacts(SimpleNamespace(**params)).values():  # the embedded monoT5's tokenizer
+        params[a.setting] = str(r.get(Ask.of(a.stage)))
     model = REGISTRY[name](**params)
     if model.needs_idf:  # training: the df table of the training pool's documents
         from leakexp.models.capreolus import IdfTable
@@ -273,7 +271,7 @@ def bench_train(root: Path) -> None:
     """Training throughput per model on this CPU, with each model file's settings and the embedded weights."""
     import pandas as pd
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import Ask
     from leakexp.runner.registry import runner
     from leakexp.lib.trainer import TrainConfig, set_seed, train
@@ -311,7 +309,7 @@ def bench_monot5(root: Path) -> None:
     import pandas as pd
     from pyterrier_t5 import MonoT5ReRanker
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.models import load_checkpoint
     from leakexp.runner.stage import Ask
     from leakexp.runner.registry import runner
@@ -573,7 +571,7 @@ def bench_pipeline(root: Path) -> None:
     import pandas as pd
     import torch
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.models.base import ties_per_query
     from leakexp.models.paper import PaperModels, synthetic_pairs
     from leakexp.models.vectors import load_word_vectors
@@ -665,7 +663,7 @@ def bench_ties(root: Path) -> None:
     import torch
 
     from leakexp.models.base import ties_per_query
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import Ask
     from leakexp.runner.registry import runner
     from leakexp.stages.rerank import rerank
@@ -857,10 +855,9 @@ def _forward_flops(model, query_rows, doc_rows, batch: int, device: str) -> int:
 def _paper_compute() -> dict:
     """How experiment=paper computes monoT5 and monoBERT on CUDA: its precision section and each model's cuda block
     (the settings the stages read there)."""
-    from leakexp.runner.registry import settings_of
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
-    s = settings_of(compose(["experiment=paper"]))
+    s = compose(["experiment=paper"])
     return {"precision": s.precision, **{m: s.model_of(m) for m in ("monot5", "monobert")}}
 
 

@@ -25,9 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from leakexp.runner.registry import runner as make_runner
+from leakexp.runner.registry import compose, runner as make_runner
 from leakexp.grid.work import counted
-from leakexp.runner.config import compose
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask
@@ -47,8 +46,7 @@ def open_store(path: str | Path | None = None, overrides: Sequence[str] = ()) ->
         store = leakexp.open_store("store", overrides=["experiment=demo"])
     """
     given = [f"store={Path(path).expanduser().resolve()}"] if path is not None else []
-    cfg = compose([*overrides, *given])
-    r = make_runner(cfg, readonly=True)
+    r = make_runner(compose([*overrides, *given]), readonly=True)
     if not r.store.root.is_dir():
         raise FileNotFoundError(f"no store at {r.store.root}; give the folder a run wrote (store= or LEAKEXP_STORE)")
     return GridStore(r, [*overrides])

@@ -100,7 +100,7 @@ def small_store(tmp_path_factory, toy_prepared):
 
 @pytest.fixture(scope="session")
 def small_cfg(small_store):
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     return compose([f"store={small_store}", *SMALL])
 

@@ -18,13 +18,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from leakexp.runner.config import compose
+from leakexp.runner.registry import compose
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import config_hash
 from leakexp.stages.cell import grid_cells
 from leakexp.grid.work import cell_asks, shared_asks
 from leakexp.runner.registry import runner
-from leakexp.runner.registry import settings_of
 
 # the demo on any machine: a stage that records its device would otherwise key a GPU machine's artifacts apart
 OVERRIDES = ["experiment=demo", "device=cpu"]
@@ -40,7 +39,7 @@ def demo_runner(store: Path):
 
 def demo_asks(cfg, r) -> list[Ask]:
     """Every artifact `leakexp demo` asks for, and everything upstream of them, each once (normalised)."""
-    asks = [a for rows in (shared_asks(cfg, r), cell_asks(settings_of(cfg), grid_cells(settings_of(cfg)))) for v in rows.values() for a in v]
+    asks = [a for rows in (shared_asks(cfg, r), cell_asks(cfg, grid_cells(cfg))) for v in rows.values() for a in v]
     return list(dict.fromkeys(b for a in [*asks, *EXTRAS] for b in r.upstream(a)))
 
 

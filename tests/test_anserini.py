@@ -87,7 +87,8 @@ def _trec_run(path: Path) -> pd.DataFrame:
 def test_leakexps_anserini_run_equals_anserinis_searchcollection(tmp_path, jar):
     """The toy world's Core 2017 top-100 through leakexp's stages equals SearchCollection's own run on the same
     index (the toy world's TREC topic file, Anserini's own topic reader and default analysis, k1 0.9, b 0.4)."""
-    from leakexp.runner.config import compose, corpus_config
+    from leakexp.runner.config import corpus_config
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import Ask
     from leakexp.runner.registry import runner
 
@@ -113,7 +114,7 @@ def test_leakexps_anserini_run_equals_anserinis_searchcollection(tmp_path, jar):
 
 
 def test_missing_java_is_one_error_naming_the_fix_before_any_work(tmp_path, monkeypatch):
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import ConfigError
     from leakexp.runner.registry import runner
 
@@ -139,14 +140,14 @@ def test_missing_jar_names_make_setup(tmp_path, monkeypatch):
 
 
 def test_anserini_offers_its_own_stemmers_only():
-    from leakexp.runner.registry import compose_checked as compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import ConfigError
 
     with pytest.raises(ConfigError, match="bm25.stemmer=porter2 is not one of Anserini's stemmers"):
         compose(["bm25.backend=anserini", "bm25.stemmer=porter2"])
     with pytest.raises(ConfigError, match="bm25.backend"):
         compose(["bm25.backend=lucene"])
-    from leakexp.runner.config import compose as compose_only
+    from leakexp.runner.registry import compose as compose_only
 
     assert compose_only(["experiment=paper"]).bm25.backend == "anserini"
     assert compose_only([]).bm25.backend == "pisa"

@@ -158,7 +158,7 @@ def test_a_model_that_reads_idf_scores_as_the_stored_run(seeded_store, tmp_path)
     import leakexp
     from leakexp.runner.registry import runner
     from leakexp.grid.work import run_cell
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     store_dir = seeded_store(tmp_path / "store")
     overrides = [*SMALL, "grid.models=[duet]", "grid.corpora=[toy_core17]", "grid.leakages=[test]", "grid.sizes=[128]"]

@@ -91,7 +91,7 @@ def test_corpus_stats_of_the_raw_corpora_through_ir_datasets(irds_corpora, tmp_p
 def test_a_corpus_read_almost_empty_stops_the_run(irds_corpora, tmp_path, monkeypatch, capsys):
     """As WaPo through ir_datasets' default text: the corpus-stats stage, before any index, stops with one line."""
     from leakexp.cli.main import main
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.data import irds
     from leakexp.runner.stage import Ask
     from leakexp.runner.registry import runner

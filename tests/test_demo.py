@@ -2,7 +2,7 @@
 
 import pytest
 
-from leakexp.runner.config import compose
+from leakexp.runner.registry import compose
 from leakexp.cli.commands import demo_extras as extras
 from leakexp.runner.registry import runner
 

@@ -178,7 +178,7 @@ def test_the_registry_lists_every_stage_after_the_stages_it_reads(tmp_path):
     """The order ``diff`` falls back on where older markers do not link an artifact to what it was made from."""
     from leakexp.grid import overview
     from leakexp.runner.stage import stages
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     place = {s.name: i for i, s in enumerate(stages())}
     edges = overview.edges(overview.listing(compose(["experiment=demo", f"store={tmp_path}"])))

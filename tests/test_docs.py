@@ -35,7 +35,6 @@ import pytest
 from conftest import paper_env
 
 from leakexp.cli.main import main
-from leakexp.runner.registry import settings_of
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "experiments/README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
@@ -245,7 +244,7 @@ def furnished_paper(ctx: Ctx) -> list[str]:
 
 def checks_before_data(overrides: list[str]):
     """Compose the overrides and pass every check a computing command makes before it reads data."""
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.registry import runner
 
     cfg = compose(overrides)
@@ -442,7 +441,7 @@ def case_paper_cell(ctx: Ctx, command: str) -> None:
     from leakexp.stages.cell import cell_from_config
 
     cfg = checks_before_data([*words(command)[1:], *furnished_paper(ctx)])
-    assert str(cell_from_config(settings_of(cfg))) == "robust04/msm/16000/monot5/seed-3"
+    assert str(cell_from_config(cfg)) == "robust04/msm/16000/monot5/seed-3"
 
 
 def case_paper_compare_runs(ctx: Ctx, command: str) -> None:
@@ -454,7 +453,7 @@ def case_paper_compare_runs(ctx: Ctx, command: str) -> None:
     run = argv[argv.index("--run") + 1]
     assert run_path(run).is_file()  # the authors' run ships with leakexp
     cfg = checks_before_data(["experiment=paper", "rerank.first_stage=null", *furnished_paper(ctx)])
-    assert first_stage_file(cfg.rerank.get("first_stage"), "core17") is None  # leakexp's own BM25 of core17
+    assert first_stage_file(cfg.rerank.first_stage, "core17") is None  # leakexp's own BM25 of core17
 
 
 def case_measure_bundled(ctx: Ctx, command: str) -> None:
@@ -570,7 +569,7 @@ def case_leakexp_run(ctx: Ctx, command: str) -> None:
     refuses without the paper's inputs and passes every check with them."""
     from hydra.utils import get_class
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     argv = shlex.split(command)
     assert argv[:2] == ["leakexp-run", "-m"]
@@ -921,9 +920,9 @@ def case_make_leakexp(ctx: Ctx, command: str) -> None:
     for key, value in env.items():
         ctx.monkeypatch.setenv(key, str(ctx.tmp / value.lstrip("/")) if key == "LEAKEXP_STORE" else value)
     if "LEAKEXP_STORE" in env:  # the store a grid job writes to is the one the environment names
-        from leakexp.runner.config import compose
+        from leakexp.runner.registry import compose
 
-        assert str(compose(["experiment=paper"]).store) == str(ctx.tmp / env["LEAKEXP_STORE"].lstrip("/"))
+        assert str(compose(["experiment=paper"]).run.store) == str(ctx.tmp / env["LEAKEXP_STORE"].lstrip("/"))
     check(ctx, leakexp)
 
 
@@ -957,7 +956,7 @@ def case_cpu_slurm_run(ctx: Ctx, command: str) -> None:
     (tests/test_slurm.py submits it to a real SLURM)."""
     from hydra.utils import get_class
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     argv = shlex.split(command)
     cfg, _, plain = _hydra_multirun(argv[2:])

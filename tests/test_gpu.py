@@ -155,7 +155,7 @@ def test_one_whole_cell_on_cuda(tmp_path):
     """Train, re-rank and evaluate one demo cell on CUDA through the runner: the stored run is complete and its
     measures are numbers (the path `make grid` takes on a GPU workstation)."""
     from leakexp.stages.cell import Cell
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.grid.work import run_cell
     from leakexp.runner.registry import runner
 

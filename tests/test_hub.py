@@ -204,7 +204,7 @@ def test_a_stage_fetches_its_pinned_model_before_any_work_and_keys_its_commit(on
     """``detect.sbert=NAME@COMMIT``: a command that computes the embeddings fetches the model when its requirements
     are checked (before any work); the commit is in the key of every artifact that reads the model, so another
     commit of the same model is another artifact; a commit the hub lacks is one line."""
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import Ask
     from leakexp.runner.registry import runner
 

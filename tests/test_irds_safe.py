@@ -205,7 +205,7 @@ def test_ids_repeated_by_the_collection_itself_are_kept_and_a_store_grown_since_
 def _paper(tmp_path, monkeypatch, *extra):
     from conftest import paper_env
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     return compose([*paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}", "grid.sizes=[1000]",
                     "grid.seeds=[1]", "grid.models=[knrm]", *extra])

@@ -14,24 +14,25 @@ from conftest import edited, paper_env
 from omegaconf import OmegaConf
 
 from leakexp.stages.cell import grid_cells
-from leakexp.runner.config import ConfigError, compose, model_config, resolved_values
+from leakexp.runner.config import ConfigError, RunSettings, compose_raw, model_config, resolved_values
+from leakexp.runner.registry import compose, typed
 from leakexp.grid.work import cell_asks, shared_asks
 from leakexp.runner.lineage import leaves as _leaves
 from leakexp.models import REGISTRY
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.stage import stages
 from leakexp.runner.registry import schema_of
+from leakexp.runner.schema import Settings
 from leakexp.runner.store import Store
-from leakexp.runner.registry import settings_of
 
 
-def _runner(s: dict, store, cuda: bool = False) -> Runner:
-    return Runner(s, stages(), store, schemas=schema_of, cuda=cuda)
+def _runner(values: dict, store, cuda: bool = False) -> Runner:
+    return Runner(Settings(values, schema_of, RunSettings), stages(), store, cuda=cuda)
 
 
 def _all_asks(cfg, runner) -> list:
-    cells = grid_cells(settings_of(cfg))
-    asks = [a for rows in (shared_asks(cfg), cell_asks(settings_of(cfg), cells)) for v in rows.values() for a in v]
+    cells = grid_cells(cfg)
+    asks = [a for rows in (shared_asks(cfg), cell_asks(cfg, cells)) for v in rows.values() for a in v]
     return list(dict.fromkeys(u for a in asks for u in runner.upstream(a)))
 
 
@@ -128,12 +129,13 @@ DEMO_SMALL = ["grid.sizes=[128]"]
                                              pytest.param("paper", True, marks=pytest.mark.slow)])
 def test_every_leaf_rekeys_exactly_its_readers(experiment, cuda, tmp_path, monkeypatch):
     extra = paper_env(tmp_path, monkeypatch)[1:] + PAPER_SMALL if experiment == "paper" else DEMO_SMALL
-    cfg = compose([f"experiment={experiment}", f"store={tmp_path / 'store'}", *extra])
+    # the composed values, each leaf changed in turn and resolved again (the runner's keys read the resolved values)
+    cfg = compose_raw([f"experiment={experiment}", f"store={tmp_path / 'store'}", *extra])
     store = Store(tmp_path / "store")
     base_settings = resolved_values(cfg)
     base_leaves = _settings_leaves(base_settings)
     base = _runner(base_settings, store, cuda)
-    asks = _all_asks(cfg, base)
+    asks = _all_asks(typed(cfg), base)
     base_keys = {a: base.key(a) for a in asks}
     inputs = {a: [base.normal(b) for v in base.inputs(a).values() for b in (v if isinstance(v, list) else [v])]
               for a in asks}
@@ -185,8 +187,8 @@ def test_analysis_rekeys_training_sets_and_all_below(tmp_path):
     """The training sets' negatives come from BM25 over the training pool: its analysis is part of their key."""
     cfg = compose(["experiment=demo", f"store={tmp_path}"])
     other = compose(["experiment=demo", f"store={tmp_path}", "bm25.stemmer=porter"])
-    a, b = _runner(resolved_values(cfg), Store(tmp_path)), _runner(resolved_values(other), Store(tmp_path))
-    cells = grid_cells(settings_of(cfg))
+    a, b = _runner(cfg.values, Store(tmp_path)), _runner(other.values, Store(tmp_path))
+    cells = grid_cells(cfg)
     for stage in ("build", "train", "rerank", "evaluate"):
         assert all(a.key(c.ask(stage)) != b.key(c.ask(stage)) for c in cells), stage
     assert a.key(cells[0].ask("build")) != b.key(cells[0].ask("build"))
@@ -194,13 +196,13 @@ def test_analysis_rekeys_training_sets_and_all_below(tmp_path):
 
 def test_no_leakage_work_is_shared_by_corpora(tmp_path):
     cfg = compose(["experiment=demo", f"store={tmp_path}"])
-    r = _runner(resolved_values(cfg), Store(tmp_path))
-    none = [c for c in grid_cells(settings_of(cfg)) if c.leakage == "none"]
+    r = _runner(cfg.values, Store(tmp_path))
+    none = [c for c in grid_cells(cfg) if c.leakage == "none"]
     by_corpus = {}
     for c in none:
         by_corpus.setdefault((c.size, c.model, c.seed), set()).add((r.path(c.ask("build")), r.path(c.ask("train"))))
     assert all(len(v) == 1 for v in by_corpus.values())
     # re-rankings stay per corpus, and leaked models stay per corpus
     assert len({r.path(c.ask("rerank")) for c in none}) == len(none)
-    msm = [c for c in grid_cells(settings_of(cfg)) if c.leakage == "msm"]
+    msm = [c for c in grid_cells(cfg) if c.leakage == "msm"]
     assert len({r.path(c.ask("train")) for c in msm}) == len(msm)

@@ -11,11 +11,10 @@ from conftest import paper_env
 
 from leakexp.stages.cell import grid_cells
 from leakexp.cli.main import main
-from leakexp.runner.config import compose
+from leakexp.runner.registry import compose
 from leakexp.grid.work import STATES, cell_asks, complete, grid_status, needed_indexes, shared_asks
 from leakexp.runner.registry import runner
 from leakexp.runner.store import Store
-from leakexp.runner.registry import settings_of
 
 PAPER_TINY = ["grid.sizes=[1000]", "grid.seeds=[1]", "grid.models=[knrm]"]
 
@@ -29,7 +28,7 @@ def paper(irds_corpora, tmp_path, monkeypatch):
 
 def _finish(cfg, asks) -> None:
     """Mark every artifact of ``asks`` done (an empty artifact with this configuration's key): a finished grid."""
-    r, store = runner(cfg, readonly=True), Store(cfg.store)
+    r, store = runner(cfg, readonly=True), Store(cfg.run.store)
     for ask in asks:
         store.ensure(r.path(ask), r.record(ask), compute=lambda tmp: {"documents": 7})
 
@@ -38,7 +37,7 @@ def test_status_of_a_finished_paper_grid_is_complete_without_indexes_of_the_bund
     cfg = compose(paper)
     r = runner(cfg, readonly=True)
     assert [a.params["name"] for a in needed_indexes(cfg, r)] == ["train", "robust04"]
-    rows = {**shared_asks(cfg, r), **cell_asks(settings_of(cfg), grid_cells(settings_of(cfg)))}
+    rows = {**shared_asks(cfg, r), **cell_asks(cfg, grid_cells(cfg))}
     assert [a.params["name"] for a in rows["index"]] == ["train", "robust04"]
     assert [a.params["corpus"] for a in rows["firststage"]] == ["robust04", "core17", "core18"]
     _finish(cfg, [a for asks in rows.values() for a in asks])
@@ -58,7 +57,7 @@ def test_index_builds_only_the_indexes_the_grid_reads(paper, capsys):
     out = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in out] == ["train", "robust04", "core17", "core18"]
     assert out[2] == "core17: no index needed (its first stage is the run core17.bm25-anserini.top100.run.gz)"
-    assert not Store(cfg.store).path("index", "core17").exists()
+    assert not Store(cfg.run.store).path("index", "core17").exists()
 
 
 # the paper's Hugging Face models, pinned to a commit of their repository (conf/experiment/paper.yaml)
@@ -74,12 +73,11 @@ def missing(setting: str, name: str) -> str:
 
 
 def test_the_papers_models_are_pinned_and_the_toolkit_defaults_to_the_same_sbert(tmp_path):
-    from leakexp.runner.config import resolved_model_config
     from leakexp.toolkit.audit import PAPER_DEFAULTS
 
     cfg = compose(["experiment=paper", f"store={tmp_path / 's'}"])
-    assert (str(cfg.detect.sbert), resolved_model_config(cfg, "monot5").checkpoint,
-            resolved_model_config(cfg, "monobert").checkpoint) == PAPER_MODELS
+    assert (str(cfg.detect.sbert), cfg.model_of("monot5").checkpoint,
+            cfg.model_of("monobert").checkpoint) == PAPER_MODELS
     assert PAPER_DEFAULTS["sbert"] == PAPER_MODELS[0]
 
 
@@ -93,7 +91,7 @@ def test_computing_commands_find_the_papers_models_in_the_cache_before_any_work(
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cfg = compose([*paper, "grid.models=[monot5,monobert,knrm]"])
-    store = Store(cfg.store, create=False).root
+    store = Store(cfg.run.store, create=False).root
     for setting, name in zip(("detect.sbert", "model_overrides.monot5.checkpoint",
                               "model_overrides.monobert.checkpoint"), PAPER_MODELS):
         with pytest.raises(ConfigError) as err:

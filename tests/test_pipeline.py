@@ -82,9 +82,9 @@ def test_rerun_is_a_no_op_and_a_changed_measure_setting_redoes_only_evaluation(s
     before = {s: _markers(r.store, s) for s in ("build", "train", "rerank", "evaluate")}
     run_cell(runner(small_cfg), cells[0])
     assert {s: _markers(r.store, s) for s in before} == before
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
-    cfg = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "evaluate.measures=[nDCG@10,P@1,MFR,P@10]"])
+    cfg = compose([f"store={small_cfg.run.store}", "data.queries_per_source=600", "evaluate.measures=[nDCG@10,P@1,MFR,P@10]"])
     other = runner(cfg)
     run_cell(other, cells[0])
     after = {s: _markers(r.store, s) for s in before}
@@ -149,7 +149,7 @@ def test_every_toy_set_has_exact_counts_balance_and_no_candidate_filler(small_ru
 
 
 def test_an_external_first_stage_run_is_what_the_models_rerank(small_run, small_cfg, tmp_path):
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     r, cells, _, _ = small_run
     cell = next(c for c in cells if c.corpus == "toy_core17")
@@ -159,7 +159,7 @@ def test_an_external_first_stage_run_is_what_the_models_rerank(small_run, small_
     path = tmp_path / "toy_core17.run"
     path.write_text("".join(f"{x.qid} Q0 {x.docno} {i + 1} {x.score} ext\n"
                             for i, x in enumerate(top.itertuples(index=False))))
-    settings = [f"store={small_cfg.store}", "data.queries_per_source=600", "corpus=toy_core17",
+    settings = [f"store={small_cfg.run.store}", "data.queries_per_source=600", "corpus=toy_core17",
                 f"rerank.first_stage={path}"]
     # one run is one corpus's: a grid of several corpora is refused before any work, naming the fix
     with pytest.raises(ValueError, match="is one run, for corpus=toy_core17, but the grid also re-ranks toy_robust"):
@@ -189,7 +189,7 @@ def test_status_why_names_the_setting_that_made_a_stored_set_stale(small_run, sm
     from leakexp.cli.main import main
 
     small_run  # the small grid is in the store
-    base = [f"store={small_cfg.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
+    base = [f"store={small_cfg.run.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
     assert main(["status", *base, "bm25.stemmer=porter", "--why", "build", "train"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("build/toy_core17/msm/256: key ") and "train/" in out
@@ -223,7 +223,7 @@ def test_status_why_answers_for_every_stage_a_cell_reads(small_run, small_cfg, c
     from leakexp.cli.main import main
 
     small_run  # the small grid is in the store
-    base = [f"store={small_cfg.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
+    base = [f"store={small_cfg.run.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
     for stage in ("index", "firststage", "tokens", "collection", "negatives", "verify"):
         assert main(["status", *base, "--why", stage]) == 0, stage
         out = capsys.readouterr().out

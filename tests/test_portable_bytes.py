@@ -29,7 +29,7 @@ def _files(r, ask):
 
 def _two_stores(tmp_path, toy_prepared, asks):
     from leakexp.runner.registry import runner
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     from conftest import SMALL
 

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from leakexp.stages.cell import Cell
-from leakexp.runner.config import compose
+from leakexp.runner.registry import compose
 from leakexp.grid.work import grid_status
 from leakexp.runner.registry import runner
 from leakexp.runner.store import DONE

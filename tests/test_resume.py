@@ -20,7 +20,7 @@ from leakexp.models.capreolus import IdfTable
 from leakexp.runner.config import runtime
 from leakexp.runner.store import Store
 from leakexp.stages.cell import cell_from_config
-from leakexp.runner.registry import compose_checked as compose, runner, settings_of
+from leakexp.runner.registry import compose, runner
 from leakexp.lib.trainer import ResumeState, TrainConfig, set_seed, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,7 +191,7 @@ def test_the_store_removes_partial_work_once_the_artifact_is_done(tmp_path):
 def test_resume_every_s_is_a_runtime_setting_outside_every_key():
     cfgs = [compose(["store=/tmp/unused", *extra]) for extra in ([], ["resume_every_s=5"])]
     assert runtime(cfgs[1], "cpu").resume_every_s == 5.0 and runtime(cfgs[0], "cpu").resume_every_s == 300.0
-    keys = [runner(c, readonly=True, files=False).key(cell_from_config(settings_of(c)).ask("train")) for c in cfgs]
+    keys = [runner(c, readonly=True, files=False).key(cell_from_config(c).ask("train")) for c in cfgs]
     assert keys[0] == keys[1]
 
 
@@ -202,7 +202,6 @@ from pathlib import Path
 import pandas as pd
 from leakexp.models import get
 from leakexp.lib.trainer import ResumeState, TrainConfig, set_seed, train, write_history
-from leakexp.runner.registry import settings_of
 
 name, checkpoint, data, out, state, kill_at, every = sys.argv[1:]
 set_seed(3)

@@ -10,8 +10,7 @@ from leakexp.grid import work
 from leakexp.stages.robustness import family as rb
 from leakexp.tables import robustness as rt
 from leakexp.runner import registry as stages
-from leakexp.runner.registry import settings_of
-from leakexp.runner.config import compose
+from leakexp.runner.registry import compose
 from leakexp.lib.measures import per_query
 from leakexp.lib.bm25 import bm25_search
 from leakexp.runner.stage import Ask
@@ -30,7 +29,7 @@ def _new(store, before: list[str]) -> list[str]:
 def test_robustness_stage_on_a_small_grid(tmp_path):
     cfg = compose([f"store={tmp_path}", *GRID])
     p = stages.runner(cfg)
-    s = settings_of(cfg)
+    s = cfg
     cells = rb.robustness_cells(s)
     assert [str(c) for c in cells] == ["toy_core17/none/64/knrm/seed-1", "toy_core17/msm/64/knrm/seed-1"]
     assert all(p.state(a)[0] == "missing" for a in rb.parts(s, cells[0]).values())  # nothing trained yet
@@ -105,7 +104,7 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
     # each attack: its shared attacked queries (robustness/attacked-queries/<corpus>/<attack>/pool/) and the cell's part
     assert len(made) == 4 and sorted(a for m in made for a in ("char-any-1", "word-synonym") if f"/{a}/" in m) == [
         "char-any-1", "char-any-1", "word-synonym", "word-synonym"], made
-    pool_part = p_pool.path(rb.parts(settings_of(pool_cfg), cells[0])["char-any-1"])
+    pool_part = p_pool.path(rb.parts(pool_cfg, cells[0])["char-any-1"])
     scored = pd.read_parquet(pool_part / "run.parquet")
     assert set(zip(scored.qid, scored.docno)) <= set(zip(run.qid, run.docno))
 

@@ -147,7 +147,7 @@ def _held_lock(store, *overrides):
     from filelock import FileLock
 
     from leakexp.runner.registry import runner
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.store import Store
     from leakexp.stages.cell import cell_from_config
 

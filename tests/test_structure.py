@@ -252,7 +252,7 @@ def _raw_config_reads(tree: ast.AST) -> list[str]:
 
 def test_settings_are_read_through_the_typed_settings():
     """One channel: code reads a setting from a configuration's typed ``Settings`` (``runner.settings``,
-    ``settings_of(cfg)``, a stage's ``ctx.settings``), never from the raw DictConfig."""
+    ``cfg``, a stage's ``ctx.settings``), never from the raw DictConfig."""
     bad = {}
     for path in sorted([*ROOT.rglob("*.py"), *(ROOT.parent / "hydra_plugins").rglob("*.py")]):
         rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.relative_to(ROOT.parent).as_posix()

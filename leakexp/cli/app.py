@@ -30,7 +30,7 @@ from leakexp.runner.loop import each
 from leakexp.stages.cell import Cell
 from leakexp.grid.work import robust, run_cell
 from leakexp.stages.robustness.family import robustness_cells
-from leakexp.runner.registry import runner
+from leakexp.runner.registry import runner, typed
 
 log = logging.getLogger("leakexp")
 FAILED: list[str] = []  # "cell: reason" of every cell this process ran that failed
@@ -61,7 +61,7 @@ def run(cfg: DictConfig) -> dict:
 
     def work(cell: Cell) -> dict:
         validate_config(cfg)
-        r = runner(cfg)
+        r = runner(typed(cfg))
         means = run_cell(r, cell)
         if r.settings.robustness.enabled and cell in robustness_cells(r.settings):
             robust(r, cell)

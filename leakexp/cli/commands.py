@@ -16,7 +16,7 @@ from leakexp.cli.plan import plan, render_plan
 from leakexp.data.files import DataUnavailable, read_topic_ids
 from leakexp.lib.report import markdown_table, plot_calibration, write_table
 from leakexp.lib.trec import read_run, run_overlap
-from leakexp.runner.config import ConfigError, compose, section_keys, top_level_keys
+from leakexp.runner.config import ConfigError, section_keys, top_level_keys
 from leakexp.runner.loop import each
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, read_json
@@ -30,7 +30,7 @@ from leakexp.data.judgments import run_path
 from leakexp.grid.work import (cell_workers, complete, grid_jobs, grid_status, lineage, memorization_all,
                                needed_indexes, render_status, robust_all, run_cell, run_job, run_job_in_worker,
                                scheduler_notes)
-from leakexp.runner.registry import runner, settings_of, unmet_requirements
+from leakexp.runner.registry import compose, runner, unmet_requirements
 from leakexp.stages.robustness.family import robustness_cells, robustness_settings
 from leakexp.stages.build import check_size
 from leakexp.lib.training_sets import export_monot5, training_queries
@@ -47,8 +47,8 @@ _OVERRIDE_KEYS = {"store", "experiment", "device", "verbose", "seed"}
 def _runner(overrides: list[str], needs: tuple[str, ...] | None = None):
     """The config and runner of a computing command; ``needs``: the stages whose requirements (annotations,
     models in the Hugging Face cache) must be met before any work (None: every stage, as a grid cell needs)."""
-    cfg = compose(overrides)
-    return cfg, runner(cfg, needs=needs)
+    s = compose(overrides)
+    return s, runner(s, needs=needs)
 
 
 def expand_sweeps(overrides: list[str]) -> list[list[str]]:
@@ -70,10 +70,9 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
 
 def cmd_cells(stage: str, overrides: list[str]) -> int:
     configs = [compose(combo) for combo in expand_sweeps(overrides)]  # bad settings stop before any work
-    for cfg in configs:  # so does a set the training pool cannot fill
-        s = settings_of(cfg)
+    for s in configs:  # so does a set the training pool cannot fill
         check_size(s, s.corpus.name, s.leakage.name, s.run.size, f"size={s.run.size}")
-    runners = [runner(cfg) for cfg in configs]
+    runners = [runner(s) for s in configs]
 
     def work(r) -> str:
         cell, start = cell_from_config(r.settings), time.time()
@@ -92,7 +91,7 @@ def cmd_cells(stage: str, overrides: list[str]) -> int:
 
 def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     start = time.time()
-    cfg, r = _runner((["experiment=demo"] if demo else []) + overrides)
+    s, r = _runner((["experiment=demo"] if demo else []) + overrides)
     r.store.require_writable("leakexp demo" if demo else "leakexp grid")
     s = r.settings
     if s.robustness.enabled:
@@ -100,10 +99,10 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     cells = grid_cells(s)
     # the cells, the robustness cells and the demo's audits in one pool of workers (cells in processes at once,
     # each computing what the store lacks, shared work once)
-    jobs = grid_jobs(cfg, r, cells, [Ask.of("audit"), Ask.of("graph")] if demo else [])
+    jobs = grid_jobs(s, r, cells, [Ask.of("audit"), Ask.of("graph")] if demo else [])
     workers = cell_workers(s, len(jobs))
     if workers > 1:
-        failed_jobs = each(jobs, functools.partial(run_job_in_worker, cfg), desc="grid", unit="job", workers=workers)
+        failed_jobs = each(jobs, functools.partial(run_job_in_worker, s), desc="grid", unit="job", workers=workers)
     else:
         failed_jobs = each(jobs, lambda job: run_job(r, job), desc="grid", unit="job")
     failed = [(job.what, exc) for job, exc in failed_jobs if job.kind in ("cell", "robustness")]
@@ -111,10 +110,10 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     if demo:
         from leakexp.tables.paper import write_table1, write_table2
 
-        write_table1(cfg, r)
-        write_table2(cfg, r)
+        write_table1(s, r)
+        write_table2(s, r)
         extra_lines = demo_extras(r)
-    out = write_tables(cfg, r, out=tables_out(cfg, (["experiment=demo"] if demo else []) + overrides))
+    out = write_tables(s, r, out=tables_out(s, (["experiment=demo"] if demo else []) + overrides))
     for line in extra_lines:
         print(line)
     print(f"{len(cells) - len(failed)}/{len(cells)} cells done in {time.time() - start:.1f}s")
@@ -125,12 +124,12 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
 
 
 def cmd_memorization(overrides: list[str]) -> int:
-    cfg, r = _runner(overrides)
+    s, r = _runner(overrides)
     r.store.require_writable("leakexp memorization")
     cells = grid_cells(r.settings)
     _, failed = memorization_all(r.settings, r, cells)
-    written = memorization_tables.write_memorization_tables(cfg, r, tables_out(cfg, overrides), cells,
-                                               memorization_tables.stored_cv_sizes(cfg, r, cells))
+    written = memorization_tables.write_memorization_tables(s, r, tables_out(s, overrides), cells,
+                                               memorization_tables.stored_cv_sizes(s, r, cells))
     for path in written:
         print(path)
     for cell, exc in failed:
@@ -139,12 +138,12 @@ def cmd_memorization(overrides: list[str]) -> int:
 
 
 def cmd_robustness(overrides: list[str]) -> int:
-    cfg, r = _runner(overrides)
+    s, r = _runner(overrides)
     robustness_settings(r.settings)  # bad settings fail before any work
     r.store.require_writable("leakexp robustness")
     cells = robustness_cells(r.settings)
     failed = robust_all(r, cells)
-    for path in robustness_tables.write_robustness_tables(cfg, r, tables_out(cfg, overrides), cells):
+    for path in robustness_tables.write_robustness_tables(s, r, tables_out(s, overrides), cells):
         print(path)
     for cell, exc in failed:
         print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -153,23 +152,23 @@ def cmd_robustness(overrides: list[str]) -> int:
 
 def cmd_tables(overrides: list[str], out: str | None = None) -> int:
     """The tables from the store alone; those of table-only settings in a folder named by them, or ``out``."""
-    cfg = compose(overrides)
+    s = compose(overrides)
     if out is None:
-        Store(settings_of(cfg).run.store, create=False).require_writable("leakexp tables")
-    print(f"tables: {write_tables(cfg, out=tables_out(cfg, overrides, out))}")
+        Store(s.run.store, create=False).require_writable("leakexp tables")
+    print(f"tables: {write_tables(s, out=tables_out(s, overrides, out))}")
     return 0
 
 
 def cmd_toy(overrides: list[str]) -> int:
-    cfg, r = _runner(overrides, needs=())
+    s, r = _runner(overrides, needs=())
     print(r.ensure(Ask.of("toy")))
     return 0
 
 
 def cmd_index(overrides: list[str]) -> int:
     """The BM25 indexes the grid reads, and no other: a corpus that re-ranks a bundled or file run needs none."""
-    cfg, r = _runner(overrides, needs=())  # indexes need no model and no annotation
-    needed = needed_indexes(cfg, r)
+    s, r = _runner(overrides, needs=())  # indexes need no model and no annotation
+    needed = needed_indexes(s, r)
     for ask in needed:
         path = r.ensure(ask)
         print(f"{ask.params['name']}: {path} ({r.store.marker(path).figures['documents']} documents)")
@@ -184,7 +183,7 @@ def cmd_index(overrides: list[str]) -> int:
 def cmd_corpus_stats(overrides: list[str]) -> int:
     """``name: value`` lines per test corpus and for the training pool; exit 2 (the errors on stderr) when a corpus
     fails its check (duplicate ids, an implausibly short median document)."""
-    s = settings_of(compose(overrides))  # the runner (and its checks of Java, variants, ...) only for the toy world
+    s = compose(overrides)  # the runner (and its checks of Java, variants, ...) only for the toy world
     toy = _runner(overrides, needs=())[1].get(Ask.of("toy")) if s.data.kind == "toy" else None  # no model read
     lines, errors = corpus_stats(s, toy)
     for name, value in lines:
@@ -195,8 +194,8 @@ def cmd_corpus_stats(overrides: list[str]) -> int:
 
 
 def cmd_detect(overrides: list[str]) -> int:
-    cfg, r = _runner(overrides, needs=("embed", "detect"))  # candidates: the SBERT model and the variants, no annotation
-    path = write_table1(cfg, r)
+    s, r = _runner(overrides, needs=("embed", "detect"))  # candidates: the SBERT model and the variants, no annotation
+    path = write_table1(s, r)
     print(f"{len(r.get(Ask.of('detect')))} candidate rows; threshold {r.settings.detect.threshold}")
     print(path.read_text())
     print(f"table 1: {path.with_suffix('')}.{{md,csv,tex}}")
@@ -207,22 +206,22 @@ def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None
     if why:  # `--why build train corpus=...`: the overrides after the stage names are overrides all the same
         overrides = [*overrides, *(w for w in why if "=" in w)]
         why = [w for w in why if "=" not in w]
-    cfg = compose(overrides)
+    s = compose(overrides)
     if why:
-        print("\n".join(lineage(cfg, why)))
+        print("\n".join(lineage(s, why)))
         return 0
-    status = grid_status(cfg, verify=verify)
+    status = grid_status(s, verify=verify)
     print(render_status(status))
-    for line in scheduler_notes(cfg):  # cells a launcher submitted: queued, running, failed (with job ids)
+    for line in scheduler_notes(s):  # cells a launcher submitted: queued, running, failed (with job ids)
         print(line)
-    _print_unmet(cfg)
+    _print_unmet(s)
     return 0 if complete(status) else 1
 
 
 def cmd_stages(overrides: list[str], graph: str | None = None) -> int:
     """The registry's stages as the configuration uses them (read-only); ``graph``: also their graph, drawn."""
-    cfg = compose(overrides)
-    infos = overview.listing(cfg)
+    s = compose(overrides)
+    infos = overview.listing(s)
     print(overview.render_stages(infos))
     if graph:
         print(f"graph: {overview.draw(infos, Path(graph))}")
@@ -240,9 +239,9 @@ def cmd_diff(store_a: str, store_b: str) -> int:
     return 1 if found.differ else 0
 
 
-def _print_unmet(cfg) -> None:
+def _print_unmet(s) -> None:
     """What a run will still need (read-only commands list it; only commands that compute refuse)."""
-    unmet = unmet_requirements(cfg)
+    unmet = unmet_requirements(s)
     if unmet:
         print(f"a run will still need ({len(unmet)}):")
         print("\n".join(f"  - {line}" for line in unmet))
@@ -263,8 +262,8 @@ def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str
     names = [str(p.name) for p in paths]
     out_dir = Path(".")
     if corpus is not None:
-        cfg = compose(overrides)
-        r = runner(cfg, needs=())  # a first stage needs no model and no annotation
+        s = compose(overrides)
+        r = runner(s, needs=())  # a first stage needs no model and no annotation
         frames.insert(0, r.get(Ask.of("firststage", corpus=corpus)))
         names.insert(0, f"leakexp's first stage of {corpus} (bm25.backend={r.settings.bm25.backend})")
         out_dir = r.store.path("compare-runs")
@@ -284,15 +283,15 @@ def cmd_fetch(overrides: list[str], *, only: list[str] | None = None, listing: b
     """Download what the configuration's runs read and is public; list what cannot be fetched (leakexp.grid.fetch)."""
     from leakexp.grid.fetch import fetch
 
-    return fetch(settings_of(compose(overrides)), only=only, listing=listing)
+    return fetch(compose(overrides), only=only, listing=listing)
 
 
 def cmd_plan(overrides: list[str]) -> int:
     import pandas as pd
 
-    cfg = compose(overrides)
-    r = runner(cfg, files=False)  # a plan reads no input file: it may be made before the data is in place
-    print(render_plan(plan(cfg, r)))
+    s = compose(overrides)
+    r = runner(s, files=False)  # a plan reads no input file: it may be made before the data is in place
+    print(render_plan(plan(s, r)))
     if r.settings.bm25.backend == "anserini":
         print("  first stage: Anserini 0.22.1 (bm25.backend=anserini) needs Java 11 or 17 "
               "(Debian 12: apt-get install openjdk-17-jre-headless) and its jar, installed by `make setup`")
@@ -300,7 +299,7 @@ def cmd_plan(overrides: list[str]) -> int:
     path = r.store.path("plan", f"{r.settings.data.name}-jobs.tsv")
     atomic_write_text(path, jobs.to_csv(sep="\t", index=False))
     print(f"  job list ({len(jobs)} cells, one per line): {path}")
-    _print_unmet(cfg)
+    _print_unmet(s)
     return 0
 
 
@@ -361,7 +360,7 @@ def cmd_annotations(args) -> int:
     # sample / review need the pipeline's candidates
 
 
-    cfg, r = _runner(args.overrides, needs=("embed", "detect"))  # candidates to annotate: no annotation needed yet
+    s, r = _runner(args.overrides, needs=("embed", "detect"))  # candidates to annotate: no annotation needed yet
     s = r.settings
     collections = [r.get(Ask.of("collection", corpus=c)) for c in s.data.corpora]
     if args.action == "sample":
@@ -384,7 +383,7 @@ def cmd_annotations(args) -> int:
 
 
 def cmd_verify(overrides: list[str]) -> int:
-    cfg, r = _runner(overrides, needs=("embed", "detect", "verify"))
+    s, r = _runner(overrides, needs=("embed", "detect", "verify"))
     ann = r.get(Ask.of("verify"))
     print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
     s = r.settings
@@ -404,7 +403,7 @@ def cmd_verify(overrides: list[str]) -> int:
         leaks = r.get(Ask.of("leaks", corpus=c))
         print(f"{c}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics "
               f"({len(training_queries(leaks))} distinct training queries)")
-    print(f"table 2: {write_table2(cfg, r).parent}/table2{{a,b}}.{{md,csv,tex}}")
+    print(f"table 2: {write_table2(s, r).parent}/table2{{a,b}}.{{md,csv,tex}}")
     return 0
 
 
@@ -413,7 +412,7 @@ def cmd_build(overrides: list[str], export: bool = False) -> int:
 
 
 
-    cfg, r = _runner(overrides, needs=("embed", "detect", "verify"))  # training sets: no model is loaded
+    s, r = _runner(overrides, needs=("embed", "detect", "verify"))  # training sets: no model is loaded
 
     rows = []
     g = r.settings.grid
@@ -465,7 +464,7 @@ def cmd_graph_audit(args) -> int:
         from leakexp.toolkit.graph_data import default_wordnet
 
         args.wordnet = str(default_wordnet())
-    store = str(compose(overrides).store) if overrides else None
+    store = str(compose(overrides).run.store) if overrides else None
     return audit_command(store=store, edges=args.edges, wordnet=args.wordnet, pos=args.pos, split_by=args.split_by,
                          resplit=args.resplit, proportions=args.proportions, seed=args.seed,
                          train_split=args.train_split, antonym_labels=args.antonym_label,
@@ -482,7 +481,7 @@ def _pair_kwargs(args) -> dict:
             key = v.partition("=")[0]
             (overrides if "=" in v and ("." in key or key in _OVERRIDE_KEYS) else specs).append(v)
         setattr(args, side, specs)
-    s = settings_of(compose(overrides))
+    s = compose(overrides)
     d = s.detect
     given = {o.partition("=")[0].lstrip("+~") for o in overrides}
 
@@ -560,8 +559,6 @@ def cmd_pair(args) -> int:
     check_pair_args(args)
     try:
         if args.command == "split-eval":
-            from leakexp.runner.config import compose
-
             e = compose([]).evaluate
             table = split_eval.run_split_eval(args.runs, qrels=Path(args.qrels), audit_dir=Path(args.audit),
                                          measures=args.measures or list(e.measures), baseline=args.baseline,

@@ -11,11 +11,8 @@ import json
 import math
 from pathlib import Path
 
-from omegaconf import DictConfig
-
 from leakexp.stages.robustness import family as rb
 from leakexp.lib import hub
-from leakexp.runner.config import model_plan
 from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask
 from leakexp.stages.cell import grid_cells, rerank_params
@@ -155,10 +152,9 @@ def cpu_jobs(runner, jobs: dict) -> dict:
             "df_cpu_hours": df_hours, "df_unknown": unknown}
 
 
-def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
+def plan(s: Settings, runner, bench: str | Path | None = None) -> dict:
     """Job counts (after sharing) and hours. ``bench`` (default ``<store>/bench/gpu.json``): measured throughput,
     when present."""
-    s = runner.settings
     p, g = s.plan, s.grid
     counts = query_counts(runner)
     jobs = distinct_jobs(runner)
@@ -171,7 +167,7 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
     train_hours, rerank_hours, source, instances, overhead_hours, encode_hours, feed = {}, {}, {}, {}, {}, {}, {}
     for m in models:
         have = measured is not None and m in measured["train_instances_per_s"]
-        assumed = model_plan(cfg, m)  # the model file's plan: block
+        assumed = s.plan_of(m)  # the model file's plan: block
         train_rate = measured["train_instances_per_s"][m] if have else assumed.train_instances_per_s
         rerank_rate = measured["rerank_docs_per_s"][m] if have else assumed.rerank_docs_per_s
         source[m] = f"measured ({measured['device']})" if have else "assumed"
@@ -207,7 +203,7 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
     if s.robustness.enabled:
         robust = robustness_jobs(runner, jobs["rerank"][1], topics)
         rates = {m: (measured["rerank_docs_per_s"][m] if measured is not None and m in measured["rerank_docs_per_s"]
-                     else model_plan(cfg, m).rerank_docs_per_s) for m in robust["docs"]}
+                     else s.plan_of(m).rerank_docs_per_s) for m in robust["docs"]}
         robust["gpu_hours"] = {m: d / rates[m] / 3600 for m, d in robust["docs"].items()}
     return {
         "cpu": cpu_jobs(runner, jobs),

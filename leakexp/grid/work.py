@@ -9,10 +9,9 @@ models, the first-stage runs, the indexes) are counted once.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from omegaconf import DictConfig, OmegaConf
 
 from leakexp.data.types import SOURCES
 from leakexp.lib.measures import average, count_misses
@@ -27,7 +26,7 @@ from leakexp.stages import memorization
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.memorization import without_cell
 from leakexp.stages.robustness import family as robustness
-from leakexp.runner.registry import runner as make_runner, settings_of
+from leakexp.runner.registry import runner as make_runner
 
 STATES = ("done", "running", "failed", "damaged", "stale", "missing", "data missing")
 
@@ -63,12 +62,11 @@ class StageStatus:
             self.notes.append((state, artifact, detail))
 
 
-def needed_indexes(cfg: DictConfig, runner: Runner | None = None) -> list[Ask]:
+def needed_indexes(s: Settings, runner: Runner | None = None) -> list[Ask]:
     """The BM25 indexes the grid reads, as the stages declare them: the training pool's (the negatives of every
     training set), a corpus's where its first stage is leakexp's own BM25 (a bundled or file run, e.g. Core 2017 /
     2018 in experiment=paper, needs none), and those robustness re-runs BM25 on (``robustness.first_stage=bm25``)."""
-    r = runner or make_runner(cfg, readonly=True)
-    s = r.settings
+    r = runner or make_runner(s, readonly=True)
     asks = [Ask.of("negatives", part="0"), *(Ask.of("firststage", corpus=c) for c in dict.fromkeys(s.grid.corpora))]
     if s.robustness.enabled:
         corpora = dict.fromkeys(c.corpus for c in robustness.robustness_cells(s))
@@ -79,14 +77,13 @@ def needed_indexes(cfg: DictConfig, runner: Runner | None = None) -> list[Ask]:
     return list(dict.fromkeys(found))
 
 
-def shared_asks(cfg: DictConfig, runner: Runner | None = None) -> dict[str, list[Ask]]:
+def shared_asks(s: Settings, runner: Runner | None = None) -> dict[str, list[Ask]]:
     """The artifacts every cell of the grid builds on, per status row: toy world, the indexes it reads
     (:func:`needed_indexes`), embeddings, detection, verification, and the first-stage runs of the corpora the grid
     re-ranks."""
-    s = runner.settings if runner is not None else settings_of(cfg)
     corpora = list(dict.fromkeys(s.grid.corpora))
     rows = {"data": [Ask.of("toy")] if s.data.kind == "toy" else [],
-            "index": needed_indexes(cfg, runner),
+            "index": needed_indexes(s, runner),
             "embed": [Ask.of("embed", source=source) for source in SOURCES],
             "detect": [Ask.of("detect")], "verify": [Ask.of("verify")],
             "firststage": [Ask.of("firststage", corpus=c) for c in corpora]}
@@ -108,12 +105,12 @@ def cell_asks(s: Settings, cells: list[Cell]) -> dict[str, list[Ask]]:
     return {k: v for k, v in rows.items() if v}
 
 
-def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None = None) -> dict[str, StageStatus]:
+def grid_status(s: Settings, *, verify: bool = False, runner: Runner | None = None) -> dict[str, StageStatus]:
     """Per stage, how many distinct artifacts of the configured grid are in each state (``verify``: re-read
     every finished artifact's files against their checksums). An artifact several cells share counts once."""
-    r = runner or make_runner(cfg, readonly=True)
+    r = runner or make_runner(s, readonly=True)
     out: dict[str, StageStatus] = {}
-    rows = {**shared_asks(cfg, r), **cell_asks(r.settings, grid_cells(r.settings))}
+    rows = {**shared_asks(s, r), **cell_asks(s, grid_cells(s))}
     for row, asks in rows.items():
         st = out.setdefault(row, StageStatus())
         seen = set()
@@ -141,14 +138,14 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
     return out
 
 
-def scheduler_notes(cfg: DictConfig, runner: Runner | None = None) -> list[str]:
+def scheduler_notes(s: Settings, runner: Runner | None = None) -> list[str]:
     """``status``'s lines for the grid's unfinished cells that a launcher submitted or that failed: QUEUED (also
     requeued after a preemption) and RUNNING with their SLURM job ids (``squeue``, then ``sacct``), FAILED with the
     one-line reason (leakexp-run records it, also where no artifact was made: a bad setting) or how the
     scheduler ended the job."""
-    r = runner or make_runner(cfg, readonly=True)
+    r = runner or make_runner(s, readonly=True)
     pending = []
-    for cell in grid_cells(r.settings):
+    for cell in grid_cells(s):
         try:
             state = r.state(cell.ask("evaluate"))[0]
         except Exception:  # status reports why it cannot be keyed
@@ -244,15 +241,14 @@ class Job:
         return f"robustness {self.what}" if self.kind == "robustness" else str(self.what)
 
 
-def grid_jobs(cfg: DictConfig, runner: Runner, cells: list[Cell], extra: list[Ask] = ()) -> list[Job]:
+def grid_jobs(s: Settings, runner: Runner | None, cells: list[Cell], extra: list[Ask] = ()) -> list[Job]:
     """The grid's work in the order workers take it: first the shared artifacts that do not need one another
     (each source's embeddings, the indexes, the first-stage runs), so that workers compute them side by side
     instead of waiting on the first cell; then ``extra`` (the demo's audits: long jobs that need no cell, so
     they run beside the cells rather than last and alone); then the cells; then the robustness cells
     (``robustness.enabled``), whose models the cells trained."""
-    rows = shared_asks(cfg, runner)
+    rows = shared_asks(s, runner)
     shared = [Job("ask", a) for row in ("embed", "index", "firststage") for a in rows.get(row, [])]
-    s = runner.settings if runner is not None else settings_of(cfg)
     robust = robustness.robustness_cells(s) if s.robustness.enabled else []
     return [*shared, *(Job("ask", a) for a in extra), *(Job("cell", c) for c in cells),
             *(Job("robustness", c) for c in robust)]
@@ -266,12 +262,12 @@ def run_job(runner: Runner, job: Job):
     return runner.ensure(job.what)
 
 
-def run_job_in_worker(cfg: DictConfig, job: Job):
+def run_job_in_worker(s: Settings, job: Job):
     """``run_job`` in a worker process: one runner per process and configuration."""
-    key = OmegaConf.to_yaml(cfg)
+    key = json.dumps(s.values, sort_keys=True, default=str)
     if key not in _WORKER_RUNNERS:
         _WORKER_RUNNERS.clear()
-        _WORKER_RUNNERS[key] = make_runner(cfg)
+        _WORKER_RUNNERS[key] = make_runner(s)
     return run_job(_WORKER_RUNNERS[key], job)
 
 
@@ -297,11 +293,11 @@ def stored_results(runner: Runner, cells: list[Cell]):
     return pd.concat(frames, ignore_index=True), states
 
 
-def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
+def lineage(s: Settings, stages: list[str]) -> list[str]:
     """``status --why``: for the configured cell's artifact of each named stage, what made its key and, where
     only other configurations' artifacts are stored, which values and inputs differ."""
-    r = make_runner(cfg, readonly=True)
-    cell = cell_from_config(r.settings)
+    r = make_runner(s, readonly=True)
+    cell = cell_from_config(s)
     renamed = {s.keyed_as: s.name for s in r.stages.values() if s.keyed_as}  # an old name still answers (eval)
     stages = [renamed.get(s, s) for s in stages]
     unknown = [s for s in stages if s not in r.stages]

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
 
-from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section, section
+from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section, Settings, section
 from leakexp.runner.stage import ConfigError, Runtime  # noqa: F401  (ConfigError: defined beside the stage declarations)
 
 
@@ -72,8 +72,9 @@ def model_config(name: str) -> DictConfig:
     return _group_file("model", name)
 
 
-def compose(overrides: list[str] | None = None) -> DictConfig:
-    """The config for ``overrides`` (Hydra syntax), checked; unknown group options name the key."""
+def compose_raw(overrides: list[str] | None = None) -> DictConfig:
+    """Hydra's composition of ``overrides`` (Hydra syntax), its values checked together (:func:`validate_config`);
+    unknown group options name the key. ``leakexp.runner.registry.compose`` makes the typed settings of it."""
     from hydra.errors import HydraException
 
     overrides = [_per_name(o) for o in overrides or []]
@@ -353,19 +354,18 @@ def resolved_values(cfg: DictConfig) -> dict:
     out["models"] = {m: _resolved_model(cfg, m) for m in models}
     # the recipe each model trains by, by name (models.<name> holds the train: block it makes, not its name)
     out["recipes"] = {m: model_recipe(cfg, m) for m in models}
+    # what `plan` assumes of each model (its file's plan: block, then model_overrides): no stage reads it
+    out["plans"] = {m: _resolved(cfg, "model", m).get("plan") or {} for m in models}
     return out
 
 
-def runtime(cfg: DictConfig, device: str, values: Mapping | None = None) -> Runtime:
-    """Settings that change how fast, not what, a stage computes (:class:`~leakexp.runner.stage.Runtime`);
-    ``values``: ``resolved_values(cfg)`` where the caller has it already (resolved once at start-up)."""
-    s = values if values is not None else resolved_values(cfg)
-    return Runtime(device=device, verbose=bool(cfg.get("verbose", False)), threads=int(cfg.bm25.threads),
-                   loader_workers=cfg.get("loader_workers", "auto"),
-                   resume_every_s=float(cfg.get("resume_every_s", 300)), cpu_threads=int(cfg.get("cpu_threads", 1)),
-                   cpu_kernels=str(cfg.get("cpu_kernels", "portable")),
-                   embed_batch_size=int(cfg.detect.batch_size),
-                   score_batch_size={m: score_batch_size(c, device) for m, c in s["models"].items()})
+def runtime(s: Settings, device: str) -> Runtime:
+    """Settings that change how fast, not what, a stage computes (:class:`~leakexp.runner.stage.Runtime`)."""
+    run = s.run
+    return Runtime(device=device, verbose=run.verbose, threads=s.bm25.threads, loader_workers=run.loader_workers,
+                   resume_every_s=run.resume_every_s, cpu_threads=run.cpu_threads, cpu_kernels=run.cpu_kernels,
+                   embed_batch_size=s.detect.batch_size,
+                   score_batch_size={m: score_batch_size(c, device) for m, c in s.values["models"].items()})
 
 
 def score_batch_size(model: Mapping, device: str) -> int:
@@ -406,6 +406,7 @@ class CollectionSize(Section):
     words_per_doc: PositiveFloat
 
 
+@section("plans.*")
 class ModelPlan(Section):
     """A model file's ``plan:`` block: what ``leakexp plan`` assumes of the model until ``make bench`` measures it."""
 
@@ -414,14 +415,6 @@ class ModelPlan(Section):
     job_startup_s: Annotated[float, Field(ge=0)]
     encode_docs_per_s: PositiveFloat
     data_pipeline_instances_per_s: PositiveFloat
-
-
-def model_plan(cfg: DictConfig, name: str) -> ModelPlan:
-    """``name``'s ``plan:`` block as the configuration resolves it (its file, then ``model_overrides``); no stage
-    reads it, so it keys nothing."""
-    from leakexp.runner.schema import validate
-
-    return validate(f"models.{name}.plan", ModelPlan, _resolved(cfg, "model", name).get("plan") or {})
 
 
 @section("plan")

@@ -63,8 +63,10 @@ class Settings:
     (``corpora.<name>``, ``models.<name>``: ``s.corpus_of(name)``, ``s.model_of(name)``). A stage reads the same
     objects through ``ctx.settings``, which also holds it to the leaves it declared."""
 
-    def __init__(self, values: Mapping[str, Any], schemas: Callable[[str], type[Section]], top: type[Section]):
+    def __init__(self, values: Mapping[str, Any], schemas: Callable[[str], type[Section]], top: type[Section],
+                 overrides: Iterable[str] = ()):
         self.values, self._schemas, self._top, self._made = values, schemas, top, {}
+        self.overrides = tuple(overrides)  # the command line's overrides it was composed from, where it was
 
     def section(self, dotted: str) -> Section:
         """A section by its dotted place in the settings: ``evaluate``, ``models.knrm``, ``corpora.robust04``."""
@@ -103,6 +105,10 @@ class Settings:
         """The recipe ``model`` trains by (None: its file names none); ``models.<name>`` holds the ``train:`` block
         the recipe makes, not the recipe's name."""
         return self.values.get("recipes", {}).get(model)
+
+    def plan_of(self, model: str) -> Section:
+        """What ``leakexp plan`` assumes of ``model`` (its file's ``plan:`` block, then ``model_overrides``)."""
+        return self.section(f"plans.{model}")
 
     def corpus_of(self, name: str) -> Section:
         return self.section(f"corpora.{name}")

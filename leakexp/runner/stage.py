@@ -133,7 +133,7 @@ class Config(dict):
         if not _declared(section, self.declared):
             raise KeyError(f"{section!r} is read but not declared in the stage's reads ({', '.join(self.declared)})")
         if self.section is None:
-            raise RuntimeError("these settings have no schemas: build the runner with schemas=")
+            raise RuntimeError("these settings are not typed: build the runner of a Settings")
         return Declared(self.section(section), section, self.declared)
 
     def __deepcopy__(self, memo: dict) -> "Config":

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig
 
 from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import LEAKAGE_LABEL, incomplete_note, latex_table, markdown_table, save_figure
@@ -23,7 +22,6 @@ from leakexp.lib import robustness_stats
 from leakexp.lib.robustness_stats import paired_randomization
 from leakexp.stages.robustness.family import Robustness, docs_ask, queries_ask, robustness_settings
 from leakexp.stages.robustness.family import parts as robustness_parts
-from leakexp.runner.registry import settings_of
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.tables.captions import recipe_note
 from leakexp.stages.verify import stored_leaking_topics
@@ -455,17 +453,12 @@ def _done(runner, ask) -> Path | None:
     return path if state == "done" else None
 
 
-def write_robustness_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[Cell]) -> list[Path]:
+def write_robustness_tables(settings: Settings, runner, out_dir: Path, cells: list[Cell]) -> list[Path]:
     """The robustness table of every corpus (``robustness_<corpus>.{md,tex,csv}``), the DR_query figure, all
     per-topic values (``robustness_perquery.csv``) and the attacked queries and stuffed documents for reading
     (``robustness_queries_<corpus>.tsv``, ``robustness_documents_<corpus>.tsv``), from the stored artifacts
     only. ``runner`` is the config's :class:`leakexp.runner.pipeline.Runner`; only its ``state`` is used. Returns the
     files written; empty when no robustness artifact of ``cells`` is stored."""
-    return write_robustness(settings_of(cfg), runner, out_dir, cells)
-
-
-def write_robustness(settings: Settings, runner, out_dir: Path, cells: list[Cell]) -> list[Path]:
-    """:func:`write_robustness_tables` under the settings ``settings``."""
     s = robustness_settings(settings)
     out_dir = Path(out_dir)
     values, states = stored_values(settings, runner, cells)
