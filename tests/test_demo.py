@@ -50,7 +50,7 @@ def test_the_demos_pair_audit_embeds_the_test_texts_once_and_reads_the_training_
 
     monkeypatch.setattr(audit, "SbertEmbedder", Fake)
     r = runner(compose([f"store={seeded_store(tmp_path)}", "data.queries_per_source=600"]))
-    path = r.ensure(Ask.of("audit"))
+    path = r.ensure(Ask.of("pair-audit"))
     assert calls == ["test"]
     assert not any(c.startswith("embed/") for c in r.store.computed())  # the stored embeddings, read
     assert (path / "resample" / "resttest").is_dir() and (path / "decontaminate" / "removed.csv").is_file()
@@ -59,7 +59,7 @@ def test_the_demos_pair_audit_embeds_the_test_texts_once_and_reads_the_training_
 def test_stored_vectors_serve_only_a_list_of_training_texts_they_cover_whole():
     import numpy as np
 
-    from leakexp.stages.audit import _Once
+    from leakexp.stages.pair_audit import _Once
 
     calls = []
 

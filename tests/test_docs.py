@@ -291,7 +291,7 @@ def case_toy_status_verify(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID])
     assert rc in (0, 1), err  # complete or not, by what the other cases have computed so far
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:] if line.split()}
-    assert {"data", "detect", "train", "rerank", "evaluate"} <= rows.keys(), out
+    assert {"toy", "detect", "train", "rerank", "evaluate"} <= rows.keys(), out
     assert all(r[3] == "0" for r in rows.values()), out  # every checksum re-read: nothing damaged
 
 
@@ -749,7 +749,7 @@ def case_graph_split_files(ctx: Ctx, command: str) -> None:
     assert rc == 0, err
     _graph_lines(out)
     assert "split test: 4 held-out edges" in out
-    assert len(list((ctx.tmp / "store" / "graph").rglob("table5.md"))) == 1  # <store>/graph/<name>/<key>/
+    assert len(list((ctx.tmp / "store" / "graph-audit").rglob("table5.md"))) == 1  # <store>/graph-audit/<name>/<key>/
 
 
 def case_graph_one_file(ctx: Ctx, command: str) -> None:
@@ -768,7 +768,7 @@ def case_graph_synthetic(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command))
     assert rc == 0, err
     _graph_lines(out)
-    assert (ctx.tmp / "store/graph/synthetic/resplit-vertices/edges.tsv").is_file()
+    assert (ctx.tmp / "store/graph-audit/synthetic/resplit-vertices/edges.tsv").is_file()
     assert re.search(r"^  a_parity_applicable: 0 of \d+", out, re.M)  # the vertex split leaves no path
 
 
@@ -1100,11 +1100,11 @@ CASES = {
     "leakexp split-eval A=runA.trec.gz B=runB.trec.gz --qrels test.qrels --audit audit [--leaked-by "
     "semantic|exact|label|any] [--baseline A]": ("files", case_split_eval),
     # docs/toolkit.md: graph benchmarks
-    "leakexp graph-audit --resplit vertices --out store/graph/synthetic": ("files", case_graph_synthetic),
+    "leakexp graph-audit --resplit vertices --out store/graph-audit/synthetic": ("files", case_graph_synthetic),
     "leakexp graph-audit train=adj.train val=adj.val test=adj.test": ("files", case_graph_split_files),
     "leakexp graph-audit edges.tsv": ("files", case_graph_one_file),
     "sudo apt-get install wordnet-base": ("system", case_apt_wordnet),
-    "leakexp graph-audit --wordnet --pos adj --resplit vertices --out store/graph/wordnet-adj": ("files", case_wordnet),
+    "leakexp graph-audit --wordnet --pos adj --resplit vertices --out store/graph-audit/wordnet-adj": ("files", case_wordnet),
     # README.md and docs/*.md: inline examples
     "leakexp status --why train rerank corpus=… leakage=… size=… model=… seed=…": ("toy", case_toy_status_why),
     "leakexp stages": ("toy", case_toy_stages),

@@ -149,22 +149,22 @@ def test_the_grids_jobs_start_with_the_shared_work_and_end_with_the_robustness_c
     the cells, not last and alone), the cells in grid order, the robustness cells, whose models the cells train."""
     from leakexp.runner.stage import Ask
     from leakexp.stages.robustness import family as robustness
-    from leakexp.grid.work import grid_jobs, shared_asks
+    from leakexp.grid.work import demo_asks, grid_asks, grid_jobs
 
     cfg = compose(["experiment=demo", f"store={tmp_path}", "grid.sizes=[128]"])
     cells = grid_cells(cfg)
-    jobs = grid_jobs(cfg, runner(cfg, readonly=True), cells, [Ask.of("audit"), Ask.of("graph")])
+    jobs = grid_jobs(cfg, runner(cfg, readonly=True), cells, demo_asks(cfg))
     kinds = [j.kind for j in jobs]
     assert kinds == sorted(kinds, key=["ask", "cell", "robustness"].index)
     asks = [j.what for j in jobs if j.kind == "ask"]
-    assert [a.stage for a in asks[:2]] == ["embed", "embed"] and asks[-2:] == [Ask.of("audit"), Ask.of("graph")]
+    assert [a.stage for a in asks[:2]] == ["embed", "embed"] and asks[-2:] == [Ask.of("pair-audit"), Ask.of("graph-audit")]
     assert {a.stage for a in asks[2:-2]} == {"index", "firststage"}
     assert [a for a in asks if a.stage == "firststage"] == [Ask.of("firststage", corpus=c) for c in cfg.grid.corpora]
     assert [j.what for j in jobs if j.kind == "cell"] == cells
     assert [j.what for j in jobs if j.kind == "robustness"] == robustness.robustness_cells(cfg) != []
     assert str(jobs[-1]) == f"robustness {jobs[-1].what}"
     plain = compose([f"store={tmp_path}", "robustness.enabled=false"])  # no extras: the shared work, the cells
-    rows = shared_asks(plain)
+    rows = grid_asks(plain, None, cells[:1])
     shared = [a for row in ("embed", "index", "firststage") for a in rows[row]]
     assert [j.what for j in grid_jobs(plain, None, cells[:1])] == [*shared, cells[0]]
 

@@ -137,7 +137,7 @@ def test_status_of_an_empty_store_writes_nothing_and_has_upstream_rows(tmp_path,
     out = capsys.readouterr().out
     assert list(root.iterdir()) == []  # no lock files, no folders
     status = grid_status(compose([f"store={root}", *GRID]))
-    assert {"data", "index", "embed", "detect", "verify", "build", "train", "rerank", "evaluate"} <= set(status)
+    assert {"toy", "index", "embed", "detect", "verify", "build", "train", "rerank", "evaluate"} <= set(status)
     assert sum(st.running for st in status.values()) == 0
     assert status["evaluate"].missing == 2 and "running" in out.splitlines()[0]
 

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from leakexp.stages.cell import grid_cells
 from leakexp.runner.config import ConfigError, RunSettings, compose_raw, model_config, resolved_values
 from leakexp.runner.registry import compose, typed
-from leakexp.grid.work import cell_asks, shared_asks
+from leakexp.grid.work import grid_asks
 from leakexp.runner.lineage import leaves as _leaves
 from leakexp.models import REGISTRY
 from leakexp.runner.pipeline import Runner
@@ -31,8 +31,7 @@ def _runner(values: dict, store, cuda: bool = False) -> Runner:
 
 
 def _all_asks(cfg, runner) -> list:
-    cells = grid_cells(cfg)
-    asks = [a for rows in (shared_asks(cfg), cell_asks(cfg, cells)) for v in rows.values() for a in v]
+    asks = [a for v in grid_asks(cfg, runner).values() for a in v]
     return list(dict.fromkeys(u for a in asks for u in runner.upstream(a)))
 
 

@@ -12,7 +12,7 @@ from conftest import paper_env
 from leakexp.stages.cell import grid_cells
 from leakexp.cli.main import main
 from leakexp.runner.registry import compose
-from leakexp.grid.work import STATES, cell_asks, complete, grid_status, needed_indexes, shared_asks
+from leakexp.grid.work import STATES, complete, grid_asks, grid_status
 from leakexp.runner.registry import runner
 from leakexp.runner.store import Store
 
@@ -36,8 +36,7 @@ def _finish(cfg, asks) -> None:
 def test_status_of_a_finished_paper_grid_is_complete_without_indexes_of_the_bundled_runs_corpora(paper, capsys):
     cfg = compose(paper)
     r = runner(cfg, readonly=True)
-    assert [a.params["name"] for a in needed_indexes(cfg, r)] == ["train", "robust04"]
-    rows = {**shared_asks(cfg, r), **cell_asks(cfg, grid_cells(cfg))}
+    rows = grid_asks(cfg, r)
     assert [a.params["name"] for a in rows["index"]] == ["train", "robust04"]
     assert [a.params["corpus"] for a in rows["firststage"]] == ["robust04", "core17", "core18"]
     _finish(cfg, [a for asks in rows.values() for a in asks])
@@ -47,12 +46,12 @@ def test_status_of_a_finished_paper_grid_is_complete_without_indexes_of_the_bund
     assert "missing" not in capsys.readouterr().out.split("\n", 1)[1].lower()
     # with leakexp's own BM25 for every corpus, each corpus needs its index
     own = compose([*paper, "rerank.first_stage=null"])
-    assert [a.params["name"] for a in needed_indexes(own)] == ["train", "robust04", "core17", "core18"]
+    assert [a.params["name"] for a in grid_asks(own)["index"]] == ["train", "robust04", "core17", "core18"]
 
 
 def test_index_builds_only_the_indexes_the_grid_reads(paper, capsys):
     cfg = compose(paper)
-    _finish(cfg, needed_indexes(cfg))  # the two it needs are there; core17 / core18 would need their data
+    _finish(cfg, grid_asks(cfg)["index"])  # the two it needs are there; core17 / core18 would need their data
     assert main(["index", *paper]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in out] == ["train", "robust04", "core17", "core18"]

@@ -34,9 +34,10 @@ def test_every_stage_is_listed_in_registry_order_with_its_version_and_module(dem
 def test_the_renamed_stages_are_listed_with_the_name_their_keys_keep(demo):
     _, _, infos, _ = demo
     assert {s.name: s.keyed_as for s in infos if s.keyed_as} == {"build": "sets", "evaluate": "eval",
-                                                                  "corpus-stats": "docstats"}
-    assert "renamed, keys unchanged: corpus-stats (was docstats), build (was sets), evaluate (was eval)" in \
-        overview.render_stages(infos)
+                                                                  "corpus-stats": "docstats", "pair-audit": "audit",
+                                                                  "graph-audit": "graph"}
+    assert ("renamed, keys unchanged: corpus-stats (was docstats), build (was sets), evaluate (was eval), pair-audit "
+            "(was audit), graph-audit (was graph)") in overview.render_stages(infos)
 
 
 def test_train_reads_the_model_sections_and_the_training_set_and_tokens(demo):
@@ -71,7 +72,7 @@ def test_the_svg_draws_one_node_per_stage_and_one_arrow_per_input(demo, tmp_path
     expected = {(b.stage, a.stage) for a in demo_asks(cfg, r) for b in r.direct(a)}
     assert _svg_ids(path, "stage:") == {s.name for s in STAGES}
     assert {tuple(e.split(":")) for e in _svg_ids(path, "edge:")} == expected
-    assert ("build", "train") in expected and ("tokens", "train") in expected and ("embed", "audit") in expected
+    assert ("build", "train") in expected and ("tokens", "train") in expected and ("embed", "pair-audit") in expected
     assert len(expected) == 81
 
 

@@ -92,7 +92,7 @@ FOLDERS = ("cli", "tables", "grid", "stages", "toolkit", "models", "lib", "data"
 # every folder below, and it and cli import neither the other
 API = {"leakexp": "api", "leakexp.api": "api"}
 # modules that hold several stages, named after their family (every other stage is in stages/<its name>.py)
-FAMILIES = {"sources": {"toy", "pool", "collection"}, "detect": {"embed", "detect"}, "verify": {"verify", "leaks"},
+FAMILIES = {"sources": {"pool", "collection"}, "detect": {"embed", "detect"}, "verify": {"verify", "leaks"},
             "build": {"fillers", "negatives", "build"}}
 
 

@@ -25,12 +25,12 @@ def build(store: Path) -> None:
     negatives), in ``store``."""
     from leakexp.runner.registry import compose
     from leakexp.stages.cell import grid_cells
-    from leakexp.grid.work import shared_asks
+    from leakexp.grid.work import grid_asks
     from leakexp.runner.registry import runner
 
     cfg = compose([f"store={store}", TOY_600, "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]"])
     r = runner(cfg)
-    asks = [a for row in shared_asks(cfg, r).values() for a in row] + [c.ask("build") for c in grid_cells(cfg)]
+    asks = [a for row in grid_asks(cfg, r, []).values() for a in row] + [c.ask("build") for c in grid_cells(cfg)]
     for ask in asks:
         for up in r.upstream(ask):
             if up.stage in STAGES and r.stage(up).stored:

@@ -18,7 +18,7 @@ from leakexp.lib.report import markdown_table, plot_calibration, write_table
 from leakexp.lib.trec import read_run, run_overlap
 from leakexp.runner.config import ConfigError, section_keys, top_level_keys
 from leakexp.runner.loop import each
-from leakexp.runner.stage import Ask
+from leakexp.runner.stage import Ask, stages
 from leakexp.runner.store import Store, atomic_write_text, read_json
 from leakexp.grid import overview
 from leakexp.lib import candidates as d
@@ -27,10 +27,9 @@ from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.corpus_stats import corpus_stats
 from leakexp.stages.firststage import first_stage_file
 from leakexp.data.judgments import run_path
-from leakexp.grid.work import (cell_workers, complete, grid_jobs, grid_status, lineage, memorization_all,
-                               needed_indexes, render_status, robust_all, run_cell, run_job, run_job_in_worker,
-                               scheduler_notes)
-from leakexp.runner.registry import compose, runner, unmet_requirements
+from leakexp.grid.work import (cell_workers, complete, demo_asks, grid_jobs, grid_status, lineage, render_status,
+                               run_cell, run_job, run_job_in_worker, scheduler_notes)
+from leakexp.runner.registry import check_requirements, compose, runner, unmet_requirements
 from leakexp.stages.robustness.family import robustness_cells, robustness_settings
 from leakexp.stages.build import check_size
 from leakexp.lib.training_sets import export_monot5, training_queries
@@ -68,25 +67,148 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
     return [list(combo) for combo in itertools.product(*axes)] or [[]]
 
 
-def cmd_cells(stage: str, overrides: list[str]) -> int:
-    configs = [compose(combo) for combo in expand_sweeps(overrides)]  # bad settings stop before any work
-    for s in configs:  # so does a set the training pool cannot fill
+def cmd_stage(name: str, overrides: list[str], **options) -> int:
+    """``leakexp <name>``, the command of a stage or a family of stages (``Stage.help``): the artifacts the configured
+    grid asks of it (``Stage.asks``), computed where the store lacks them with what they need upstream, then what
+    the command prints (:data:`REPORTS`; by default each artifact's folder). A stage that computes per cell
+    (``Stage.per_cell``: train, rerank, evaluate) computes the cells the command line names, one per combination of
+    comma lists. A failing artifact is named and the others go on (exit 1)."""
+    if name in INSTEAD:  # a stage whose command is another thing than computing its artifacts
+        return INSTEAD[name](overrides)
+    overrides = [*overrides, *SETS.get(name, ())]
+    family = [st for st in stages() if st.family == name]
+    per_cell = any(st.per_cell for st in family)
+    configs = [compose(combo) for combo in (expand_sweeps(overrides) if per_cell else [overrides])]
+    for s in configs if per_cell else []:  # bad settings stop before any work, so does a set the pool cannot fill
         check_size(s, s.corpus.name, s.leakage.name, s.run.size, f"size={s.run.size}")
-    runners = [runner(s) for s in configs]
-
-    def work(r) -> str:
-        cell, start = cell_from_config(r.settings), time.time()
-        if stage in ("train", "rerank"):
-            out = r.ensure(cell.ask(stage))
-        else:
-            out = "  ".join(f"{m}={v:.4f}" for m, v in sorted(run_cell(r, cell).items()))
-        return f"{cell}: {out}  ({time.time() - start:.1f}s)"
-
-    def failed(r, exc: Exception) -> None:
-        print(f"FAILED {cell_from_config(r.settings)}: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-    failures = each(runners, work, desc=stage, progress=False, done=lambda run, line: print(line), failed=failed)
+    work = []
+    for s in configs:
+        reader = runner(s, readonly=True)
+        cells = [cell_from_config(s)] if per_cell else grid_cells(s)
+        asks = [a for st in family for a in st.asks(reader, cells)]
+        # what the artifacts need from outside (annotations, models in the cache), before any work: their stages'
+        check_requirements(s, needs={u.stage for a in asks for u in reader.upstream(a)})
+        r = runner(s, files=False)
+        r.store.require_writable(f"leakexp {name}")
+        work.append((r, cells, asks))
+    report = REPORTS.get(name, report_folders)
+    failures = 0
+    for r, cells, asks in work:
+        failed = each(asks, r.ensure, desc=name, progress=not per_cell,
+                      failed=lambda ask, exc, r=r: print(f"FAILED {_shown(r, ask)}: {type(exc).__name__}: {exc}",
+                                                         file=sys.stderr))
+        failures += len(failed)
+        report(r, [a for a in asks if a not in {f for f, _ in failed}], cells, options)
     return 1 if failures else 0
+
+
+def _shown(r, ask: Ask) -> str:
+    """An artifact as the store names it (its folder), or its request where it has none."""
+    path = r.path(ask)
+    return str(path.relative_to(r.store.root)) if path is not None else str(ask)
+
+
+def report_folders(r, asks: list[Ask], cells, options) -> None:
+    """Each artifact's folder, one a line."""
+    for ask in asks:
+        print(r.path(ask))
+
+
+def report_indexes(r, asks: list[Ask], cells, options) -> None:
+    """Each index with its documents, and the corpora whose first stage is a bundled or file run (no index)."""
+    for ask in asks:
+        path = r.path(ask)
+        print(f"{ask.params['name']}: {path} ({r.store.marker(path).figures['documents']} documents)")
+    built = {a.params["name"] for a in asks}
+    for corpus in dict.fromkeys(r.settings.grid.corpora):
+        run = first_stage_file(r.settings.rerank.first_stage, corpus)
+        if corpus not in built and run is not None:
+            print(f"{corpus}: no index needed (its first stage is the run {run.name})")
+
+
+def report_candidates(r, asks: list[Ask], cells, options) -> None:
+    """The candidates' count and Table 1."""
+    path = write_table1(r.settings, r)
+    print(f"{len(r.get(Ask.of('detect')))} candidate rows; threshold {r.settings.detect.threshold}")
+    print(path.read_text())
+    print(f"table 1: {path.with_suffix('')}.{{md,csv,tex}}")
+
+
+def report_leaks(r, asks: list[Ask], cells, options) -> None:
+    """The annotated candidates, detection against the toy world's planted leaks, each corpus's verified leaks,
+    Table 2."""
+    import pandas as pd
+
+    s = r.settings
+    ann = r.get(Ask.of("verify"))
+    print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
+    if s.data.kind == "toy":
+        from leakexp.toolkit.annotations import detection_quality
+
+        truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        q = detection_quality(d.leak_pairs(r.get(Ask.of("detect")), s.detect.threshold), truth)
+        print(f"detection vs planted leaks at threshold {s.detect.threshold}: recall {q['recall']:.3f} "
+              f"precision {q['precision']:.3f} ({q['true_positives']} of {q['planted']} planted, "
+              f"{q['candidates']} candidate pairs)")
+    for c in s.data.corpora:  # Table 2 (a)'s true candidates: a query verified for two topics leaks for each
+        leaks = r.get(Ask.of("leaks", corpus=c))
+        print(f"{c}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics "
+              f"({len(training_queries(leaks))} distinct training queries)")
+    print(f"table 2: {write_table2(s, r).parent}/table2{{a,b}}.{{md,csv,tex}}")
+
+
+def report_sets(r, asks: list[Ask], cells, options) -> None:
+    """A summary of the training sets (``--export-monot5``: each also in the monoT5 text format)."""
+    import pandas as pd
+
+    rows = []
+    for ask in dict.fromkeys(asks):  # per corpus of the grid, the No-Leakage set (one for every corpus) included
+        path, p = r.path(ask), ask.params
+        m = read_json(path / "manifest.json")
+        row = {"corpus": p["corpus"], "leakage": p["leakage"], "size": int(p["size"]), "instances": m["instances"],
+               "leaked": m["leaked_instances"], "ratio": float(m["leakage_ratio"])}
+        for source in ("msmarco", "orcas", "test"):
+            row[source] = int(m["by_source"].get(source, 0))
+        rows.append(row)
+        if options.get("export"):
+            target = r.store.path("exports", "monot5", p["corpus"], p["leakage"], f"{p['size']}.tsv")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.tmp")
+            export_monot5(pd.read_parquet(path / "instances.parquet"), tmp)
+            tmp.replace(target)
+    print(markdown_table(pd.DataFrame(rows), floatfmt="{:.4f}"))
+    if options.get("export"):
+        print(f"monoT5 text exports: {r.store.path('exports', 'monot5')}")
+
+
+def report_cells(r, asks: list[Ask], cells, options) -> None:
+    """Each cell's artifact (train, rerank) or, for evaluate, its mean measures (and the memorization of the leaked
+    cells it completes)."""
+    for cell in cells:
+        start = time.time()
+        mine = [a for a in asks if a == cell.ask(a.stage)]
+        if not mine:
+            continue
+        if mine[0].stage == "evaluate":
+            out = "  ".join(f"{m}={v:.4f}" for m, v in sorted(run_cell(r, cell).items()))
+        else:
+            out = str(r.path(mine[0]))
+        print(f"{cell}: {out}  ({time.time() - start:.1f}s)")
+
+
+def report_memorization(r, asks: list[Ask], cells, options) -> None:
+    """Tables 6-8 from the stored memorization artifacts."""
+    s = r.settings
+    for path in memorization_tables.write_memorization_tables(s, r, tables_out(s, s.overrides), cells,
+                                                              memorization_tables.stored_cv_sizes(s, r, cells)):
+        print(path)
+
+
+def report_robustness(r, asks: list[Ask], cells, options) -> None:
+    """The robustness tables and figure from the stored artifacts."""
+    s = r.settings
+    for path in robustness_tables.write_robustness_tables(s, r, tables_out(s, s.overrides), robustness_cells(s)):
+        print(path)
 
 
 def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
@@ -99,7 +221,7 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     cells = grid_cells(s)
     # the cells, the robustness cells and the demo's audits in one pool of workers (cells in processes at once,
     # each computing what the store lacks, shared work once)
-    jobs = grid_jobs(s, r, cells, [Ask.of("audit"), Ask.of("graph")] if demo else [])
+    jobs = grid_jobs(s, r, cells, demo_asks(s, r) if demo else [])
     workers = cell_workers(s, len(jobs))
     if workers > 1:
         failed_jobs = each(jobs, functools.partial(run_job_in_worker, s), desc="grid", unit="job", workers=workers)
@@ -123,60 +245,12 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     return 1 if failed else 0
 
 
-def cmd_memorization(overrides: list[str]) -> int:
-    s, r = _runner(overrides)
-    r.store.require_writable("leakexp memorization")
-    cells = grid_cells(r.settings)
-    _, failed = memorization_all(r.settings, r, cells)
-    written = memorization_tables.write_memorization_tables(s, r, tables_out(s, overrides), cells,
-                                               memorization_tables.stored_cv_sizes(s, r, cells))
-    for path in written:
-        print(path)
-    for cell, exc in failed:
-        print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return 1 if failed else 0
-
-
-def cmd_robustness(overrides: list[str]) -> int:
-    s, r = _runner(overrides)
-    robustness_settings(r.settings)  # bad settings fail before any work
-    r.store.require_writable("leakexp robustness")
-    cells = robustness_cells(r.settings)
-    failed = robust_all(r, cells)
-    for path in robustness_tables.write_robustness_tables(s, r, tables_out(s, overrides), cells):
-        print(path)
-    for cell, exc in failed:
-        print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return 1 if failed else 0
-
-
 def cmd_tables(overrides: list[str], out: str | None = None) -> int:
     """The tables from the store alone; those of table-only settings in a folder named by them, or ``out``."""
     s = compose(overrides)
     if out is None:
         Store(s.run.store, create=False).require_writable("leakexp tables")
     print(f"tables: {write_tables(s, out=tables_out(s, overrides, out))}")
-    return 0
-
-
-def cmd_toy(overrides: list[str]) -> int:
-    s, r = _runner(overrides, needs=())
-    print(r.ensure(Ask.of("toy")))
-    return 0
-
-
-def cmd_index(overrides: list[str]) -> int:
-    """The BM25 indexes the grid reads, and no other: a corpus that re-ranks a bundled or file run needs none."""
-    s, r = _runner(overrides, needs=())  # indexes need no model and no annotation
-    needed = needed_indexes(s, r)
-    for ask in needed:
-        path = r.ensure(ask)
-        print(f"{ask.params['name']}: {path} ({r.store.marker(path).figures['documents']} documents)")
-    built = {a.params["name"] for a in needed}
-    for corpus in dict.fromkeys(r.settings.grid.corpora):
-        run = first_stage_file(r.settings.rerank.first_stage, corpus)
-        if corpus not in built and run is not None:
-            print(f"{corpus}: no index needed (its first stage is the run {run.name})")
     return 0
 
 
@@ -191,15 +265,6 @@ def cmd_corpus_stats(overrides: list[str]) -> int:
     for e in errors:
         print(f"leakexp: {e}", file=sys.stderr)
     return 2 if errors else 0
-
-
-def cmd_detect(overrides: list[str]) -> int:
-    s, r = _runner(overrides, needs=("embed", "detect"))  # candidates: the SBERT model and the variants, no annotation
-    path = write_table1(s, r)
-    print(f"{len(r.get(Ask.of('detect')))} candidate rows; threshold {r.settings.detect.threshold}")
-    print(path.read_text())
-    print(f"table 1: {path.with_suffix('')}.{{md,csv,tex}}")
-    return 0
 
 
 def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None = None) -> int:
@@ -382,62 +447,6 @@ def cmd_annotations(args) -> int:
     return 0
 
 
-def cmd_verify(overrides: list[str]) -> int:
-    s, r = _runner(overrides, needs=("embed", "detect", "verify"))
-    ann = r.get(Ask.of("verify"))
-    print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
-    s = r.settings
-    if s.data.kind == "toy":
-        import pandas as pd
-
-        from leakexp.lib.candidates import leak_pairs
-        from leakexp.toolkit.annotations import detection_quality
-
-        truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
-        q = detection_quality(leak_pairs(r.get(Ask.of("detect")), s.detect.threshold), truth)
-        print(f"detection vs planted leaks at threshold {s.detect.threshold}: recall {q['recall']:.3f} "
-              f"precision {q['precision']:.3f} ({q['true_positives']} of {q['planted']} planted, "
-              f"{q['candidates']} candidate pairs)")
-
-    for c in s.data.corpora:  # Table 2 (a)'s true candidates: a query verified for two topics leaks for each
-        leaks = r.get(Ask.of("leaks", corpus=c))
-        print(f"{c}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics "
-              f"({len(training_queries(leaks))} distinct training queries)")
-    print(f"table 2: {write_table2(s, r).parent}/table2{{a,b}}.{{md,csv,tex}}")
-    return 0
-
-
-def cmd_build(overrides: list[str], export: bool = False) -> int:
-    import pandas as pd
-
-
-
-    s, r = _runner(overrides, needs=("embed", "detect", "verify"))  # training sets: no model is loaded
-
-    rows = []
-    g = r.settings.grid
-    for corpus in g.corpora:
-        for leakage in g.leakages:
-            for size in g.sizes:
-                path = r.ensure(Cell(corpus, leakage, size, "", 0).ask("build"))
-                m = read_json(path / "manifest.json")
-                row = {"corpus": corpus, "leakage": leakage, "size": int(size), "instances": m["instances"],
-                       "leaked": m["leaked_instances"], "ratio": float(m["leakage_ratio"])}
-                for source in ("msmarco", "orcas", "test"):
-                    row[source] = int(m["by_source"].get(source, 0))
-                rows.append(row)
-                if export:
-                    target = r.store.path("exports", "monot5", corpus, leakage, f"{size}.tsv")
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = target.with_name(f".{target.name}.tmp")
-                    export_monot5(pd.read_parquet(path / "instances.parquet"), tmp)
-                    tmp.replace(target)
-    print(markdown_table(pd.DataFrame(rows), floatfmt="{:.4f}"))
-    if export:
-        print(f"monoT5 text exports: {r.store.path('exports', 'monot5')}")
-    return 0
-
-
 def split_overrides(items: list[str], what: str) -> tuple[list[str], list[str]]:
     """(Hydra overrides, other arguments) of a command whose positional arguments are ``what`` (e.g. edge files
     as SPLIT=PATH): ``key=value`` with a config key is an override. A whole section (``train=PATH``: ``train`` holds
@@ -604,13 +613,25 @@ def cmd_pair(args) -> int:
 def demo_extras(runner) -> list[str]:
     """Run every demo extra; returns the lines to print."""
     lines = []
-    path = runner.ensure(Ask.of("audit"))
+    path = runner.ensure(Ask.of("pair-audit"))
     figures = runner.store.marker(path).figures
     lines += [f"train/test audit of the toy world (leakexp audit, decontaminate, resample): {path}",
               *audit.format_summary(figures["audit"]).splitlines(),
               *(f"  {k}: {path / v}" for k, v in figures["outputs"].items())]
-    path = runner.ensure(Ask.of("graph"))
+    path = runner.ensure(Ask.of("graph-audit"))
     figures = runner.store.marker(path).figures
     lines += [f"graph audit (synthetic benchmark, edge split vs vertex split): {path}",
               *graph.summary_lines(figures["audit"]), *graph.summary_lines(figures["resplit"])]
     return lines
+
+
+# what a stage's command prints after computing its artifacts, by the command's name (others: report_folders)
+REPORTS = {"index": report_indexes, "detect": report_candidates, "verify": report_leaks, "build": report_sets,
+           "train": report_cells, "rerank": report_cells, "evaluate": report_cells,
+           "memorization": report_memorization, "robustness": report_robustness}
+# a stage whose command does another thing than computing its artifacts: corpus-stats reads the collections
+# themselves, so a corpus its check refuses still shows its figures
+INSTEAD = {"corpus-stats": cmd_corpus_stats}
+# what a stage's command sets: `leakexp robustness` computes the robustness parts whatever robustness.enabled says
+# (which decides whether the grid computes them); no stage reads it, so no key changes
+SETS = {"robustness": ("robustness.enabled=true",)}

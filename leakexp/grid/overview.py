@@ -20,11 +20,10 @@ from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask, ConfigError
 from leakexp.stages.cell import grid_cells
-from leakexp.grid.work import cell_asks, shared_asks
+from leakexp.grid.work import demo_asks, grid_asks
 from leakexp.runner.registry import runner as make_runner
 from leakexp.runner.stage import stages
 
-DEMO_EXTRAS = (Ask.of("audit"), Ask.of("graph"))  # what `leakexp demo` computes beside the grid, on the toy world
 GRAPH_FORMATS = (".png", ".svg")
 
 
@@ -48,10 +47,9 @@ class StageInfo:
 
 def configured_asks(s: Settings, runner: Runner) -> list[Ask]:
     """The artifacts the configured grid asks for (status's rows, and the demo's extras on the toy world)."""
-    rows = (shared_asks(s, runner), cell_asks(s, grid_cells(s)))
-    asks = [a for row in rows for v in row.values() for a in v]
+    asks = [a for v in grid_asks(s, runner).values() for a in v]
     if s.data.kind == "toy":
-        asks += DEMO_EXTRAS
+        asks += demo_asks(s, runner)
     return list(dict.fromkeys(asks))
 
 

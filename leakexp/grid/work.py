@@ -13,7 +13,6 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from leakexp.data.types import SOURCES
 from leakexp.lib.measures import average, count_misses
 from leakexp.lib.memorization import LEAKED
 from leakexp.runner.jobs import allocated_cpus, scheduled
@@ -21,7 +20,7 @@ from leakexp.runner.lineage import why
 from leakexp.runner.loop import each
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import Settings
-from leakexp.runner.stage import Ask, ConfigError
+from leakexp.runner.stage import Ask, ConfigError, stages
 from leakexp.stages import memorization
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.memorization import without_cell
@@ -62,47 +61,20 @@ class StageStatus:
             self.notes.append((state, artifact, detail))
 
 
-def needed_indexes(s: Settings, runner: Runner | None = None) -> list[Ask]:
-    """The BM25 indexes the grid reads, as the stages declare them: the training pool's (the negatives of every
-    training set), a corpus's where its first stage is leakexp's own BM25 (a bundled or file run, e.g. Core 2017 /
-    2018 in experiment=paper, needs none), and those robustness re-runs BM25 on (``robustness.first_stage=bm25``)."""
+def grid_asks(s: Settings, runner: Runner | None = None, cells: list[Cell] | None = None) -> dict[str, list[Ask]]:
+    """Per stage, in the registry's order, the artifacts the configured grid (or ``cells``) asks of it by name
+    (``Stage.asks``): its status row, and what its command computes. A stage that asks for none (computed when
+    another reads it) has no row, nor do the demo's extras (:func:`demo_asks`)."""
     r = runner or make_runner(s, readonly=True)
-    asks = [Ask.of("negatives", part="0"), *(Ask.of("firststage", corpus=c) for c in dict.fromkeys(s.grid.corpora))]
-    if s.robustness.enabled:
-        corpora = dict.fromkeys(c.corpus for c in robustness.robustness_cells(s))
-        attacks = robustness.robustness_settings(s).query_attacks
-        asks += [robustness.queries_ask(s, c, a) for c in corpora for a in attacks]
-    found = [r.normal(b) for a in asks for v in r.inputs(a).values() for b in (v if isinstance(v, list) else [v])
-             if b.stage == "index"]
-    return list(dict.fromkeys(found))
-
-
-def shared_asks(s: Settings, runner: Runner | None = None) -> dict[str, list[Ask]]:
-    """The artifacts every cell of the grid builds on, per status row: toy world, the indexes it reads
-    (:func:`needed_indexes`), embeddings, detection, verification, and the first-stage runs of the corpora the grid
-    re-ranks."""
-    corpora = list(dict.fromkeys(s.grid.corpora))
-    rows = {"data": [Ask.of("toy")] if s.data.kind == "toy" else [],
-            "index": needed_indexes(s, runner),
-            "embed": [Ask.of("embed", source=source) for source in SOURCES],
-            "detect": [Ask.of("detect")], "verify": [Ask.of("verify")],
-            "firststage": [Ask.of("firststage", corpus=c) for c in corpora]}
+    cells = grid_cells(s) if cells is None else cells
+    rows = {st.name: st.asks(r, cells) for st in stages() if not st.demo}
     return {k: v for k, v in rows.items() if v}
 
 
-def cell_asks(s: Settings, cells: list[Cell]) -> dict[str, list[Ask]]:
-    """Per status row, the requests of the grid's cells (several cells may ask for one artifact)."""
-    rows: dict[str, list[Ask]] = {"build": [c.ask("build") for c in cells]}
-    # documents encoded once per model: a training set's and a corpus's first-stage candidates
-    rows["tokens"] = [a for c in cells for a in (
-        Ask.of("tokens", docs="set", model=c.model, corpus=c.corpus, leakage=c.leakage, size=c.size),
-        Ask.of("tokens", docs="run", model=c.model, corpus=c.corpus))]
-    for stage in ("train", "rerank", "evaluate"):
-        rows[stage] = [c.ask(stage) for c in cells]
-    rows["memorize"] = [c.ask("memorization") for c in cells if memorization.wanted(s, c)]
-    robust = robustness.robustness_cells(s) if s.robustness.enabled else []
-    rows["robust"] = [a for c in robust for a in robustness.parts(s, c).values()]
-    return {k: v for k, v in rows.items() if v}
+def demo_asks(s: Settings, runner: Runner | None = None) -> list[Ask]:
+    """What ``leakexp demo`` computes beside the grid (``Stage.demo``: the toy world's pair and graph audits)."""
+    r = runner or make_runner(s, readonly=True)
+    return [a for st in stages() if st.demo for a in st.asks(r, [])]
 
 
 def grid_status(s: Settings, *, verify: bool = False, runner: Runner | None = None) -> dict[str, StageStatus]:
@@ -110,7 +82,7 @@ def grid_status(s: Settings, *, verify: bool = False, runner: Runner | None = No
     every finished artifact's files against their checksums). An artifact several cells share counts once."""
     r = runner or make_runner(s, readonly=True)
     out: dict[str, StageStatus] = {}
-    rows = {**shared_asks(s, r), **cell_asks(s, grid_cells(s))}
+    rows = grid_asks(s, r)
     for row, asks in rows.items():
         st = out.setdefault(row, StageStatus())
         seen = set()
@@ -247,7 +219,7 @@ def grid_jobs(s: Settings, runner: Runner | None, cells: list[Cell], extra: list
     instead of waiting on the first cell; then ``extra`` (the demo's audits: long jobs that need no cell, so
     they run beside the cells rather than last and alone); then the cells; then the robustness cells
     (``robustness.enabled``), whose models the cells trained."""
-    rows = shared_asks(s, runner)
+    rows = grid_asks(s, runner, cells)
     shared = [Job("ask", a) for row in ("embed", "index", "firststage") for a in rows.get(row, [])]
     robust = robustness.robustness_cells(s) if s.robustness.enabled else []
     return [*shared, *(Job("ask", a) for a in extra), *(Job("cell", c) for c in cells),
@@ -298,12 +270,13 @@ def lineage(s: Settings, stages: list[str]) -> list[str]:
     only other configurations' artifacts are stored, which values and inputs differ."""
     r = make_runner(s, readonly=True)
     cell = cell_from_config(s)
-    renamed = {s.keyed_as: s.name for s in r.stages.values() if s.keyed_as}  # an old name still answers (eval)
-    stages = [renamed.get(s, s) for s in stages]
-    unknown = [s for s in stages if s not in r.stages]
+    renamed = {st.keyed_as: st.name for st in r.stages.values() if st.keyed_as}  # an old name still answers (eval)
+    lines = [f"note: stage {old} is called {renamed[old]} now (its keys keep the old name)"
+             for old in dict.fromkeys(stages) if old in renamed and old not in r.stages]
+    stages = [renamed.get(x, x) if x not in r.stages else x for x in stages]
+    unknown = [x for x in stages if x not in r.stages]
     if unknown:
         raise ConfigError(f"status --why: no stage named {', '.join(unknown)}; stages: {', '.join(r.stages)}")
-    lines = []
     needed = r.upstream(cell.ask("evaluate"))  # the cell's artifacts and everything they read
     for stage in stages:
         asks = [a for a in needed if a.stage == stage] or [cell.ask(stage)]  # e.g. memorization: below evaluate

@@ -17,7 +17,7 @@ from leakexp.data.irds_files import TrecFiles, trec_files
 from leakexp.lib.bm25 import (ANSERINI_VERSION, JavaMissing, anserini_jar, check_anserini, check_java, write_index,
                               write_trec_index)
 from leakexp.runner.schema import Fraction, NonNegativeFloat, PositiveInt, Section, Settings
-from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
+from leakexp.runner.stage import Ask, Config, ConfigError, Context, DataUnavailable, Stage, register_stage, stages
 from leakexp.stages.corpus_stats import corpus_stats_input, stats_figures
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,28 @@ class Index(Stage):
                         "files", ctx.params["name"], figures["documents"], figures["documents_indexed"],
                         stats["corpus_documents"])
         return {**figures, **stats, "collection": "TrecCollection"}
+
+    def asks(self, r, cells) -> list[Ask]:
+        """The indexes the grid reads, and no other: those upstream of the other stages' artifacts (the training
+        pool's for every set's negatives, a corpus's where its first stage is leakexp's BM25 or robustness re-runs
+        BM25; a corpus that re-ranks a bundled or file run needs none), the training pool's first."""
+        found, seen = [], set()
+        todo = [a for st in stages() if st is not self and not st.demo for a in st.asks(r, cells)]
+        while todo:
+            a = r.normal(todo.pop())
+            if a in seen:
+                continue
+            seen.add(a)
+            if a.stage == self.name:
+                found.append(a)
+                continue
+            try:
+                todo.extend(r.direct(a))
+            except (ConfigError, DataUnavailable, OSError):  # inputs not known yet (e.g. no annotations): status says
+                continue
+        corpora = list(r.settings.grid.corpora)
+        return sorted(found, key=lambda a: (a.params["name"] != "train", corpora.index(a.params["name"])
+                                            if a.params["name"] in corpora else len(corpora), a.params["name"]))
 
     def check(self, s: Settings) -> None:
         """The stemmers Anserini offers, when it is the backend, and TrecCollection only with Anserini (each

@@ -1,4 +1,5 @@
-"""Where collections and training pools come from: the toy world, ir_datasets, or local files."""
+"""The ``pool`` and ``collection`` stages: the training pool and a test collection, each read through the source of
+its kind (the toy world the ``toy`` stage generated, ir_datasets, or local files: ``leakexp.data.sources``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from leakexp.data import toy
 from leakexp.data.files import DataFormatError, DataUnavailable
 from leakexp.data.sources import Source, source_of
 from leakexp.data.types import Collection
@@ -79,27 +79,6 @@ def _toy_dir(ctx: Context) -> Path | None:
 # the collection or the pool, and with them detection, verification and every training set and model.
 DOCUMENTS_CHECK = ("documents", "accept_short_documents", "accept_duplicate_docnos")
 NOT_THE_COLLECTION = ("fixed_leak_queries", "test_leak_queries", *DOCUMENTS_CHECK)
-
-
-@register_stage
-class Toy(Stage):
-    """the generated toy world"""
-
-    # the generator: 5 = the real data's hazards (see leakexp.data.toy); 6 = a query that leaks for two topics
-    name, version = "toy", 6
-    reads = ("data.seed", "data.queries_per_source", "data.leak_fraction")
-    help = "generate the toy world into the store and print where it is"
-
-    def compute(self, ctx: Context, tmp: Path) -> dict:
-        d = ctx.settings("data")
-        return toy.generate(tmp, seed=d.seed, queries_per_source=d.queries_per_source,
-                            leak_fraction=d.leak_fraction)["train"]
-
-    def path(self, p: dict, c: Config) -> list:
-        return ["toy", f"seed-{c.settings('data').seed}"]
-
-    def asks(self, r, cells) -> list[Ask]:
-        return [Ask.of("toy")] if r.settings.data.kind == "toy" else []
 
 
 @register_stage

@@ -97,3 +97,9 @@ class DocumentTokens(Stage):
 
     def opener(self, path: Path) -> Tokens:
         return Tokens.load(path, "docs")
+
+    def asks(self, r, cells) -> list[Ask]:
+        """Each cell's model's reading of its training set's documents and of its corpus's first-stage run."""
+        return [a for c in cells for a in (
+            Ask.of("tokens", docs="set", model=c.model, corpus=c.corpus, leakage=c.leakage, size=c.size),
+            Ask.of("tokens", docs="run", model=c.model, corpus=c.corpus))]

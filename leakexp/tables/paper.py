@@ -32,7 +32,7 @@ from leakexp.stages.cell import grid_cells
 from leakexp.lib.candidates import leak_pairs, table1, table1_wide
 from leakexp.stages.firststage import first_stage_caption
 from leakexp.stages.robustness.family import robustness_cells
-from leakexp.grid.work import cell_asks, shared_asks, stored_results
+from leakexp.grid.work import grid_asks, stored_results
 from leakexp.runner.registry import compose, runner as make_runner
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.lib.trainer import read_history
@@ -312,7 +312,7 @@ TABLES_KEY = "tables.key.json"
 def _tables_key(s: Settings, runner) -> str:
     """What the tables are made of: the settings, the state and key of every artifact of the grid they read, and
     the code of the table writers. Equal keys: the tables on disk are the ones this run would write."""
-    asks = [a for rows in (shared_asks(s, runner), cell_asks(s, grid_cells(s))) for v in rows.values() for a in v]
+    asks = [a for v in grid_asks(s, runner).values() for a in v]
     here, lib = Path(__file__).parent, Path(__file__).parents[1] / "lib"
     code = {f.name: f.read_text(encoding="utf-8") for f in (here / "paper.py", here / "memorization.py",
                                                              here / "robustness.py", lib / "report.py", lib / "stats.py")}

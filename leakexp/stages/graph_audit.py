@@ -1,4 +1,4 @@
-"""The ``graph`` stage: the A-leakage audit of the synthetic edge-split graph benchmark and its vertex re-split, on
+"""The ``graph-audit`` stage: the A-leakage audit of the synthetic edge-split graph benchmark and its vertex re-split, on
 the embedded defaults (``make demo``; ``leakexp graph-audit`` audits any benchmark)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from leakexp.toolkit import graph
 class GraphAudit(Stage):
     """the A-leakage audit of the synthetic edge-split graph benchmark and its vertex re-split"""
 
-    name, version = "graph", 1
+    name, version, keyed_as = "graph-audit", 1, "graph"
     demo = True
 
     def path(self, p: dict, c: Config) -> list:

@@ -1,4 +1,4 @@
-"""The ``audit`` stage: the toy world's training pool audited against its test collections, decontaminated and
+"""The ``pair-audit`` stage: the toy world's training pool audited against its test collections, decontaminated and
 resampled (``make demo``; ``leakexp audit``, ``decontaminate`` and ``resample`` do the same for any pair)."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class PairAudit(Stage):
     """audit, decontamination and resampling of the toy world's train/test pair"""
 
     # 3: similarities rounded before every order and threshold (leakexp.lib.decisions); data.yaml's paths relative
-    name, version = "audit", 3
+    name, version, keyed_as = "pair-audit", 3, "audit"
     reads = ("detect.sbert", "detect.k", "detect.threshold", "detect.fields", "data.corpora")
     demo = True
 
