@@ -98,7 +98,7 @@ def test_leakexps_anserini_run_equals_anserinis_searchcollection(tmp_path, jar):
     ours = r.get(Ask.of("firststage", corpus="toy_core17"))
     index = r.get(Ask.of("index", name="toy_core17"))
     assert (index / "lucene").is_dir() and not (index / "pisa").exists()
-    topics = r.get(Ask.of("toy")) / str(corpus_config("toy_core17").collection) / "topics.txt"
+    topics = r.get(Ask.of("toy")) / str(corpus_config("toy_core17")["collection"]) / "topics.txt"
     out = tmp_path / "cli.run"
     subprocess.run(["java", "-cp", str(jar), "io.anserini.search.SearchCollection", "-index", str(index / "lucene"),
                     "-topics", str(topics), "-topicreader", "Trec", "-bm25", "-bm25.k1", "0.9", "-bm25.b", "0.4",

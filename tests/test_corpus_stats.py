@@ -9,7 +9,7 @@ import pytest
 from archive_text import ARCHIVES
 from conftest import SMALL, paper_env
 
-from leakexp.stages.corpus_stats import DocumentStats, check_documents, document_figures
+from leakexp.data.statistics import DocumentStats, check_documents, document_figures
 from leakexp.data.files import DataFormatError
 from leakexp.data.types import DictDocStore
 

@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import leakexp.lib.trainer as training
-from leakexp.lib.trainer import ResumeState, TrainConfig, host_mask, set_seed, train
+from leakexp.lib.trainer import ResumeState, Training, host_mask, set_seed, train
 from leakexp.models import REGISTRY
 from leakexp.models.compute import Compute, bucket_width, graph_bound
 
@@ -405,7 +405,7 @@ class Preempted(BaseException):
 def test_three_compiled_training_updates_resume_to_the_same_bytes(tiny_t5, tmp_path, monkeypatch, one_thread):
     """monoT5 with dropout, its loss compiled: stopped by SIGUSR2 after its second update and resumed, it ends with
     the weights and history of three uninterrupted updates."""
-    cfg = TrainConfig(batch_size=2, grad_accum=2, updates=3, lr=3e-3, optimizer="adafactor")
+    cfg = Training(batch_size=2, grad_accum=2, updates=3, lr=3e-3, optimizer="adafactor")
 
     def model():
         set_seed(3)

@@ -200,11 +200,11 @@ def test_a_changed_config_file_is_read_again_and_a_returned_config_is_the_caller
     shutil.copytree(conf_dir(), tmp_path / "conf")
     monkeypatch.setenv("LEAKEXP_CONF", str(tmp_path / "conf"))
     first = model_config("knrm")
-    first.train.lr = 123.0
-    assert model_config("knrm").train.lr != 123.0
+    first["train"]["lr"] = 123.0
+    assert model_config("knrm")["train"]["lr"] != 123.0
     path = tmp_path / "conf" / "model" / "knrm.yaml"
     text = path.read_text()
     path.write_text(text.replace("name: knrm", "name: knrm\ncomment: edited", 1))
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
-    assert model_config("knrm").comment == "edited"
+    assert model_config("knrm")["comment"] == "edited"

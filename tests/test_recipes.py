@@ -1,8 +1,6 @@
 """The authors' recipes as named settings: monoT5's Mesh TF recipe (experiment=paper) and budget, monoBERT's two
 learning rates, one precision switch, the Core test-leakage size; each selected with one override."""
 
-import dataclasses
-
 import pytest
 import torch
 from conftest import paper_env
@@ -11,12 +9,12 @@ from leakexp.lib.adafactor import MeshAdafactor
 from leakexp.runner.config import ConfigError, compose_raw, model_recipe
 from leakexp.runner.registry import compose
 from leakexp.tables.captions import core_test_leak_note
-from leakexp.lib.trainer import Adafactor, PrecisionSettings, TrainConfig, make_optimizer
+from leakexp.lib.trainer import Adafactor, PrecisionSettings, Training, make_optimizer
 from leakexp.tables.captions import recipe_note
 
 
-def train_config(cfg, model: str) -> TrainConfig:
-    return TrainConfig.from_config(cfg.values["models"][model]["train"], cfg.values["train"])
+def train_config(cfg, model: str) -> Training:
+    return Training.of(cfg.values["models"][model]["train"], cfg.values["train"])
 
 
 def test_paper_trains_monot5_by_the_authors_mesh_tf_recipe_for_one_epoch():
@@ -88,7 +86,7 @@ def test_the_other_reading_of_mesh_tfs_batch_is_one_override(tmp_path, monkeypat
 
     (paper, paper_key, paper_note), (tokens, tokens_key, note) = trained("mesh_tf"), trained("mesh_tf_default_batch")
     assert (paper.batch_size * paper.grad_accum * 2, tokens.batch_size * tokens.grad_accum * 2) == (128, 4)
-    assert dataclasses.replace(tokens, batch_size=paper.batch_size, grad_accum=paper.grad_accum) == paper
+    assert tokens.model_copy(update=dict(batch_size=paper.batch_size, grad_accum=paper.grad_accum)) == paper
     assert paper_key != tokens_key
     assert "4 instances per update" in note and "2,048 tokens" in note and "128 instances per update" in paper_note
 
@@ -147,7 +145,7 @@ def test_one_override_gives_the_references_fp32():
         settings = compose(overrides).precision
         assert isinstance(settings, PrecisionSettings)
         assert (settings.train_bf16, settings.rerank_bf16) == (bf16, bf16), overrides
-        cfg = TrainConfig.of_model("knrm", bf16=settings.train_bf16)
+        cfg = Training.of_model("knrm", bf16=settings.train_bf16)
         assert cfg.bf16 is bf16
 
 
@@ -173,9 +171,9 @@ def test_the_trainer_runs_the_mesh_recipe_at_a_constant_learning_rate():
     instances = pd.DataFrame(rows, columns=["pair", "qid", "query", "docno", "text", "label"])
     set_seed(0)
     model = REGISTRY["knrm"](maxdoclen=8)
-    cfg = TrainConfig(batch_size=4, lr=1e-3, optimizer="adafactor_mesh", decay="constant", warmup=0.0)
+    cfg = Training(batch_size=4, lr=1e-3, optimizer="adafactor_mesh", decay="constant", warmup=0.0)
     result = train(model, instances, seed=1, cfg=cfg, progress=False)
     assert result["updates"] == 3 and (result.history.lr == 1e-3).all()
     assert result.history.loss.notna().all()
     with pytest.raises(ValueError, match="no weight decay"):
-        TrainConfig(optimizer="adafactor_mesh", weight_decay=0.01)
+        Training(optimizer="adafactor_mesh", weight_decay=0.01)

@@ -24,8 +24,9 @@ from leakexp.grid import overview
 from leakexp.lib import candidates as d
 from leakexp.toolkit import annotations
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
-from leakexp.stages.corpus_stats import corpus_stats
+from leakexp.data.statistics import corpus_figures
 from leakexp.stages.firststage import first_stage_file
+from leakexp.stages.sources import pool_source
 from leakexp.data.judgments import run_path
 from leakexp.grid.work import (cell_workers, complete, demo_asks, grid_jobs, grid_status, lineage, render_status,
                                run_cell, run_job, run_job_in_worker, scheduler_notes)
@@ -142,10 +143,11 @@ def report_leaks(r, asks: list[Ask], cells, options) -> None:
     s = r.settings
     ann = r.get(Ask.of("verify"))
     print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
-    if s.data.kind == "toy":
+    source = pool_source(s.data)
+    if source.made_by:  # a generated world: detection against the leaks it planted
         from leakexp.toolkit.annotations import detection_quality
 
-        truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        truth = source.planted_leaks(r.ensure(Ask.of(source.made_by)))
         q = detection_quality(d.leak_pairs(r.get(Ask.of("detect")), s.detect.threshold), truth)
         print(f"detection vs planted leaks at threshold {s.detect.threshold}: recall {q['recall']:.3f} "
               f"precision {q['precision']:.3f} ({q['true_positives']} of {q['planted']} planted, "
@@ -257,9 +259,10 @@ def cmd_tables(overrides: list[str], out: str | None = None) -> int:
 def cmd_corpus_stats(overrides: list[str]) -> int:
     """``name: value`` lines per test corpus and for the training pool; exit 2 (the errors on stderr) when a corpus
     fails its check (duplicate ids, an implausibly short median document)."""
-    s = compose(overrides)  # the runner (and its checks of Java, variants, ...) only for the toy world
-    toy = _runner(overrides, needs=())[1].get(Ask.of("toy")) if s.data.kind == "toy" else None  # no model read
-    lines, errors = corpus_stats(s, toy)
+    s = compose(overrides)  # the runner (and its checks of Java, variants, ...) only for a world a stage makes
+    made = pool_source(s.data).made_by
+    corpora = {n: s.corpus_of(n).model_dump() for n in s.corpus_names}
+    lines, errors = corpus_figures(corpora, s.data.model_dump(), runner(s, needs=()).get(Ask.of(made)) if made else None)
     for name, value in lines:
         print(f"{name}: {value:g}" if isinstance(value, float) else f"{name}: {value}")
     for e in errors:
@@ -436,9 +439,10 @@ def cmd_annotations(args) -> int:
         chosen = annotations.review_candidates(pairs, s.verify.review_top_k)
     labels = None
     if args.label_with_truth:
-        if s.data.kind != "toy":
+        source = pool_source(s.data)
+        if not source.made_by:
             raise SystemExit("leakexp: --label-with-truth needs the toy world (data=toy)")
-        truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        truth = source.planted_leaks(r.ensure(Ask.of(source.made_by)))
         labels = annotations.truth_labels(chosen, truth)
     records = annotations.to_annotation_records(chosen, collections, labels)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,8 @@ from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask
 from leakexp.stages.cell import grid_cells, rerank_params
 from leakexp.stages.build import NEGATIVES_CHUNK
-from leakexp.lib.trainer import TrainConfig
+from leakexp.stages.sources import pool_source
+from leakexp.lib.trainer import Training
 
 SBERT_DIM = {"bundled": 384, "sentence-transformers/paraphrase-MiniLM-L6-v2": 384}
 BENCH_FILE = Path("bench") / "gpu.json"  # under the store root; written by `benchmarks/run.py gpu`
@@ -53,13 +54,12 @@ def load_measured(path: str | Path) -> dict | None:
 
 
 def query_counts(runner) -> dict[str, int]:
-    """Training queries per source, from the loaded pool (toy, local) or ir_datasets' metadata (irds)."""
-    data = runner.settings.data
-    if data.kind == "irds":
-        from leakexp.data.irds import load_dataset
-
-        return {s: int(load_dataset(getattr(data, s)).queries_count()) for s in ("msmarco", "orcas")}
-
+    """Training queries per source, from the data's metadata where its source has it (ir_datasets), else from the
+    loaded pool (the toy world, local files)."""
+    data = runner.settings.data.model_dump()
+    counts = pool_source(data).query_counts(data)
+    if counts is not None:
+        return counts
     pool = runner.get(Ask.of("pool"))
     return {s: int((pool.queries.source == s).sum()) for s in ("msmarco", "orcas")}
 
@@ -75,7 +75,7 @@ def human_bytes(n: float) -> str:
 def trained_instances(s: Settings, model: str, size: int) -> int:
     """Instances one cell trains on under the configured budget (each pair is two instances): the model's ``train:``
     block and the ``train`` budget, passed on whole as the train stage passes them."""
-    t = TrainConfig.from_config(s.values["models"][model].get("train") or {}, s.values.get("train") or {})
+    t = Training.of(s.values["models"][model].get("train") or {}, s.values.get("train") or {})
     if t.updates is not None:
         return 2 * t.updates * t.batch_size * t.grad_accum
     return t.epochs * size

@@ -37,7 +37,7 @@ from leakexp.lib.download import DownloadError, fetch_file, part_path
 from leakexp.runner.config import FetchSettings, SourceFile
 from leakexp.runner.schema import Settings
 from leakexp.runner.stage import ConfigError
-from leakexp.stages.sources import require_variants
+from leakexp.stages.sources import pool_source, require_variants
 from leakexp.stages.train import checkpoint_setting
 
 
@@ -163,7 +163,7 @@ def spire22_dir(fs: FetchSettings) -> Path:
 def annotation_needs(s: Settings, fs: FetchSettings) -> tuple[list[Need], str | None]:
     """The study's annotation files a run of real data reads, and the ``verify.annotations`` override that names them
     where leakexp fetch puts them (None when the setting already names files)."""
-    if s.data.kind == "toy":
+    if pool_source(s.data).made_by:  # a generated world knows its planted leaks: nothing to fetch
         return [], None
     spec = s.verify.annotations
     known = {f.name: f for f in fs.spire22.annotations}

@@ -20,6 +20,7 @@ from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask, ConfigError
 from leakexp.stages.cell import grid_cells
+from leakexp.stages.sources import pool_source
 from leakexp.grid.work import demo_asks, grid_asks
 from leakexp.runner.registry import runner as make_runner
 from leakexp.runner.stage import stages
@@ -48,7 +49,7 @@ class StageInfo:
 def configured_asks(s: Settings, runner: Runner) -> list[Ask]:
     """The artifacts the configured grid asks for (status's rows, and the demo's extras on the toy world)."""
     asks = [a for v in grid_asks(s, runner).values() for a in v]
-    if s.data.kind == "toy":
+    if pool_source(s.data).made_by:  # the demo's extras, on a generated world
         asks += demo_asks(s, runner)
     return list(dict.fromkeys(asks))
 

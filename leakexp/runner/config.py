@@ -33,10 +33,6 @@ def options(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
 
 
-def _group_file(group: str, name: str) -> DictConfig:
-    return OmegaConf.create(_group_raw(group, name)[0])
-
-
 def _group_raw(group: str, name: str) -> tuple[dict, bool]:
     """(the file's content, unresolved; whether it holds an interpolation)."""
     path = conf_dir() / group / f"{name}.yaml"
@@ -64,12 +60,14 @@ def section_keys() -> list[str]:
     return sorted(k for k in raw.keys() if k != "defaults" and OmegaConf.is_dict(raw[k]))
 
 
-def corpus_config(name: str) -> DictConfig:
-    return _group_file("corpus", name)
+def corpus_config(name: str) -> dict:
+    """``conf/corpus/<name>.yaml``'s values, resolved (a copy)."""
+    return _group_plain("corpus", name)
 
 
-def model_config(name: str) -> DictConfig:
-    return _group_file("model", name)
+def model_config(name: str) -> dict:
+    """``conf/model/<name>.yaml``'s values, resolved (a copy): a model's file as it ships, before any override."""
+    return _group_plain("model", name)
 
 
 def compose_raw(overrides: list[str] | None = None) -> DictConfig:

@@ -11,7 +11,6 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from leakexp.data.types import SOURCES
 from leakexp.lib.bm25 import bm25_search
 from leakexp.runner.schema import NonNegativeInt, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
@@ -19,6 +18,7 @@ from leakexp.stages.cell import set_params
 from leakexp.lib.candidates import above_threshold
 from leakexp.stages.corpus_stats import corpus_stats_input
 from leakexp.stages.index import bm25_options
+from leakexp.stages.sources import pool_source
 
 from leakexp.lib.training_sets import Negatives, build_set, excluded_queries, filler_order, query_key, split_query_key, write_set
 
@@ -97,10 +97,7 @@ class NegativeRuns(Stage):
 def pool_queries(s: Settings) -> tuple[int, str] | None:
     """How many training queries the configured pool holds at most, and which setting says so, where the config
     alone tells (the toy world: ``data.queries_per_source`` per source); None where only the data does."""
-    if s.data.kind == "toy" and s.data.queries_per_source:
-        per = s.data.queries_per_source
-        return len(SOURCES) * per, f"{len(SOURCES)} x data.queries_per_source={per}"
-    return None
+    return pool_source(s.data).pool_queries(s.data.model_dump())
 
 
 def check_size(s: Settings, corpus: str, leakage: str, size: int, where: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from leakexp.models.capreolus import IdfTable
 from leakexp.runner.stage import Ask, Context, Stage, register_stage
-from leakexp.stages.corpus_stats import corpus_stats_input, stats_figures
+from leakexp.stages.corpus_stats import corpus_stats_input, documents_input, stats_figures
 
 
 @register_stage
@@ -19,8 +19,7 @@ class DocumentFrequencies(Stage):
     name, version = "df", 1  # the analyzer is part of the table (TOKENIZER_VERSION, checked when it is loaded)
 
     def inputs(self, p: dict, c) -> dict:
-        return {"docs": Ask.of("pool") if p["name"] == "train" else Ask.of("collection", corpus=p["name"]),
-                "stats": corpus_stats_input(p["name"])}
+        return {"docs": documents_input(p["name"]), "stats": corpus_stats_input(p["name"])}
 
     def compute(self, ctx: Context, tmp: Path) -> dict:
         docs = ctx.inputs["docs"].docs

@@ -11,11 +11,11 @@ import pandas as pd
 
 from leakexp.data.files import files_identity
 from leakexp.data.judgments import BUNDLED_RUNS, run_path
-from leakexp.data.irds_files import trec_files
 from leakexp.lib.bm25 import ANSERINI_VERSION, bm25_search
 from leakexp.lib.trec import read_run
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
 from leakexp.stages.index import BM25, bm25_options
+from leakexp.stages.sources import collection_source
 from leakexp.runner.schema import Settings
 
 
@@ -46,8 +46,8 @@ def first_stage_caption(s: Settings, corpus: str) -> str:
     anserini = b.backend == "anserini"
     tool = f"Anserini {ANSERINI_VERSION}" if anserini else "PISA"
     if anserini and b.collection == "trec":
-        c = s.corpus_of(corpus)
-        if c.kind == "irds" and trec_files(str(c.irds_id)) is not None:
+        c = s.corpus_of(corpus).model_dump()
+        if collection_source(c).raw_trec(c) is not None:
             tool += "'s TrecCollection index of the raw TREC files"
     return (f"First stage: the BM25 top-{depth} of {tool} (k1 {b.k1}, b {b.b}, stemmer {b.stemmer}, "
             f"stop words {b.stopwords})")

@@ -13,12 +13,13 @@ import logging
 from pathlib import Path
 from typing import Literal
 
-from leakexp.data.irds_files import TrecFiles, trec_files
+from leakexp.data.irds_files import TrecFiles
 from leakexp.lib.bm25 import (ANSERINI_VERSION, JavaMissing, anserini_jar, check_anserini, check_java, write_index,
                               write_trec_index)
 from leakexp.runner.schema import Fraction, NonNegativeFloat, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, DataUnavailable, Stage, register_stage, stages
-from leakexp.stages.corpus_stats import corpus_stats_input, stats_figures
+from leakexp.stages.corpus_stats import corpus_stats_input, documents_input, stats_figures
+from leakexp.stages.sources import collection_source
 
 log = logging.getLogger(__name__)
 BM25 = ("bm25.k1", "bm25.b", "bm25.stemmer", "bm25.stopwords", "bm25.backend")
@@ -29,10 +30,6 @@ def bm25_options(ctx: Context) -> dict:
     b = ctx.settings("bm25")
     return dict(k1=b.k1, b=b.b, stemmer=b.stemmer, stopwords=b.stopwords, backend=b.backend,
                 threads=ctx.runtime.threads, verbose=ctx.runtime.verbose)
-
-
-def _docs_input(name: str) -> Ask:
-    return Ask.of("pool") if name == "train" else Ask.of("collection", corpus=name)
 
 
 @register_stage
@@ -54,7 +51,7 @@ class Index(Stage):
         return (*BM25, "bm25.collection", f"corpora.{p['name']}.kind", f"corpora.{p['name']}.irds_id")
 
     def inputs(self, p: dict, c: Config) -> dict:
-        return {"docs": _docs_input(p["name"]), "stats": corpus_stats_input(p["name"])}
+        return {"docs": documents_input(p["name"]), "stats": corpus_stats_input(p["name"])}
 
     def external(self, p: dict, c: Config):
         """Anserini's release and, for a TrecCollection index, the identity of the raw files it reads (its folder's
@@ -70,10 +67,8 @@ class Index(Stage):
         bm25 = c.settings("bm25")
         if p["name"] == "train" or bm25.backend != "anserini" or bm25.collection != "trec":
             return None
-        corpus = c.settings(f"corpora.{p['name']}")
-        if corpus.kind != "irds":
-            return None
-        return trec_files(str(corpus.irds_id))
+        corpus = c.settings(f"corpora.{p['name']}").dump()
+        return collection_source(corpus).raw_trec(corpus)
 
     def compute(self, ctx: Context, tmp: Path) -> dict:
         stats = stats_figures(ctx.inputs["stats"])

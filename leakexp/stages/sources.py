@@ -12,6 +12,7 @@ from pydantic import Field
 
 from leakexp.data.files import DataFormatError, DataUnavailable
 from leakexp.data.sources import Source, source_of
+from leakexp.data.statistics import CHECK_SETTINGS
 from leakexp.data.types import Collection
 from leakexp.runner.schema import Fraction, Name, NonNegativeInt, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
@@ -25,8 +26,8 @@ def require_variants(corpus: Mapping, fields: list[str]) -> None:
     In the paper most candidates came from the query variants (Robust04: 3,356 of 3,960; Core 2018: all 973),
     so detection without them must be a decision, not an accident.
     """
-    if "variant" not in fields or corpus["kind"] == "toy" or corpus.get("variants"):
-        return
+    if "variant" not in fields or collection_source(corpus).made_by or corpus.get("variants"):
+        return  # a generated world has every topic's variants
     raise DataUnavailable(
         f"corpus {corpus['name']} has no query variants but detect.fields includes 'variant': give a TSV file of "
         f"qid<TAB>variant lines (e.g. Benham & Culpepper's UQV variants; ir_datasets does not have them) with "
@@ -52,33 +53,37 @@ def check_variants(collection: Collection, corpus: Mapping, fields: list[str]) -
 
 
 # -- the source of a configuration's data (leakexp.data.sources) ------------------------------------------
-def collection_source(corpus: Mapping) -> Source:
-    return source_of(corpus["kind"], "corpus.kind")
+def collection_source(corpus) -> Source:
+    """The source a corpus's settings name (``corpora.<name>.kind``; a mapping or its typed section)."""
+    return source_of(corpus["kind"] if isinstance(corpus, Mapping) else corpus.kind, "corpus.kind")
 
 
-def pool_source(data: Mapping) -> Source:
-    return source_of(data["kind"], "data.kind")
+def pool_source(data) -> Source:
+    """The source the ``data`` settings name (``data.kind``; a mapping or the typed section)."""
+    return source_of(data["kind"] if isinstance(data, Mapping) else data.kind, "data.kind")
 
 
-# The kind of a collection's documents: it sets the shortest plausible median document (leakexp.stages.corpus_stats);
+# The kind of a collection's documents: it sets the shortest plausible median document (leakexp.data.statistics);
 # accept_short_documents / accept_duplicate_docnos let a run go on with a corpus that fails that check, on purpose.
 DocumentKind = Literal["news", "web", "passages"]
 
 
 # -- stages ----------------------------------------------------------------------------------------------
-def _toy(params: dict, c: Config) -> dict:
-    return {"toy": Ask.of("toy")} if c.settings("data").kind == "toy" else {}
+def _made(c: Config) -> dict:
+    """The artifact the data's source is made of, when a stage makes it (the toy world), as an input of its name."""
+    made = pool_source(c.settings("data")).made_by
+    return {made: Ask.of(made)} if made else {}
 
 
-def _toy_dir(ctx: Context) -> Path | None:
-    return ctx.inputs["toy"] if "toy" in ctx.input_names else None
+def _made_dir(ctx: Context) -> Path | None:
+    made = pool_source(ctx.settings("data")).made_by
+    return ctx.inputs[made] if made in ctx.input_names else None
 
 
 # What a corpus's config holds beyond its collection: the leak counts of its training sets (the build stage reads
 # them) and the documents check (the corpus-stats stage reads it, for the pool in data.*): changing them must not re-key
 # the collection or the pool, and with them detection, verification and every training set and model.
-DOCUMENTS_CHECK = ("documents", "accept_short_documents", "accept_duplicate_docnos")
-NOT_THE_COLLECTION = ("fixed_leak_queries", "test_leak_queries", *DOCUMENTS_CHECK)
+NOT_THE_COLLECTION = ("fixed_leak_queries", "test_leak_queries", *CHECK_SETTINGS)
 
 
 @register_stage
@@ -87,10 +92,10 @@ class Pool(Stage):
 
     name, version = "pool", 2  # 2: document texts as their collection holds them (leakexp.data.doctext)
     section = "data"
-    reads = ("data", "!data.corpora", *(f"!data.{k}" for k in DOCUMENTS_CHECK))
+    reads = ("data", "!data.corpora", *(f"!data.{k}" for k in CHECK_SETTINGS))
 
     def inputs(self, p: dict, c: Config) -> dict:
-        return _toy(p, c)
+        return _made(c)
 
     def external(self, p: dict, c: Config):
         return pool_source(c["data"]).pool_identity(c["data"])
@@ -100,7 +105,7 @@ class Pool(Stage):
 
     def value(self, ctx: Context):
         data = ctx.settings("data").dump()
-        return pool_source(data).pool(data, _toy_dir(ctx))
+        return pool_source(data).pool(data, _made_dir(ctx))
 
     class Settings(Section):
         """``data``: the training pool and the test corpora leakage is detected against (toy, irds or local)."""
@@ -121,9 +126,7 @@ class Pool(Stage):
         accept_duplicate_docnos: bool = False
 
         def files(self):
-            if self.kind != "local":
-                return []
-            keys = ("msmarco", "orcas", "msmarco_qrels", "orcas_qrels", "docs")
+            keys = pool_source(self).pool_settings
             return [(f"data.{k}", Path(getattr(self, k))) for k in keys if getattr(self, k) not in (None, "???")]
 
 
@@ -146,7 +149,7 @@ class TestCollection(Stage):
     reads = ("data.kind", "data.name", "corpora.{corpus}", *(f"!corpora.{{corpus}}.{k}" for k in NOT_THE_COLLECTION))
 
     def inputs(self, p: dict, c: Config) -> dict:
-        return _toy(p, c) if c.settings(f"corpora.{p['corpus']}").kind == "toy" else {}
+        return _made(c) if collection_source(c.settings(f"corpora.{p['corpus']}")).made_by else {}
 
     def external(self, p: dict, c: Config):
         corpus = c["corpora"][p["corpus"]]
@@ -158,7 +161,7 @@ class TestCollection(Stage):
 
     def value(self, ctx: Context) -> Collection:
         corpus = ctx.settings(f"corpora.{ctx.params['corpus']}").dump()
-        return collection_source(corpus).collection(corpus, ctx.settings("data").dump(), _toy_dir(ctx))
+        return collection_source(corpus).collection(corpus, ctx.settings("data").dump(), _made_dir(ctx))
 
     class Settings(Section):
         """A test corpus (``corpus`` and ``corpora.<name>``): where its topics, qrels and documents come from."""
@@ -178,5 +181,5 @@ class TestCollection(Stage):
         accept_duplicate_docnos: bool = False
 
         def files(self, prefix: str = "corpus"):
-            keys = ("variants", "topics", "qrels", "docs") if self.kind == "local" else ("variants",)
+            keys = collection_source(self).corpus_settings
             return [(f"{prefix}.{k}", Path(getattr(self, k))) for k in keys if getattr(self, k) not in (None, "???")]

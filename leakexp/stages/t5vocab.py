@@ -10,6 +10,7 @@ from pathlib import Path
 from leakexp.models import get
 from leakexp.models.hftokens import train_embedded_tokenizer
 from leakexp.runner.schema import Settings
+from leakexp.stages.sources import pool_source
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
 
 EMBEDDED_VOCAB = 4000
@@ -43,7 +44,7 @@ class T5Vocab(Stage):
         for name in s.model_names:
             settings = s.model_of(name)
             for a in get(name).artifacts(settings).values():
-                if a.stage == self.name and s.data.kind != "toy":
+                if a.stage == self.name and not pool_source(s.data).made_by:
                     raise ConfigError(
                         f"models.{name}.{a.setting}={getattr(settings, a.setting)} needs the toy world (data.kind=toy), "
                         f"not data.kind={s.data.kind}; give {name} real weights: the paper's pinned ones "

@@ -1,11 +1,12 @@
 """The ``toy`` stage: the toy world, generated into the store from ``data.*`` by a seeded generator
-(``leakexp.data.toy``); the ``pool`` and ``collection`` stages read it when ``data.kind`` is ``toy``."""
+(``leakexp.data.toy``); the ``pool`` and ``collection`` stages read it when the data's source is made by it (``data.kind: toy``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from leakexp.data import toy
+from leakexp.data.sources import source_of
 from leakexp.runner.stage import Ask, Config, Context, Stage, register_stage
 
 
@@ -27,4 +28,4 @@ class Toy(Stage):
         return ["toy", f"seed-{c.settings('data').seed}"]
 
     def asks(self, r, cells) -> list[Ask]:
-        return [Ask.of("toy")] if r.settings.data.kind == "toy" else []
+        return [Ask.of(self.name)] if source_of(r.settings.data.kind).made_by == self.name else []

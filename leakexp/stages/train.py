@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from leakexp.lib import hub
-from leakexp.lib.trainer import ResumeState, TrainBudget, TrainConfig, loader_workers, set_seed, train, write_history
+from leakexp.lib.trainer import ResumeState, TrainBudget, Training, loader_workers, set_seed, train, write_history
 from leakexp.models import get
 from leakexp.models.base import with_artifacts
 from leakexp.models.compute import Compute, micro_batch_error
@@ -128,7 +128,7 @@ class Train(Stage):
         on_gpu = device.startswith("cuda")
         # read (and part of the key) on CUDA only: autocast is a CUDA setting here
         bf16 = ctx.settings("precision").train_bf16 if "precision" in ctx.config else False
-        tcfg = TrainConfig.from_config(on_cuda(model_train, cuda) if on_gpu else model_train,
+        tcfg = Training.of(on_cuda(model_train, cuda) if on_gpu else model_train,
                                        ctx.settings("train").dump(), bf16=bf16)
         instances = pd.read_parquet(ctx.inputs["set"] / "instances.parquet")
         set_seed(seed)  # the seed also fixes the random initialisation

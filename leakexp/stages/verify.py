@@ -12,6 +12,7 @@ import pandas as pd
 from pydantic import Field
 
 from leakexp.data.files import files_identity
+from leakexp.data.sources import source_of
 from leakexp.runner.schema import Name, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
 from leakexp.runner.store import atomic_write_json, read_json
@@ -37,7 +38,7 @@ def missing_annotations(why: str) -> ConfigError:
 def annotation_files(spec, data_kind: str) -> list[Path]:
     """The annotation files ``verify.annotations`` names ([] for the toy world's ground truth, ``truth``)."""
     if spec == "truth":
-        if data_kind != "toy":
+        if not source_of(data_kind).made_by:  # a generated world knows its planted leaks
             raise missing_annotations(f"verify.annotations=truth (the toy world's ground truth) needs data.kind=toy, "
                                       f"not {data_kind}")
         return []
@@ -82,8 +83,9 @@ class Verify(Stage):
     def inputs(self, p: dict, c: Config) -> dict:
         inputs = {"candidates": Ask.of("detect"),
                   "collections": [Ask.of("collection", corpus=n) for n in c.settings("data").corpora or []]}
-        if not self.files(c):
-            inputs["toy"] = Ask.of("toy")
+        if not self.files(c):  # the ground truth of the world a stage made (the toy world)
+            made = source_of(c.settings("data").kind).made_by
+            inputs[made] = Ask.of(made)
         return inputs
 
     def external(self, p: dict, c: Config):
@@ -106,7 +108,8 @@ class Verify(Stage):
         collections = ctx.inputs["collections"]
         review = review_candidates(pairs, top_k)
         if not files:
-            truth = pd.read_csv(ctx.inputs["toy"] / "truth" / "leaks.tsv", sep="\t", dtype=str)
+            source = source_of(ctx.settings("data").kind)
+            truth = source.planted_leaks(ctx.inputs[source.made_by])
             write_annotations(tmp / "annotations.jsonl", to_annotation_records(review, collections,
                                                                               truth_labels(review, truth)))
             ann = read_annotations([tmp / "annotations.jsonl"], allow_empty=True)
