@@ -13,8 +13,8 @@ def test_demo_extras_are_cached_and_print_the_audit_lines(tmp_path):
     r = runner(cfg)
     first = extras(r)
     computed = r.store.computed()
-    assert sum(c.startswith("graph/synthetic/") for c in computed) == 1
-    assert sum(c.startswith("audit/") for c in computed) == 1  # audit/<key>: one artifact of the toy world's pair
+    assert sum(c.startswith("graph-audit/synthetic/") for c in computed) == 1
+    assert sum(c.startswith("pair-audit/") for c in computed) == 1  # pair-audit/<key>: one artifact of the toy world's pair
     assert extras(r) == first and r.store.computed() == computed  # the second run computes nothing
     assert extras(runner(cfg)) == first and r.store.computed() == computed  # nor does a new runner (a second demo)
     assert any(line.strip().startswith("a_parity_applicable: 0 of ") for line in first)  # vertex re-split

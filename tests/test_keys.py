@@ -144,7 +144,7 @@ def test_every_leaf_rekeys_exactly_its_readers(experiment, cuda, tmp_path, monke
     for leaf in leaves:
         value = OmegaConf.select(cfg, leaf)
         if leaf.endswith(".recipe"):  # a named recipe of the model's file: another of its names
-            new = next(r for r in model_config(leaf.split(".")[-2]).recipes if r != value)
+            new = next(r for r in model_config(leaf.split(".")[-2])["recipes"] if r != value)
         elif isinstance(value, list) or OmegaConf.is_list(value):
             items = list(value)
             new = items[:-1] if len(items) > 1 else [_changed(items[0], leaf) if items else "changed"]

@@ -306,7 +306,7 @@ def test_demo_on_the_toy_world(small_cfg):
     from leakexp.runner.registry import runner
 
     r = runner(small_cfg)
-    path = r.ensure(Ask.of("audit"))
+    path = r.ensure(Ask.of("pair-audit"))
     out = {k: path / v for k, v in r.store.marker(path).figures["outputs"].items()}
     figures = pd.read_json(out["audit"] / "audit.json", typ="series")
     assert figures["query_overlap"] > 0 and figures["test_queries"] == 54

@@ -208,7 +208,7 @@ def validate_config(cfg: DictConfig) -> None:
     for name in cfg.get("corpus_overrides") or {}:
         if name not in options("corpus"):
             raise ConfigError(f"corpus_overrides.{name} names no corpus; available: {', '.join(options('corpus'))}")
-    corpus = resolved_corpus_config(cfg, cfg.corpus.name)
+    corpus = _resolved(cfg, "corpus", cfg.corpus.name)
     fixed = {"msm": corpus.get("fixed_leak_queries"), "test": corpus.get("test_leak_queries")}
     leak = fixed.get(cfg.leakage.name) or 0
     if 2 * leak > size:
@@ -280,21 +280,9 @@ def _resolved(cfg: DictConfig, group: str, name: str) -> dict:
     return _merge(*layers)
 
 
-def resolved_corpus_config(cfg: DictConfig, name: str) -> DictConfig:
-    """A corpus's config: its file, ``corpus_overrides.<name>`` (any corpus of the grid, e.g. the leak counts of a
-    smaller collection), then what the command line changed in ``corpus.*`` for the selected corpus."""
-    return OmegaConf.create(_resolved(cfg, "corpus", name))
-
-
-def resolved_model_config(cfg: DictConfig, name: str) -> DictConfig:
-    """A model's config: its file, ``model_overrides.<name>``, then what the command line changed in ``model.*``
-    for the selected model; with its recipe applied (:func:`apply_recipe`)."""
-    return OmegaConf.create(_resolved_model(cfg, name))
-
-
 def _resolved_model(cfg: DictConfig, name: str) -> dict:
     """What the stages read of a model: its resolved config with its recipe applied, without its ``plan:`` block
-    (what ``leakexp plan`` assumes of it: :func:`model_plan`; a measured figure keys no artifact)."""
+    (what ``leakexp plan`` assumes of it: ``Settings.plan_of``; a measured figure keys no artifact)."""
     out = apply_recipe(_resolved(cfg, "model", name), _group_plain("model", name), name)
     out.pop("plan", None)
     return out
@@ -305,7 +293,7 @@ def model_recipe(cfg: DictConfig, name: str) -> str | None:
     return _resolved(cfg, "model", name).get("recipe")
 
 
-# training settings a model file's `train:` may leave to their defaults (leakexp.stages.train.ModelTraining), which a
+# training settings a model file's `train:` may leave to their defaults (leakexp.lib.trainer.ModelTraining), which a
 # recipe may still set: a model file that does not name one keeps its artifacts' keys
 RECIPE_OPTIONAL_KEYS = frozenset({"updates", "adafactor_start_step", "z_loss"})
 
@@ -344,7 +332,7 @@ def corpus_names(cfg: DictConfig) -> list[str]:
 def resolved_values(cfg: DictConfig) -> dict:
     """The resolved configuration as plain data (what keys hash; ``Settings`` types it): ``corpora.<name>`` and
     ``models.<name>`` hold every corpus and model config the grid or the cell uses (models as
-    ``resolved_model_config`` merges them), ``recipes.<name>`` the recipe each model trains by."""
+    their files, overrides and recipes merge them: :func:`_resolved_model`), ``recipes.<name>`` the recipe each model trains by."""
     out = OmegaConf.to_container(cfg, resolve=True)
     out.pop("hydra", None)
     out["corpora"] = {n: _resolved(cfg, "corpus", n) for n in corpus_names(cfg)}
