@@ -262,7 +262,8 @@ def cmd_corpus_stats(overrides: list[str]) -> int:
     s = compose(overrides)  # the runner (and its checks of Java, variants, ...) only for a world a stage makes
     made = pool_source(s.data).made_by
     corpora = {n: s.corpus_of(n).model_dump() for n in s.corpus_names}
-    lines, errors = corpus_figures(corpora, s.data.model_dump(), runner(s, needs=()).get(Ask.of(made)) if made else None)
+    world = runner(s, needs=()).get(Ask.of(made)) if made else None
+    lines, errors = corpus_figures(corpora, s.data.model_dump(), world)
     for name, value in lines:
         print(f"{name}: {value:g}" if isinstance(value, float) else f"{name}: {value}")
     for e in errors:

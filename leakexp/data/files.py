@@ -14,7 +14,7 @@ from typing import Iterable, Iterator
 import pandas as pd
 
 from leakexp.data.types import Topic
-from leakexp.runner.stage import DataUnavailable  # noqa: F401  (raised by the data readers; defined beside the runner's errors)
+from leakexp.runner.stage import DataUnavailable  # noqa: F401  (the data readers raise it; the runner's error)
 from leakexp.runner.store import file_digest
 
 log = logging.getLogger(__name__)

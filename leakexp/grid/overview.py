@@ -55,7 +55,8 @@ def configured_asks(s: Settings, runner: Runner) -> list[Ask]:
 
 
 def listing(s: Settings, runner: Runner | None = None) -> list[StageInfo]:
-    """Every stage of the registry, in its order, with what it reads under the settings ``s``: the union over the artifacts the
+    """Every stage of the registry, in its order, with what it reads under the settings ``s``: the union over the
+    artifacts the
     grid asks for and everything upstream of them (read-only; nothing is computed)."""
     r = runner or make_runner(s, readonly=True)
     reads: dict[str, set[str]] = {}

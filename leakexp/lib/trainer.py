@@ -615,8 +615,8 @@ class PrecisionSettings(Section):
 
 class ModelTraining(Section):
     """A model's ``train:`` block (``models.<name>.train``): optimiser, schedule, batch shapes; each model's file in
-    conf/model/ sets its reference's values. A value a file leaves out is Capreolus' PytorchTrainer's (trainer/pytorch.py
-    at v0.2.6), but the schedule (linear decay)."""
+    conf/model/ sets its reference's values. A value a file leaves out is Capreolus' PytorchTrainer's
+    (trainer/pytorch.py at v0.2.6), but the schedule (linear decay)."""
 
     batch_size: PositiveInt = 32  # pairs per micro-batch (each pair: the query's positive and negative)
     lr: PositiveFloat = 1e-3  # peak learning rate

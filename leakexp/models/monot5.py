@@ -19,8 +19,8 @@ from torch.nn import functional as F
 from leakexp.lib import hub
 from leakexp.models.base import HFReranker, ModelInput, ModelSettings, fp32, padding_mask_4d
 from leakexp.models.compute import WIDTH_MULTIPLE, Compute, T5CudaSettings
-from leakexp.models.hftokens import (EMBEDDED_T5, T5_BASE, check_rows, encode_texts, load_tokenizer, pad_rows,  # noqa: F401
-                                     tokenizer_id, train_embedded_tokenizer)
+from leakexp.models.hftokens import (EMBEDDED_T5, T5_BASE, check_rows, encode_texts, load_tokenizer,  # noqa: F401
+                                     pad_rows, tokenizer_id, train_embedded_tokenizer)
 from leakexp.models.tokens import Tokens
 from leakexp.runner.schema import Name, PositiveInt
 

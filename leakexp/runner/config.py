@@ -192,11 +192,11 @@ def validate_device(device) -> None:
 
 def validate_config(cfg: DictConfig) -> None:
     """Fail early, naming the key, on values that cannot work together. The grid, the cell and the models are
-    checked here; each stage checks its own section (``Stage.check``, run by ``leakexp.runner.registry.check_config``)."""
+    checked here; each stage checks its own section (``Stage.check``, run by ``leakexp.runner.registry.typed``)."""
     for group in ("data", "corpus", "leakage", "model", "grid"):
         if group not in cfg:
             raise ConfigError(f"config has no '{group}'")
-    # leakage.name, grid.* and detect.threshold are checked by their schemas (leakexp.runner.registry.check_config);
+    # leakage.name, grid.* and detect.threshold are checked by their schemas (leakexp.runner.registry.typed);
     # the cell's seed and size are checked here, where the cell's cross-field checks below need them
     for key in ("seed", "size"):
         if not _is_int(cfg.get(key)):

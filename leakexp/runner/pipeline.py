@@ -29,7 +29,7 @@ class Runner:
     def __init__(self, settings: Settings | Mapping, stages: Iterable[Stage], store: Store, *,
                  runtime: Runtime | None = None, cuda: bool = False):
         known = isinstance(settings, Settings)  # or plain values, untyped (the runner's own tests)
-        self.settings, self.values = (settings, settings.values) if known else (None, settings)  # values: keys hash them
+        self.settings, self.values = (settings, settings.values) if known else (None, settings)  # keys hash values
         self.store, self.cuda, self.runtime, self.stages = store, cuda, runtime or Runtime(), {s.name: s for s in stages}
         self._got, self._ensured = {}, set()  # what ``get`` returned, what ``ensure`` checked (Ask, computed)
         # per ask, made once (status and plan key every artifact of the grid); _missing: see ``unavailable``

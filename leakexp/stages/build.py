@@ -20,7 +20,8 @@ from leakexp.stages.corpus_stats import corpus_stats_input
 from leakexp.stages.index import bm25_options
 from leakexp.stages.sources import pool_source
 
-from leakexp.lib.training_sets import Negatives, build_set, excluded_queries, filler_order, query_key, split_query_key, write_set
+from leakexp.lib.training_sets import (Negatives, build_set, excluded_queries, filler_order, query_key, split_query_key,
+                                      write_set)
 
 log = logging.getLogger(__name__)
 
