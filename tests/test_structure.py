@@ -128,7 +128,7 @@ def test_a_stage_is_found_by_its_name():
 
 def test_imports_sit_at_the_top_of_modules():
     """Inside functions only where a module defers a heavy optional dependency or the CLI's lazy dispatch keeps
-    ``leakexp --help`` fast: at most 15 % of the package's own imports."""
+    ``leakexp measure`` light: at most 15 % of the package's own imports."""
     top = inside = 0
     for path in ROOT.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))

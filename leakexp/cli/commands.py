@@ -95,7 +95,7 @@ def cmd_stage(name: str, overrides: list[str], **options) -> int:
     report = REPORTS.get(name, report_folders)
     failures = 0
     for r, cells, asks in work:
-        failed = each(asks, r.ensure, desc=name, progress=not per_cell,
+        failed = each(asks, r.ensure, desc=name, unit="artifact", progress=not per_cell,
                       failed=lambda ask, exc, r=r: print(f"FAILED {_shown(r, ask)}: {type(exc).__name__}: {exc}",
                                                          file=sys.stderr))
         failures += len(failed)
