@@ -95,11 +95,12 @@ def cmd_stage(name: str, overrides: list[str], **options) -> int:
     report = REPORTS.get(name, report_folders)
     failures = 0
     for r, cells, asks in work:
+        start = time.time()
         failed = each(asks, r.ensure, desc=name, unit="artifact", progress=not per_cell,
                       failed=lambda ask, exc, r=r: print(f"FAILED {_shown(r, ask)}: {type(exc).__name__}: {exc}",
                                                          file=sys.stderr))
         failures += len(failed)
-        report(r, [a for a in asks if a not in {f for f, _ in failed}], cells, options)
+        report(r, [a for a in asks if a not in {f for f, _ in failed}], cells, {**options, "started": start})
     return 1 if failures else 0
 
 
@@ -187,7 +188,6 @@ def report_cells(r, asks: list[Ask], cells, options) -> None:
     """Each cell's artifact (train, rerank) or, for evaluate, its mean measures (and the memorization of the leaked
     cells it completes)."""
     for cell in cells:
-        start = time.time()
         mine = [a for a in asks if a == cell.ask(a.stage)]
         if not mine:
             continue
@@ -195,7 +195,7 @@ def report_cells(r, asks: list[Ask], cells, options) -> None:
             out = "  ".join(f"{m}={v:.4f}" for m, v in sorted(run_cell(r, cell).items()))
         else:
             out = str(r.path(mine[0]))
-        print(f"{cell}: {out}  ({time.time() - start:.1f}s)")
+        print(f"{cell}: {out}  ({time.time() - options['started']:.1f}s)")  # the command computes one cell a run
 
 
 def report_memorization(r, asks: list[Ask], cells, options) -> None:

@@ -4,7 +4,8 @@
 stage's own checks run, and one typed :class:`~leakexp.runner.schema.Settings` comes out, which the runner, the grid,
 the tables and the command line read (nothing past it reads the composed values). Stages register where they are
 declared (``leakexp.runner.stage.register_stage``), sections where their schemas are (``leakexp.runner.schema.section``);
-this module names neither. A runner that may write checks first what the run needs from outside (:func:`require`).
+this module names neither. A runner that may write checks first what the run needs from outside
+(:func:`check_requirements`).
 """
 
 from __future__ import annotations
