@@ -30,11 +30,11 @@ def bench_detect(root: Path) -> None:
     import faiss
     import numpy as np
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.lib.dense import load_sbert
-    from leakexp.stages.detect import topic_fields
+    from leakexp.lib.candidates import topic_fields
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = compose([f"store={root / 'detect'}", "data.queries_per_source=5000"])
     r = runner(cfg)
@@ -78,10 +78,10 @@ def bench_build(root: Path) -> None:
     corpus x leakage x size requests are fewer distinct sets; each is built and counted once."""
     import pandas as pd
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.lib.bm25 import bm25_search
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = compose([f"store={root / 'build'}"])
     r = runner(cfg)
@@ -208,12 +208,12 @@ def bench_cpu_scale() -> None:
 
 def bench_rerank(root: Path) -> None:
     """Re-ranking throughput (docs/s) of each registered model on the toy world's BM25 top-100, on CPU."""
-    from leakexp.runner.config import compose, resolved_model_config
+    from leakexp.runner.registry import compose
     from leakexp.models import REGISTRY
     from leakexp.models.capreolus import IdfTable
     from leakexp.stages.rerank import rerank
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.lib.trainer import set_seed
 
     cfg = compose([f"store={root / 'rerank'}"])
@@ -222,7 +222,7 @@ def bench_rerank(root: Path) -> None:
     docs = r.get(Ask.of("collection", corpus="toy_robust")).docs
     for name, cls in REGISTRY.items():
         params = _model_params(r, cfg, name)  # the demo's settings, embedded weights resolved
-        batch = int(resolved_model_config(cfg, name).train.get("score_batch_size", 64))
+        batch = cfg.model_of(name).train.score_batch_size
         set_seed(0)
         model = cls(**params)
         if model.needs_idf:  # the df table of the collection being ranked
@@ -234,33 +234,29 @@ def bench_rerank(root: Path) -> None:
 
 
 def _model_params(r, cfg, name: str) -> dict:
-    """A model's constructor parameters as ``cfg`` resolves them (its file, the experiment's overrides), with the
-    embedded monoT5's tokenizer (the t5vocab stage) for checkpoint=embedded."""
-    from omegaconf import OmegaConf
-
-    from leakexp.runner.config import resolved_model_config
+    """A model's constructor parameters as the settings ``cfg`` resolve them (its file, the experiment's overrides),
+    with the artifacts its class reads in place of a setting (the embedded monoT5's tokenizer: the t5vocab stage)."""
+    from leakexp.models import get
+    from leakexp.models.base import with_artifacts
     from leakexp.runner.stage import Ask
 
-    params = OmegaConf.to_container(resolved_model_config(cfg, name), resolve=True)
-    params.pop("train", None)
-    params.pop("name", None)
-    if name == "monot5" and params.get("checkpoint") == "embedded":
-        params["checkpoint"] = str(r.get(Ask.of("t5vocab")))
-    return params
+    settings = cfg.model_of(name)
+    params = {k: v for k, v in cfg.values["models"][name].items() if k not in ("train", "name")}
+    return with_artifacts(get(name), settings, params, lambda n: r.get(Ask.of(get(name).artifacts(settings)[n].stage)))
 
 
 def _embedded_model(r, cfg, name):
-    from omegaconf import OmegaConf
+    from types import SimpleNamespace
 
     from leakexp.runner.config import model_config
     from leakexp.models import REGISTRY
     from leakexp.runner.stage import Ask
 
-    params = OmegaConf.to_container(model_config(name), resolve=True)  # the model file: the paper's settings
+    params = model_config(name)  # the model file: the paper's settings
     train_cfg = params.pop("train", {})
     params.pop("name", None)
-    if name == "monot5":
-        params["checkpoint"] = str(r.get(Ask.of("t5vocab")))
+    for a in REGISTRY[name].artifacts(SimpleNamespace(**params)).values():  # the embedded monoT5's tokenizer
+        params[a.setting] = str(r.get(Ask.of(a.stage)))
     model = REGISTRY[name](**params)
     if model.needs_idf:  # training: the df table of the training pool's documents
         from leakexp.models.capreolus import IdfTable
@@ -273,10 +269,10 @@ def bench_train(root: Path) -> None:
     """Training throughput per model on this CPU, with each model file's settings and the embedded weights."""
     import pandas as pd
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
-    from leakexp.lib.trainer import TrainConfig, set_seed, train
+    from leakexp.runner.registry import runner
+    from leakexp.lib.trainer import Training, set_seed, train
 
     cfg = compose([f"store={root / 'train'}"])
     r = runner(cfg)
@@ -284,7 +280,7 @@ def bench_train(root: Path) -> None:
     for name in ("monot5", "monobert", "knrm", "duet", "pacrr"):
         set_seed(0)
         model, tc = _embedded_model(r, cfg, name)
-        figs = train(model, data, seed=0, cfg=TrainConfig.from_config(tc, {"epochs": 1}), progress=False)
+        figs = train(model, data, seed=0, cfg=Training.of(tc, {"epochs": 1}), progress=False)
         emit(f"train_{name}_instances_per_s_cpu", figs["instances_per_s"])
         bench_checkpoint_verify(model, name, root / "checkpoints" / name)
 
@@ -311,10 +307,10 @@ def bench_monot5(root: Path) -> None:
     import pandas as pd
     from pyterrier_t5 import MonoT5ReRanker
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.models import load_checkpoint
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.lib.trainer import set_seed
 
     cfg = compose([f"store={root / 'monot5'}"])
@@ -540,7 +536,7 @@ t0 = float(sys.argv[1])
 from leakexp.models.paper import PaperModels, synthetic_pairs
 from leakexp.models import get
 from leakexp.models.capreolus import IdfTable
-from leakexp.lib.trainer import TrainConfig, set_seed, train
+from leakexp.lib.trainer import Training, set_seed, train
 name, glove = sys.argv[2], sys.argv[3]
 paper = PaperModels(sys.argv[4])
 set_seed(0)
@@ -548,7 +544,7 @@ model = get(name)(**dict(paper.params(name), embeddings=glove))
 data = synthetic_pairs(32, doc_words=700)
 if model.needs_idf:
     model.use_idf(IdfTable.from_docs(data.text))
-train(model, data, seed=0, cfg=TrainConfig.of_model(name, updates=1), progress=False)
+train(model, data, seed=0, cfg=Training.of_model(name, updates=1), progress=False)
 print(time.time() - t0)
 """
 
@@ -573,14 +569,14 @@ def bench_pipeline(root: Path) -> None:
     import pandas as pd
     import torch
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.models.base import ties_per_query
     from leakexp.models.paper import PaperModels, synthetic_pairs
     from leakexp.models.vectors import load_word_vectors
     from leakexp.stages.rerank import rerank
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
-    from leakexp.lib.trainer import PairBatches, TrainConfig, micro_batches, pairs_of, set_seed, train
+    from leakexp.runner.registry import runner
+    from leakexp.lib.trainer import PairBatches, Training, micro_batches, pairs_of, set_seed, train
 
     torch.set_num_threads(1)
     glove = write_real_size_glove(root / "glove.6B.300d-size.txt")
@@ -610,8 +606,8 @@ def bench_pipeline(root: Path) -> None:
             model = get(name)(**dict(paper.params(name), embeddings=str(glove)))
             if model.needs_idf:
                 model.use_idf(IdfTable.from_docs(synthetic_pairs(200, doc_words=300, seed=1).text))
-        tc = TrainConfig.of_model(name)
-        batches = micro_batches(len(pos), dataclasses.replace(tc, epochs=1, updates=None), 0)
+        tc = Training.of_model(name)
+        batches = micro_batches(len(pos), tc.model_copy(update=dict(epochs=1, updates=None)), 0)
         # once per training set (the tokens stage): every document encoded
         start = time.perf_counter()
         docs = model.encode_docs(data.drop_duplicates("docno").text.tolist())
@@ -645,7 +641,7 @@ def bench_pipeline(root: Path) -> None:
     for name in ("knrm", "pacrr", "duet", "monobert", "monot5"):
         set_seed(0)
         model, tc = _embedded_model(r, cfg, name)
-        train(model, data, seed=0, cfg=TrainConfig.from_config(tc, {"epochs": 1}), progress=False)
+        train(model, data, seed=0, cfg=Training.of(tc, {"epochs": 1}), progress=False)
         if model.needs_idf:
             from leakexp.models.capreolus import IdfTable
 
@@ -665,11 +661,11 @@ def bench_ties(root: Path) -> None:
     import torch
 
     from leakexp.models.base import ties_per_query
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.stages.rerank import rerank
-    from leakexp.lib.trainer import TrainConfig, set_seed, train
+    from leakexp.lib.trainer import Training, set_seed, train
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     cfg = compose([f"store={root / 'ties'}"])
@@ -681,7 +677,7 @@ def bench_ties(root: Path) -> None:
     for name in WORD_MODELS:
         set_seed(0)
         model, tc = _embedded_model(r, cfg, name)
-        train(model, data, seed=0, cfg=TrainConfig.from_config(tc, {"epochs": 1}), progress=False)
+        train(model, data, seed=0, cfg=Training.of(tc, {"epochs": 1}), progress=False)
         if model.needs_idf:
             from leakexp.models.capreolus import IdfTable
 
@@ -740,7 +736,6 @@ def bench_gpu(root: Path) -> None:
 
     import numpy as np
     import torch
-    from omegaconf import OmegaConf
 
     from leakexp.runner.config import model_config
 
@@ -752,7 +747,8 @@ def bench_gpu(root: Path) -> None:
     names = os.environ.get("LEAKEXP_BENCH_MODELS", "monot5,monobert,knrm,duet,pacrr").split(",")
     from leakexp.models.paper import PaperModels, synthetic_pairs
     from leakexp.runner.store import atomic_write_json
-    from leakexp.lib.trainer import PairBatches, TrainConfig, batch_loss, configure_precision, loader_workers, pairs_of, set_seed, train
+    from leakexp.lib.trainer import PairBatches, Training, batch_loss, loader_workers, pairs_of, set_seed, train
+    from leakexp.runner.jobs import configure_precision
 
     configure_precision("highest")
     sync = torch.cuda.synchronize if on_gpu else (lambda: None)
@@ -770,7 +766,7 @@ def bench_gpu(root: Path) -> None:
             continue
         set_seed(0)
         model = paper.build(name).to(device)
-        cfg = TrainConfig.of_model(name)
+        cfg = Training.of_model(name)
         per_update = cfg.batch_size * cfg.grad_accum
         data = synthetic_pairs(per_update * min(n_updates, 20), doc_words=900)  # passes repeat beyond 20 updates
         # the documents encoded once, as the tokens stage stores them; batches collated by the loader's workers
@@ -778,10 +774,10 @@ def bench_gpu(root: Path) -> None:
         docs = model.encode_docs(unique.text.tolist())
         docs.keys = unique.docno.tolist()
         workers = loader_workers("auto", device)
-        train(model, data, seed=0, cfg=dataclasses.replace(cfg, updates=2), device=device, progress=False,
+        train(model, data, seed=0, cfg=cfg.model_copy(update=dict(updates=2)), device=device, progress=False,
               docs=docs, workers=workers)  # warm-up
         sync()
-        result = train(model, data, seed=1, cfg=dataclasses.replace(cfg, updates=n_updates), device=device,
+        result = train(model, data, seed=1, cfg=cfg.model_copy(update=dict(updates=n_updates)), device=device,
                        progress=False, docs=docs, workers=workers)
         train_ips = result["instances_per_s"]
         pos, neg = pairs_of(data)
@@ -792,7 +788,7 @@ def bench_gpu(root: Path) -> None:
 
         train_flops = count_flops(step) / (2 * cfg.batch_size)
         model.zero_grad(set_to_none=True)
-        score_batch = int(OmegaConf.select(model_config(name), "train.score_batch_size", default=64))
+        score_batch = int(model_config(name)["train"].get("score_batch_size", 64))
         query_rows, doc_rows, _, _ = _scoring_inputs(model, data, 8192)
         model.score_tokens(query_rows, doc_rows, batch_size=score_batch, device=device)  # warm-up
         sync()
@@ -856,10 +852,9 @@ def _forward_flops(model, query_rows, doc_rows, batch: int, device: str) -> int:
 def _paper_compute() -> dict:
     """How experiment=paper computes monoT5 and monoBERT on CUDA: its precision section and each model's cuda block
     (the settings the stages read there)."""
-    from leakexp.grid.registry import settings_of
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
-    s = settings_of(compose(["experiment=paper"]))
+    s = compose(["experiment=paper"])
     return {"precision": s.precision, **{m: s.model_of(m) for m in ("monot5", "monobert")}}
 
 
@@ -876,7 +871,7 @@ def bench_fast_path(name: str, paper, device: str, peak: float | None, n_updates
     import numpy as np
     import torch
 
-    from leakexp.lib.trainer import PairBatches, TrainConfig, batch_loss, loader_workers, pairs_of, set_seed, train
+    from leakexp.lib.trainer import PairBatches, Training, batch_loss, loader_workers, pairs_of, set_seed, train
     from leakexp.models.compute import Compute
     from leakexp.stages.train import on_cuda
 
@@ -906,7 +901,7 @@ def bench_fast_path(name: str, paper, device: str, peak: float | None, n_updates
         set_seed(0)
         return paper.build(name).to(device).use(compute)
 
-    base_cfg = TrainConfig.of_model(name, **({"grad_accum": 1} if paper.shapes == "tiny" else {}))  # tiny: quick
+    base_cfg = Training.of_model(name, **({"grad_accum": 1} if paper.shapes == "tiny" else {}))  # tiny: quick
     per_update = base_cfg.batch_size * base_cfg.grad_accum
     data = synthetic_pairs_for(paper, per_update * min(n_updates, 20))
     n_docs = 2048 if paper.shapes == "paper" else 64
@@ -944,7 +939,7 @@ def bench_fast_path(name: str, paper, device: str, peak: float | None, n_updates
     # training: the model file's recipe, eager (baseline) and compiled (fast), fp32 weights under autocast
     shape = on_cuda({"batch_size": base_cfg.batch_size, "grad_accum": base_cfg.grad_accum},
                     {"micro_batch": settings.cuda.micro_batch})
-    fast_cfg = dataclasses.replace(base_cfg, **shape)
+    fast_cfg = base_cfg.model_copy(update=dict(**shape))
     for row, (compute, cfg) in {"baseline": (Compute(legacy=True), base_cfg),
                                 "fast": (Compute(compile=precision.train_compile and compile_), fast_cfg)}.items():
         reset_peak()
@@ -955,11 +950,11 @@ def bench_fast_path(name: str, paper, device: str, peak: float | None, n_updates
         workers = loader_workers("auto", device)
         sync()
         start = time.perf_counter()
-        warm = train(model, data, seed=0, cfg=dataclasses.replace(cfg, updates=min(2, n_updates)), device=device,
+        warm = train(model, data, seed=0, cfg=cfg.model_copy(update=dict(updates=min(2, n_updates))), device=device,
                      progress=False, docs=docs, workers=workers)  # compiles, if compiled
         sync()
         first_s = time.perf_counter() - start
-        result = train(model, data, seed=1, cfg=dataclasses.replace(cfg, updates=n_updates), device=device,
+        result = train(model, data, seed=1, cfg=cfg.model_copy(update=dict(updates=n_updates)), device=device,
                        progress=False, docs=docs, workers=workers)
         ips = result["instances_per_s"]
         if row == "baseline":

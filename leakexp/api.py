@@ -25,16 +25,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from leakexp.grid.registry import runner as make_runner
+from leakexp.runner.registry import compose, runner as make_runner
 from leakexp.grid.work import counted
-from leakexp.runner.config import compose
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import Settings
-from leakexp.runner.stage import Ask
+from leakexp.runner.stage import Ask, stages
 from leakexp.stages.cell import Cell, grid_cells
 
 CELL_FIELDS = ("corpus", "leakage", "size", "model", "seed")
-CELL_STAGES = ("train", "rerank", "evaluate")  # the stages of a cell whose state cells() reports
 
 
 def open_store(path: str | Path | None = None, overrides: Sequence[str] = ()) -> "GridStore":
@@ -47,8 +45,7 @@ def open_store(path: str | Path | None = None, overrides: Sequence[str] = ()) ->
         store = leakexp.open_store("store", overrides=["experiment=demo"])
     """
     given = [f"store={Path(path).expanduser().resolve()}"] if path is not None else []
-    cfg = compose([*overrides, *given])
-    r = make_runner(cfg, readonly=True)
+    r = make_runner(compose([*overrides, *given]), readonly=True)
     if not r.store.root.is_dir():
         raise FileNotFoundError(f"no store at {r.store.root}; give the folder a run wrote (store= or LEAKEXP_STORE)")
     return GridStore(r, [*overrides])
@@ -76,9 +73,10 @@ class GridStore:
     def cells(self) -> pd.DataFrame:
         """The configured grid's cells, one row each (corpus, leakage, size, model, seed) with the state of its
         train, rerank and evaluate artifacts: done, missing, running, failed, damaged, stale or data missing."""
-        rows = [[*(getattr(c, f) for f in CELL_FIELDS), *(self.runner.state(c.ask(s))[0] for s in CELL_STAGES)]
+        per_cell = [st.name for st in stages() if st.per_cell]  # a cell's own stages: train, rerank, evaluate
+        rows = [[*(getattr(c, f) for f in CELL_FIELDS), *(self.runner.state(c.ask(s))[0] for s in per_cell)]
                 for c in grid_cells(self.settings)]
-        return pd.DataFrame(rows, columns=[*CELL_FIELDS, *CELL_STAGES])
+        return pd.DataFrame(rows, columns=[*CELL_FIELDS, *per_cell])
 
     def cell(self, cell: Cell | str | Mapping | object | None = None, **fields) -> Cell:
         """A cell from keywords (``corpus=…, leakage=…, size=…, model=…, seed=…``), a row of :meth:`cells`, a
@@ -157,7 +155,7 @@ class GridStore:
         bf16 setting). ``device``: the configuration's (``device=auto``: CUDA where there is one) unless given."""
         import pyterrier as pt
 
-        from leakexp.lib.trainer import resolve_device
+        from leakexp.runner.jobs import resolve_device
 
         c = self.cell(cell, **fields)
         model = self.model(c)

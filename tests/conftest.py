@@ -110,7 +110,7 @@ def small_store(tmp_path_factory, toy_prepared):
 
 @pytest.fixture(scope="session")
 def small_cfg(small_store):
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     return compose([f"store={small_store}", *SMALL])
 
@@ -121,7 +121,7 @@ def small_run(small_cfg):
     mean measures per cell, tables directory)."""
     from leakexp.stages.cell import grid_cells
     from leakexp.grid.work import run_cell
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.tables.paper import write_tables
 
     r = runner(small_cfg)

@@ -18,18 +18,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from leakexp.runner.config import compose
+from leakexp.runner.registry import compose
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import config_hash
 from leakexp.stages.cell import grid_cells
-from leakexp.grid.work import cell_asks, shared_asks
-from leakexp.grid.registry import runner
-from leakexp.grid.registry import settings_of
+from leakexp.grid.work import demo_asks as extras, grid_asks
+from leakexp.runner.registry import runner
 
 # the demo on any machine: a stage that records its device would otherwise key a GPU machine's artifacts apart
 OVERRIDES = ["experiment=demo", "device=cpu"]
 DATA = Path(__file__).resolve().parent / "data" / "demo_key_records.json.gz"
-EXTRAS = (Ask.of("audit"), Ask.of("graph"))  # what `leakexp demo` computes beside the grid
 
 
 def demo_runner(store: Path):
@@ -40,8 +38,8 @@ def demo_runner(store: Path):
 
 def demo_asks(cfg, r) -> list[Ask]:
     """Every artifact `leakexp demo` asks for, and everything upstream of them, each once (normalised)."""
-    asks = [a for rows in (shared_asks(cfg, r), cell_asks(settings_of(cfg), grid_cells(settings_of(cfg)))) for v in rows.values() for a in v]
-    return list(dict.fromkeys(b for a in [*asks, *EXTRAS] for b in r.upstream(a)))
+    asks = [a for v in grid_asks(cfg, r).values() for a in v] + extras(cfg, r)  # and what `leakexp demo` adds
+    return list(dict.fromkeys(b for a in asks for b in r.upstream(a)))
 
 
 def records(store: Path) -> dict[str, dict]:

@@ -107,7 +107,7 @@ def test_detection_quality_counts_planted_leaks_only():
 
 
 def test_toy_detection_recovers_planted_leaks(small_run, small_cfg):
-    from leakexp.stages.detect import leak_pairs
+    from leakexp.lib.candidates import leak_pairs
     from leakexp.runner.stage import Ask
 
     r = small_run[0]
@@ -132,7 +132,7 @@ def test_cli_import_writes_verified_leaks_per_corpus(tmp_path, capsys):
 
 def test_cli_review_exports_the_published_format(small_run, small_cfg, tmp_path):
     out = tmp_path / "review.jsonl"
-    assert main(["annotations", "review", f"store={small_cfg.store}", "data.queries_per_source=600",
+    assert main(["annotations", "review", f"store={small_cfg.run.store}", "data.queries_per_source=600",
                  "--out", str(out), "--label-with-truth"]) == 0
     recs = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(recs) > 50 and set(recs[0]) == {"id", "data", "label", "title", "topic", "variant", "narrative",

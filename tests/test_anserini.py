@@ -87,9 +87,10 @@ def _trec_run(path: Path) -> pd.DataFrame:
 def test_leakexps_anserini_run_equals_anserinis_searchcollection(tmp_path, jar):
     """The toy world's Core 2017 top-100 through leakexp's stages equals SearchCollection's own run on the same
     index (the toy world's TREC topic file, Anserini's own topic reader and default analysis, k1 0.9, b 0.4)."""
-    from leakexp.runner.config import compose, corpus_config
+    from leakexp.runner.config import corpus_config
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = compose([f"store={tmp_path / 'store'}", "bm25.backend=anserini", "bm25.stemmer=porter",
                    "bm25.stopwords=lucene", "rerank.depth=100"])
@@ -97,7 +98,7 @@ def test_leakexps_anserini_run_equals_anserinis_searchcollection(tmp_path, jar):
     ours = r.get(Ask.of("firststage", corpus="toy_core17"))
     index = r.get(Ask.of("index", name="toy_core17"))
     assert (index / "lucene").is_dir() and not (index / "pisa").exists()
-    topics = r.get(Ask.of("toy")) / str(corpus_config("toy_core17").collection) / "topics.txt"
+    topics = r.get(Ask.of("toy")) / str(corpus_config("toy_core17")["collection"]) / "topics.txt"
     out = tmp_path / "cli.run"
     subprocess.run(["java", "-cp", str(jar), "io.anserini.search.SearchCollection", "-index", str(index / "lucene"),
                     "-topics", str(topics), "-topicreader", "Trec", "-bm25", "-bm25.k1", "0.9", "-bm25.b", "0.4",
@@ -113,9 +114,9 @@ def test_leakexps_anserini_run_equals_anserinis_searchcollection(tmp_path, jar):
 
 
 def test_missing_java_is_one_error_naming_the_fix_before_any_work(tmp_path, monkeypatch):
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import ConfigError
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = compose([f"store={tmp_path / 'store'}", "bm25.backend=anserini", "bm25.stemmer=porter"])
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -139,14 +140,14 @@ def test_missing_jar_names_make_setup(tmp_path, monkeypatch):
 
 
 def test_anserini_offers_its_own_stemmers_only():
-    from leakexp.grid.registry import compose_checked as compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import ConfigError
 
     with pytest.raises(ConfigError, match="bm25.stemmer=porter2 is not one of Anserini's stemmers"):
         compose(["bm25.backend=anserini", "bm25.stemmer=porter2"])
     with pytest.raises(ConfigError, match="bm25.backend"):
         compose(["bm25.backend=lucene"])
-    from leakexp.runner.config import compose as compose_only
+    from leakexp.runner.registry import compose as compose_only
 
     assert compose_only(["experiment=paper"]).bm25.backend == "anserini"
     assert compose_only([]).bm25.backend == "pisa"

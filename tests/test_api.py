@@ -156,9 +156,9 @@ def test_docs_python_example_runs_on_a_finished_store(small_run, small_store, mo
 def test_a_model_that_reads_idf_scores_as_the_stored_run(seeded_store, tmp_path):
     """Duet reads the idf of the collection it ranks: the API gives it the corpus's df table, as the stage does."""
     import leakexp
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.grid.work import run_cell
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     store_dir = seeded_store(tmp_path / "store")
     overrides = [*SMALL, "grid.models=[duet]", "grid.corpora=[toy_core17]", "grid.leakages=[test]", "grid.sizes=[128]"]

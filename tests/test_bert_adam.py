@@ -9,13 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from floats import EPS32, assert_close_float32
 from leakexp.lib.bert_adam import BertAdamW
 from leakexp.models import REGISTRY
 from leakexp.runner.config import model_config
-from leakexp.lib.trainer import ResumeState, TrainConfig, lr_factor, make_optimizer, set_seed, train
+from leakexp.lib.trainer import ResumeState, Training, lr_factor, make_optimizer, set_seed, train
 
 
 class Reference:
@@ -79,11 +78,11 @@ def test_bert_schedule_starts_at_zero_and_decays_over_the_whole_run():
 
 
 def test_dl4marco_trains_with_bert_adamw_and_torch_adamw_stays_a_named_alternative(tiny_bert):
-    cfg = TrainConfig.from_config(OmegaConf.to_container(model_config("monobert").train), {"epochs": 1})
+    cfg = Training.of(model_config("monobert")["train"], {"epochs": 1})
     opt = make_optimizer(REGISTRY["monobert"](checkpoint=tiny_bert), cfg)
     assert type(opt) is BertAdamW and (cfg.decay, cfg.max_grad_norm, opt.defaults["eps"]) == ("bert", 1.0, 1e-6)
     assert [g["weight_decay"] for g in opt.param_groups] == [0.01, 0.0]
-    torch_cfg = TrainConfig(**dict(vars(cfg), optimizer="adamw"))
+    torch_cfg = Training(**dict(vars(cfg), optimizer="adamw"))
     assert type(make_optimizer(REGISTRY["monobert"](checkpoint=tiny_bert), torch_cfg)) is torch.optim.AdamW
 
 
@@ -98,7 +97,7 @@ def _pairs(n: int) -> pd.DataFrame:
 # 8 updates of 2 micro-batches of 2 pairs, 2 of them warmup (the first at lr 0); a large lr so that every update moves
 # the weights well above float32 rounding, a weight decay that shows, and a clipping norm that the small BERT's
 # gradients (norms 0.1-0.3) cross
-CFG = TrainConfig(batch_size=2, grad_accum=2, lr=2e-3, optimizer="bert_adamw", weight_decay=0.05, adam_eps=1e-6,
+CFG = Training(batch_size=2, grad_accum=2, lr=2e-3, optimizer="bert_adamw", weight_decay=0.05, adam_eps=1e-6,
                   warmup=0.25, decay="bert", max_grad_norm=0.15, group_by_length=False)
 
 
@@ -136,7 +135,7 @@ def test_training_equals_a_port_of_bert_optimization_py(tiny_bert, monkeypatch):
     set_seed(5)
     other = REGISTRY["monobert"](checkpoint=tiny_bert, max_length=32)
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", real)
-    train(other, _pairs(32), seed=1, cfg=TrainConfig(**dict(vars(CFG), optimizer="adamw")), progress=False)
+    train(other, _pairs(32), seed=1, cfg=Training(**dict(vars(CFG), optimizer="adamw")), progress=False)
     assert np.abs(dict(other.named_parameters())[w].detach().numpy() - ref.params[w]).max() > 1e-4
 
 

@@ -3,7 +3,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from leakexp.stages.build import NEGATIVES_CHUNK, _negatives
+from leakexp.stages.build import NEGATIVES_CHUNK, NegativeRuns
 from leakexp.lib.training_sets import BuildError, Negatives, build_set, export_monot5, filler_order
 from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
 
@@ -276,9 +276,9 @@ def test_toy_pipeline_meets_and_handles_the_real_datas_hazards(small_cfg):
     import json
 
     from leakexp.lib.training_sets import excluded_queries
-    from leakexp.stages.detect import above_threshold
+    from leakexp.lib.candidates import above_threshold
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     r = runner(small_cfg)
     path = r.ensure(Ask.of("build", corpus="toy_robust", leakage="test", size=128))
@@ -325,7 +325,7 @@ def test_a_negatives_chunk_past_the_end_of_the_fillers_is_empty_not_an_error(tmp
     fillers = pd.DataFrame({"qid": ["1", "2"], "text": ["a", "b"], "source": ["msmarco", "orcas"]})
     ctx = SimpleNamespace(params={"part": "1"}, inputs={"queries": fillers, "index": None})
     assert len(fillers) < NEGATIVES_CHUNK
-    assert _negatives(ctx, tmp_path) == {"queries": 0, "rows": 0}
+    assert NegativeRuns().compute(ctx, tmp_path) == {"queries": 0, "rows": 0}
     run = pd.read_parquet(tmp_path / "run.parquet")
     assert list(run.columns) == ["source", "qid", "docno", "rank"] and run.empty
     neg = Negatives.from_frames(pd.DataFrame({"source": ["msmarco"], "qid": ["1"], "docno": ["d"]}), run, seed=0)

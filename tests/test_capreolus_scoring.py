@@ -12,10 +12,10 @@ from conftest import paper_env
 
 from leakexp.models.base import Reranker, rank_with_docno_ties, round_scores, ties_per_query
 from leakexp.models.vectors import load_word_vectors, unit_rows
-from leakexp.runner.config import compose, resolved_model_config
+from leakexp.runner.registry import compose
 from leakexp.lib import memorization as pure
 from leakexp.stages.cell import Cell
-from leakexp.grid.registry import runner as make_runner
+from leakexp.runner.registry import runner as make_runner
 from leakexp.stages.rerank import rerank, scoring
 
 
@@ -103,24 +103,23 @@ def test_score_dtype_keys_reranking_and_memorization_not_training(tmp_path):
 def test_experiment_paper_scores_capreolus_models_in_float16_on_unit_vectors(tmp_path, monkeypatch):
     cfg = compose([f"store={tmp_path}", *paper_env(tmp_path, monkeypatch)])
     for model in ("knrm", "pacrr", "duet"):
-        m = resolved_model_config(cfg, model)
+        m = cfg.model_of(model)
         assert (m.score_dtype, m.unit_vectors) == ("float16", True)
     for model in ("monot5", "monobert"):
-        assert "score_dtype" not in resolved_model_config(cfg, model)  # the schema's float32
+        assert "score_dtype" not in cfg.values["models"][model]  # the schema's float32
     demo = compose([f"store={tmp_path}"])
-    assert "score_dtype" not in resolved_model_config(demo, "knrm")
+    assert "score_dtype" not in demo.values["models"]["knrm"]
 
 
 def test_captions_say_which_models_scores_are_rounded_and_read_unit_vectors(tmp_path, monkeypatch):
-    from leakexp.grid.registry import settings_of
     from leakexp.tables.captions import recipe_note
 
-    paper = settings_of(compose([f"store={tmp_path}", *paper_env(tmp_path, monkeypatch)]))
+    paper = compose([f"store={tmp_path}", *paper_env(tmp_path, monkeypatch)])
     note = recipe_note(paper, ["monot5", "knrm", "pacrr", "duet"])
     assert "Scores of KNRM, PACRR, Duet are rounded to float16 before ranking" in note
     assert "KNRM, PACRR, Duet read GloVe rows at unit length" in note
     assert "float16" not in recipe_note(paper, ["monot5"])
-    demo = settings_of(compose([f"store={tmp_path}"]))
+    demo = compose([f"store={tmp_path}"])
     assert "float16" not in recipe_note(demo, ["knrm", "duet"]) and "unit length" not in recipe_note(demo, ["knrm"])
 
 

@@ -83,7 +83,7 @@ def test_graph_audit_takes_overrides_like_every_command(tmp_path, capsys, monkey
     monkeypatch.chdir(tmp_path)
     assert main(["graph-audit", f"store={tmp_path / 'elsewhere'}"]) == 0
     assert "report:" in capsys.readouterr().out
-    assert list((tmp_path / "elsewhere" / "graph" / "synthetic").iterdir())  # the override's store, not ./store
+    assert list((tmp_path / "elsewhere" / "graph-audit" / "synthetic").iterdir())  # the override's store, not ./store
     assert not (tmp_path / "store").exists()
 
 

@@ -1,6 +1,7 @@
 import pytest
 
-from leakexp.runner.config import ConfigError, compose
+from leakexp.runner.config import ConfigError
+from leakexp.runner.registry import compose
 
 
 def test_demo_is_the_default_and_paper_describes_the_study():
@@ -42,65 +43,60 @@ def test_paper_sweep_matches_the_grid():
     ("evaluate.mfr=rank1", "evaluate.mfr: input should be 'reciprocal_of_mrr' or 'arithmetic'"),
 ])
 def test_bad_values_name_the_key(override, key):
-    from leakexp.grid import registry as stages
+    from leakexp.runner import registry as stages
 
     extra = ["leakage=msm"] if override.startswith("size=100") else []
     with pytest.raises(ConfigError, match=key.replace("[", r"\[")):
-        stages.compose_checked([override, *extra])  # the stages' own sections (e.g. evaluate) are checked here
+        stages.compose([override, *extra])  # the stages' own sections (e.g. evaluate) are checked here
 
 
-def test_a_stage_section_is_checked_before_a_runner_exists(tmp_path):
-    """``evaluate`` is the evaluation stage's section: composing alone does not judge it, building the runner does,
-    before anything is written to the store."""
-    from leakexp.grid import registry as stages
-
-    cfg = compose([f"store={tmp_path / 'store'}", "evaluate.mfr_missing=zero"])
+def test_a_stage_section_is_checked_when_the_configuration_is_composed(tmp_path):
+    """``evaluate`` is the evaluation stage's section: composing judges it, as every section, before a runner exists
+    and anything is written to the store."""
     with pytest.raises(ConfigError, match="evaluate.mfr_missing: input should be 'skip', 'depth' or 'infinite'"):
-        stages.runner(cfg)
+        compose([f"store={tmp_path / 'store'}", "evaluate.mfr_missing=zero"])
     assert not (tmp_path / "store").exists()
 
 
 def test_paper_models_use_the_papers_weights_and_demo_the_embedded_ones():
-    from leakexp.runner.config import resolved_model_config
 
     paper = compose(["experiment=paper"])
-    assert resolved_model_config(paper, "monot5").checkpoint == "t5-base@a9723ea7f1b39c1eae772870f3b547bf6ef7e6c1"
-    assert resolved_model_config(paper, "monobert").checkpoint == \
+    assert paper.model_of("monot5").checkpoint == "t5-base@a9723ea7f1b39c1eae772870f3b547bf6ef7e6c1"
+    assert paper.model_of("monobert").checkpoint == \
         "bert-base-uncased@86b5e0934494bd15c9632b12f734a8a67f723594"  # pinned to a commit: its keys name it
-    assert resolved_model_config(paper, "monobert").train.lr == 3e-6  # dl4marco-bert README
-    assert resolved_model_config(paper, "knrm").train.batch_size == 32  # Capreolus
+    assert paper.model_of("monobert").train.lr == 3e-6  # dl4marco-bert README
+    assert paper.model_of("knrm").train.batch_size == 32  # Capreolus
     demo = compose([])
-    assert resolved_model_config(demo, "monot5").checkpoint == "embedded"
-    assert resolved_model_config(demo, "knrm").embeddings == "bundled"
+    assert demo.model_of("monot5").checkpoint == "embedded"
+    assert demo.model_of("knrm").embeddings == "bundled"
     # the command line wins over the experiment's model_overrides for the selected model
-    assert resolved_model_config(compose(["model.train.lr=0.5"]), "knrm").train.lr == 0.5
+    assert compose(["model.train.lr=0.5"]).model_of("knrm").train.lr == 0.5
 
 
 def test_the_embedded_monot5_is_refused_for_real_data():
-    from leakexp.grid import registry as stages
+    from leakexp.runner import registry as stages
 
     with pytest.raises(ConfigError, match="models.monot5.checkpoint=embedded needs the toy world"):
-        stages.compose_checked(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]",
+        stages.compose(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]",
                         "model=monot5", "model_overrides.monot5.checkpoint=embedded"])
-    stages.compose_checked(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]", "model=monot5"])
+    stages.compose(["experiment=paper", "verify.annotations=[a.jsonl]", "detect.fields=[title]", "model=monot5"])
 
 
 def test_corpus_overrides_change_any_corpus_of_the_grid_and_the_keys_that_read_it(tmp_path):
     """``corpus.*`` changes the selected corpus only; ``corpus_overrides.<name>.*`` any corpus of the grid (e.g. the
     leak counts a smaller collection supports), and re-keys exactly that corpus's leaked training sets."""
-    from leakexp.grid import registry as stages
+    from leakexp.runner import registry as stages
     from leakexp.stages.cell import Cell
-    from leakexp.runner.config import resolved_corpus_config, resolved_values
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     base = [f"store={tmp_path}", "grid.sizes=[128]"]
     cfg = compose([*base, "corpus_overrides.toy_core17.fixed_leak_queries=3", "corpus.test_leak_queries=8"])
-    corpora = resolved_values(cfg)["corpora"]
+    corpora = cfg.values["corpora"]
     assert corpora["toy_core17"]["fixed_leak_queries"] == 3 and corpora["toy_core17"]["test_leak_queries"] == 24
     assert corpora["toy_robust"]["test_leak_queries"] == 8 and corpora["toy_core18"]["fixed_leak_queries"] == 24
     # the command line's corpus.* wins over corpus_overrides for the selected corpus
     both = compose([*base, "corpus_overrides.toy_robust.fixed_leak_queries=5", "corpus.fixed_leak_queries=7"])
-    assert resolved_corpus_config(both, "toy_robust").fixed_leak_queries == 7
+    assert both.corpus_of("toy_robust").fixed_leak_queries == 7
     plain = runner(compose(base), readonly=True)
     changed = runner(cfg, readonly=True)
     key = lambda r, corpus, leakage: r.path(Cell(corpus, leakage, 128, "knrm", 1).ask("build")).name  # noqa: E731
@@ -110,14 +106,14 @@ def test_corpus_overrides_change_any_corpus_of_the_grid_and_the_keys_that_read_i
     with pytest.raises(ConfigError, match="corpus_overrides.toy_core19 names no corpus"):
         compose([*base, "corpus_overrides.toy_core19.fixed_leak_queries=3"])
     with pytest.raises(ConfigError, match="corpora.toy_core18.fixed_leak_queries"):
-        stages.compose_checked([*base, "corpus_overrides.toy_core18.fixed_leak_queries=-1"])
+        stages.compose([*base, "corpus_overrides.toy_core18.fixed_leak_queries=-1"])
 
 
 def test_the_documents_check_and_leak_counts_re_key_neither_collection_nor_pool(tmp_path):
     """Accepting a short corpus on purpose, or another leak count, re-keys its check (corpus-stats) or the training sets
     that read it, not the collection and pool that everything else (detection, every set and model) derives from."""
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     def keys(*extra):
         r = runner(compose([f"store={tmp_path}", *extra]), readonly=True)
@@ -135,19 +131,19 @@ def test_the_documents_check_and_leak_counts_re_key_neither_collection_nor_pool(
 
 
 def test_a_composed_config_is_the_callers_and_an_edited_config_file_composes_anew(tmp_path, monkeypatch):
-    """Compositions are kept per content of conf/ (Hydra's takes about 0.2 s): a caller changing the config it got
+    """Hydra's compositions are kept per content of conf/ (each takes about 0.2 s): a caller changing the config it got
     changes nobody else's, and an edit of any YAML file, same size and modification time included, is composed anew."""
     import os
     import shutil
 
-    from leakexp.runner.config import conf_dir
+    from leakexp.runner.config import compose_raw, conf_dir
 
     shutil.copytree(conf_dir(), tmp_path / "conf")
     monkeypatch.setenv("LEAKEXP_CONF", str(tmp_path / "conf"))
-    first = compose(["model=knrm"])
+    first = compose_raw(["model=knrm"])
     first.seed = 99
     first.model.train.lr = 123.0
-    again = compose(["model=knrm"])
+    again = compose_raw(["model=knrm"])
     assert again.seed == 1 and again.model.train.lr != 123.0 and again is not first
     path = tmp_path / "conf" / "config.yaml"
     stat = path.stat()
@@ -156,11 +152,11 @@ def test_a_composed_config_is_the_callers_and_an_edited_config_file_composes_ane
     assert edited != text and len(edited) == len(text)
     path.write_text(edited)
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # a same-size edit within the clock's resolution
-    assert compose(["model=knrm"]).seed == 7
+    assert compose_raw(["model=knrm"]).seed == 7
     monkeypatch.delenv("LEAKEXP_VARIANTS_ROBUST04", raising=False)
-    assert compose(["experiment=paper", "corpus=robust04"]).corpus.variants is None
+    assert compose_raw(["experiment=paper", "corpus=robust04"]).corpus.variants is None
     monkeypatch.setenv("LEAKEXP_VARIANTS_ROBUST04", "/data/variants.tsv")  # read when accessed, not when composed
-    assert compose(["experiment=paper", "corpus=robust04"]).corpus.variants == "/data/variants.tsv"
+    assert compose_raw(["experiment=paper", "corpus=robust04"]).corpus.variants == "/data/variants.tsv"
 
 
 def test_hydra_composes_each_choice_of_config_groups_once(tmp_path, monkeypatch):

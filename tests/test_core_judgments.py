@@ -90,7 +90,7 @@ def test_topics_without_a_relevant_document_in_the_authors_top_100(corpus):
 
 def test_the_plans_topic_counts_are_the_shipped_topics(corpus, tmp_path):
     """``plan`` (which reads no data) assumes 50 topics per Core corpus: the shipped files say so."""
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     c, topics, _, _ = corpus
     assert int(compose([f"store={tmp_path}"]).plan.topics[c]) == len(topics) == 50

@@ -9,7 +9,7 @@ import pytest
 from archive_text import ARCHIVES
 from conftest import SMALL, paper_env
 
-from leakexp.stages.corpus_stats import DocumentStats, check_documents, document_figures
+from leakexp.data.statistics import DocumentStats, check_documents, document_figures
 from leakexp.data.files import DataFormatError
 from leakexp.data.types import DictDocStore
 
@@ -62,7 +62,7 @@ def test_corpus_stats_of_the_toy_world(small_store, capsys):
 
 def test_index_and_idf_manifests_record_the_corpus_figures(small_cfg):
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     r = runner(small_cfg)
     stats = r.store.marker(r.ensure(Ask.of("corpus-stats", name="toy_robust"))).figures
@@ -91,10 +91,10 @@ def test_corpus_stats_of_the_raw_corpora_through_ir_datasets(irds_corpora, tmp_p
 def test_a_corpus_read_almost_empty_stops_the_run(irds_corpora, tmp_path, monkeypatch, capsys):
     """As WaPo through ir_datasets' default text: the corpus-stats stage, before any index, stops with one line."""
     from leakexp.cli.main import main
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.data import irds
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     monkeypatch.setattr(irds, "document_text", lambda doc: getattr(doc, "title", ""))  # a reader that keeps titles
     overrides = [*paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}", "corpus=core18",

@@ -15,7 +15,7 @@ import pytest
 from leakexp.lib import decisions
 from leakexp.lib.training_sets import Negatives, build_set, leaking_queries
 from leakexp.runner.stage import Ask
-from leakexp.stages.detect import leak_pairs
+from leakexp.lib.candidates import leak_pairs
 from leakexp.toolkit.annotations import (read_annotations, review_candidates, to_annotation_records, truth_labels,
                                          verified_leaks, write_annotations)
 
@@ -65,7 +65,7 @@ def _leakage_path(cands, threshold, top_k, collections, truth, pool, fillers, ne
 
 @pytest.fixture(scope="module")
 def leakage_inputs(small_cfg):
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     r = runner(small_cfg)
     s = r.settings

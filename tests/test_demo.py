@@ -2,9 +2,9 @@
 
 import pytest
 
-from leakexp.runner.config import compose
+from leakexp.runner.registry import compose
 from leakexp.cli.commands import demo_extras as extras
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import runner
 
 
 @pytest.mark.slow  # the demo's audit and graph stages twice (about 25 s); make demo (CI) runs them
@@ -13,8 +13,8 @@ def test_demo_extras_are_cached_and_print_the_audit_lines(tmp_path):
     r = runner(cfg)
     first = extras(r)
     computed = r.store.computed()
-    assert sum(c.startswith("graph/synthetic/") for c in computed) == 1
-    assert sum(c.startswith("audit/") for c in computed) == 1  # audit/<key>: one artifact of the toy world's pair
+    assert sum(c.startswith("graph-audit/synthetic/") for c in computed) == 1
+    assert sum(c.startswith("pair-audit/") for c in computed) == 1  # pair-audit/<key>: one artifact of the toy world's pair
     assert extras(r) == first and r.store.computed() == computed  # the second run computes nothing
     assert extras(runner(cfg)) == first and r.store.computed() == computed  # nor does a new runner (a second demo)
     assert any(line.strip().startswith("a_parity_applicable: 0 of ") for line in first)  # vertex re-split
@@ -50,7 +50,7 @@ def test_the_demos_pair_audit_embeds_the_test_texts_once_and_reads_the_training_
 
     monkeypatch.setattr(audit, "SbertEmbedder", Fake)
     r = runner(compose([f"store={seeded_store(tmp_path)}", "data.queries_per_source=600"]))
-    path = r.ensure(Ask.of("audit"))
+    path = r.ensure(Ask.of("pair-audit"))
     assert calls == ["test"]
     assert not any(c.startswith("embed/") for c in r.store.computed())  # the stored embeddings, read
     assert (path / "resample" / "resttest").is_dir() and (path / "decontaminate" / "removed.csv").is_file()
@@ -59,7 +59,7 @@ def test_the_demos_pair_audit_embeds_the_test_texts_once_and_reads_the_training_
 def test_stored_vectors_serve_only_a_list_of_training_texts_they_cover_whole():
     import numpy as np
 
-    from leakexp.stages.audit import _Once
+    from leakexp.stages.pair_audit import _Once
 
     calls = []
 

@@ -6,7 +6,7 @@ import pandas as pd
 
 from leakexp.lib import dense
 from leakexp.lib.dense import embed_to_memmap, exact_topk
-from leakexp.stages.detect import leak_pairs, table1
+from leakexp.lib.candidates import leak_pairs, table1
 
 
 def test_exact_topk_matches_brute_force_across_shards():
@@ -102,7 +102,7 @@ def _collections():
 
 
 def test_topic_fields_keep_a_reused_topic_id_with_another_text_apart():
-    from leakexp.stages.detect import topic_fields
+    from leakexp.lib.candidates import topic_fields
 
     t = topic_fields(list(_collections()), ["title", "description", "variant"])
     got = sorted(zip(t.topic_qid, t.field, t.text, t.corpora))
@@ -180,9 +180,7 @@ def test_detection_embeddings_stay_float32_on_gpu(monkeypatch):
 
 
 def test_table1_caption_states_the_searched_fields(tmp_path):
-    from omegaconf import OmegaConf
-
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import Ask
     from leakexp.tables.paper import write_table1
 
@@ -198,22 +196,18 @@ def test_table1_caption_states_the_searched_fields(tmp_path):
 
     for fields, said in (("[title,description]", "fields searched: title, description (query variants not searched"),
                          ("[title,description,variant]", "fields searched: title, description, variant;")):
-        cfg = compose([f"store={tmp_path}", f"detect.fields={fields}"])
-        OmegaConf.update(cfg, "data.corpora", list(Searched.collections))  # the fake's corpora (Table 1 reads these)
+        cfg = compose([f"store={tmp_path}", f"detect.fields={fields}", "robustness.ood=null",
+                       f"data.corpora=[{','.join(Searched.collections)}]"])  # the fake's corpora (Table 1 reads these)
         assert said in write_table1(cfg, Searched()).read_text()
     # the rounding the threshold is decided on, and what lies within one step of it (0.93: q3's variant, at it)
-    cfg = compose([f"store={tmp_path}", "detect.threshold=0.93"])
-    OmegaConf.update(cfg, "data.corpora", list(Searched.collections))
-    text = write_table1(cfg, Searched()).read_text()
+    corpora = [f"store={tmp_path}", "robustness.ood=null", f"data.corpora=[{','.join(Searched.collections)}]"]
+    text = write_table1(compose([*corpora, "detect.threshold=0.93"]), Searched()).read_text()
     assert "similarities rounded to 4 decimals before the threshold, 1 candidate(s) within 0.0001 of it" in text
-    cfg = compose([f"store={tmp_path}", "detect.threshold=0.5"])
-    OmegaConf.update(cfg, "data.corpora", list(Searched.collections))
-    assert "none within 0.0001 of it." in write_table1(cfg, Searched()).read_text()
+    assert "none within 0.0001 of it." in write_table1(compose([*corpora, "detect.threshold=0.5"]), Searched()).read_text()
 
 
 def test_real_corpus_without_variants_is_an_error_that_says_how_to_fix_it(tmp_path, monkeypatch):
-    from leakexp.runner import config
-    from leakexp.grid import registry as stages
+    from leakexp.runner import registry as stages
     from leakexp.runner.stage import ConfigError
 
     for name in ("ROBUST04", "CORE17", "CORE18"):
@@ -223,12 +217,12 @@ def test_real_corpus_without_variants_is_an_error_that_says_how_to_fix_it(tmp_pa
                r"'variant': give a TSV file of qid<TAB>variant lines .* corpus.variants=/path/to/variants.tsv "
                r".* or search without variants on purpose with detect.fields=\[title,description\]")
     # a requirement of detection, before any data is loaded: a runner that detects refuses ...
-    cfg = stages.compose_checked(overrides)  # composing and read-only commands (plan, status) do not refuse
+    cfg = stages.compose(overrides)  # composing and read-only commands (plan, status) do not refuse
     glove = tmp_path / "glove.txt"
     glove.write_text("the 0.1 0.2\n")
     monkeypatch.setenv("LEAKEXP_GLOVE", str(glove))  # the input files are there: what lacks is the variants
     with pytest.raises(ConfigError, match=message):
-        stages.runner(config.compose(overrides), needs=("detect",))
+        stages.runner(stages.compose(overrides), needs=("detect",))
     # ... and plan / status list it among what a run will still need
     assert any(re.match(message, line) for line in stages.unmet_requirements(cfg))
 

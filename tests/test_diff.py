@@ -23,31 +23,50 @@ NOISE = {"value": 0}
 ORDER = ["vectors", "pairs", "candidates", "counts"]  # the stages' order, as the registry gives it
 
 
-def _vectors(ctx, tmp: Path) -> dict:
-    (tmp / "vec.bin").write_bytes(bytes([1, 2, 3, 4 + NOISE["value"]]) * 256)
-    (tmp / "meta.json").write_text(json.dumps({"dim": ctx.config["embed"]["dim"]}))
-    return {}
+class Vectors(Stage):
+    name, reads = "vectors", ("embed.dim",)
+
+    def compute(self, ctx, tmp: Path) -> dict:
+        (tmp / "vec.bin").write_bytes(bytes([1, 2, 3, 4 + NOISE["value"]]) * 256)
+        (tmp / "meta.json").write_text(json.dumps({"dim": ctx.config["embed"]["dim"]}))
+        return {}
 
 
-def _candidates(ctx, tmp: Path) -> dict:
-    data = ctx.inputs["pairs"]
-    (tmp / "cands.txt").write_text("".join(f"q{i} {b}\n" for i, b in enumerate(data[:8])))
-    (tmp / "README").write_text("candidates\n")
-    return {}
+class Pairs(Stage):
+    name = "pairs"
+
+    def inputs(self, p, c):
+        return {"vectors": Ask.of("vectors")}
+
+    def value(self, ctx):
+        return (ctx.inputs["vectors"] / "vec.bin").read_bytes()
 
 
-def _counts(ctx, tmp: Path) -> dict:
-    (tmp / "count.txt").write_text(str(len((ctx.inputs["candidates"] / "cands.txt").read_text().splitlines())))
-    return {}
+class Candidates(Stage):
+    name = "candidates"
+
+    def inputs(self, p, c):
+        return {"pairs": Ask.of("pairs")}
+
+    def compute(self, ctx, tmp: Path) -> dict:
+        data = ctx.inputs["pairs"]
+        (tmp / "cands.txt").write_text("".join(f"q{i} {b}\n" for i, b in enumerate(data[:8])))
+        (tmp / "README").write_text("candidates\n")
+        return {}
 
 
-STAGES = [
-    Stage("vectors", version=1, reads=("embed.dim",), compute=_vectors),
-    Stage("pairs", version=1, inputs=lambda p, c: {"vectors": Ask.of("vectors")},
-          value=lambda ctx: (ctx.inputs["vectors"] / "vec.bin").read_bytes()),
-    Stage("candidates", version=1, inputs=lambda p, c: {"pairs": Ask.of("pairs")}, compute=_candidates),
-    Stage("counts", version=1, inputs=lambda p, c: {"candidates": Ask.of("candidates")}, compute=_counts),
-]
+class Counts(Stage):
+    name = "counts"
+
+    def inputs(self, p, c):
+        return {"candidates": Ask.of("candidates")}
+
+    def compute(self, ctx, tmp: Path) -> dict:
+        (tmp / "count.txt").write_text(str(len((ctx.inputs["candidates"] / "cands.txt").read_text().splitlines())))
+        return {}
+
+
+STAGES = [Vectors(), Pairs(), Candidates(), Counts()]
 
 
 def _store(root: Path, noise: int, *, extra: bool = False) -> Path:
@@ -158,10 +177,10 @@ def test_a_store_that_is_not_there_is_one_line(tmp_path, capsys, which):
 def test_the_registry_lists_every_stage_after_the_stages_it_reads(tmp_path):
     """The order ``diff`` falls back on where older markers do not link an artifact to what it was made from."""
     from leakexp.grid import overview
-    from leakexp.grid.registry import STAGES as REGISTRY
-    from leakexp.runner.config import compose
+    from leakexp.runner.stage import stages
+    from leakexp.runner.registry import compose
 
-    place = {s.name: i for i, s in enumerate(REGISTRY)}
-    edges = overview.edges(overview.stages(compose(["experiment=demo", f"store={tmp_path}"])))
+    place = {s.name: i for i, s in enumerate(stages())}
+    edges = overview.edges(overview.listing(compose(["experiment=demo", f"store={tmp_path}"])))
     assert len(edges) > 20
     assert [(i, s) for i, s in edges if place[i] >= place[s]] == []

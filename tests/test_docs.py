@@ -35,7 +35,6 @@ import pytest
 from conftest import paper_env
 
 from leakexp.cli.main import main
-from leakexp.grid.registry import settings_of
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "experiments/README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")))
@@ -245,8 +244,8 @@ def furnished_paper(ctx: Ctx) -> list[str]:
 
 def checks_before_data(overrides: list[str]):
     """Compose the overrides and pass every check a computing command makes before it reads data."""
-    from leakexp.runner.config import compose
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import compose
+    from leakexp.runner.registry import runner
 
     cfg = compose(overrides)
     runner(cfg)  # every stage's requirements (None: as a grid cell needs them), the input files included
@@ -292,7 +291,7 @@ def case_toy_status_verify(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command), [*ctx.toy, *TOY_GRID])
     assert rc in (0, 1), err  # complete or not, by what the other cases have computed so far
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[1:] if line.split()}
-    assert {"data", "detect", "train", "rerank", "evaluate"} <= rows.keys(), out
+    assert {"toy", "detect", "train", "rerank", "evaluate"} <= rows.keys(), out
     assert all(r[3] == "0" for r in rows.values()), out  # every checksum re-read: nothing damaged
 
 
@@ -362,19 +361,19 @@ def case_toy_stages(ctx: Ctx, command: str) -> None:
     """Every stage listed with its version and module, computing nothing; with --graph its graph as an SVG."""
     import xml.etree.ElementTree as ET
 
-    from leakexp.grid.registry import STAGES
+    from leakexp.runner.stage import stages
 
     ctx.monkeypatch.chdir(ctx.tmp)
     store = ctx.tmp / "stages-store"
     rc, out, err = ctx.run(words(command), [f"store={store}"])
     assert rc == 0 and not store.exists(), err
     rows = {line.split()[0]: line.split()[1:4] for line in out.splitlines()[1:] if line and not line[0].isspace()}
-    assert all(rows[s.name] == [str(s.version), s.module, "yes"] for s in STAGES), out
+    assert all(rows[s.name] == [str(s.version), s.module, "yes"] for s in stages()), out
     if "--graph" in command:
         path = ctx.tmp / words(command)[words(command).index("--graph") + 1]
         assert out.rstrip().endswith(f"graph: {path.name}")
         ids = {e.get("id") for e in ET.parse(path).getroot().iter()}
-        assert {f"stage:{s.name}" for s in STAGES} <= ids and "edge:build:train" in ids
+        assert {f"stage:{s.name}" for s in stages()} <= ids and "edge:build:train" in ids
 
 
 def case_toy_tables(ctx: Ctx, command: str) -> None:
@@ -458,7 +457,7 @@ def case_paper_cell(ctx: Ctx, command: str) -> None:
     from leakexp.stages.cell import cell_from_config
 
     cfg = checks_before_data([*words(command)[1:], *furnished_paper(ctx)])
-    assert str(cell_from_config(settings_of(cfg))) == "robust04/msm/16000/monot5/seed-3"
+    assert str(cell_from_config(cfg)) == "robust04/msm/16000/monot5/seed-3"
 
 
 def case_paper_compare_runs(ctx: Ctx, command: str) -> None:
@@ -470,7 +469,7 @@ def case_paper_compare_runs(ctx: Ctx, command: str) -> None:
     run = argv[argv.index("--run") + 1]
     assert run_path(run).is_file()  # the authors' run ships with leakexp
     cfg = checks_before_data(["experiment=paper", "rerank.first_stage=null", *furnished_paper(ctx)])
-    assert first_stage_file(cfg.rerank.get("first_stage"), "core17") is None  # leakexp's own BM25 of core17
+    assert first_stage_file(cfg.rerank.first_stage, "core17") is None  # leakexp's own BM25 of core17
 
 
 def case_measure_bundled(ctx: Ctx, command: str) -> None:
@@ -586,7 +585,7 @@ def case_leakexp_run(ctx: Ctx, command: str) -> None:
     refuses without the paper's inputs and passes every check with them."""
     from hydra.utils import get_class
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     argv = shlex.split(command)
     assert argv[:2] == ["leakexp-run", "-m"]
@@ -603,7 +602,7 @@ def case_leakexp_run(ctx: Ctx, command: str) -> None:
     for name in ("ann/01.jsonl", "ann/02.jsonl", "ann/03.jsonl", "ann/04.jsonl"):
         (ctx.tmp / name).parent.mkdir(exist_ok=True)
         (ctx.tmp / name).write_text("{}\n")
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.runner.stage import ConfigError
 
     job = [*plain, *jobs[0]]
@@ -770,7 +769,7 @@ def case_graph_split_files(ctx: Ctx, command: str) -> None:
     assert rc == 0, err
     _graph_lines(out)
     assert "split test: 4 held-out edges" in out
-    assert len(list((ctx.tmp / "store" / "graph").rglob("table5.md"))) == 1  # <store>/graph/<name>/<key>/
+    assert len(list((ctx.tmp / "store" / "graph-audit").rglob("table5.md"))) == 1  # <store>/graph-audit/<name>/<key>/
 
 
 def case_graph_one_file(ctx: Ctx, command: str) -> None:
@@ -789,7 +788,7 @@ def case_graph_synthetic(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command))
     assert rc == 0, err
     _graph_lines(out)
-    assert (ctx.tmp / "store/graph/synthetic/resplit-vertices/edges.tsv").is_file()
+    assert (ctx.tmp / "store/graph-audit/synthetic/resplit-vertices/edges.tsv").is_file()
     assert re.search(r"^  a_parity_applicable: 0 of \d+", out, re.M)  # the vertex split leaves no path
 
 
@@ -941,9 +940,9 @@ def case_make_leakexp(ctx: Ctx, command: str) -> None:
     for key, value in env.items():
         ctx.monkeypatch.setenv(key, str(ctx.tmp / value.lstrip("/")) if key == "LEAKEXP_STORE" else value)
     if "LEAKEXP_STORE" in env:  # the store a grid job writes to is the one the environment names
-        from leakexp.runner.config import compose
+        from leakexp.runner.registry import compose
 
-        assert str(compose(["experiment=paper"]).store) == str(ctx.tmp / env["LEAKEXP_STORE"].lstrip("/"))
+        assert str(compose(["experiment=paper"]).run.store) == str(ctx.tmp / env["LEAKEXP_STORE"].lstrip("/"))
     check(ctx, leakexp)
 
 
@@ -977,7 +976,7 @@ def case_cpu_slurm_run(ctx: Ctx, command: str) -> None:
     (tests/test_slurm.py submits it to a real SLURM)."""
     from hydra.utils import get_class
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     argv = shlex.split(command)
     cfg, _, plain = _hydra_multirun(argv[2:])
@@ -1122,11 +1121,11 @@ CASES = {
     "leakexp split-eval A=runA.trec.gz B=runB.trec.gz --qrels test.qrels --audit audit [--leaked-by "
     "semantic|exact|label|any] [--baseline A]": ("files", case_split_eval),
     # docs/toolkit.md: graph benchmarks
-    "leakexp graph-audit --resplit vertices --out store/graph/synthetic": ("files", case_graph_synthetic),
+    "leakexp graph-audit --resplit vertices --out store/graph-audit/synthetic": ("files", case_graph_synthetic),
     "leakexp graph-audit train=adj.train val=adj.val test=adj.test": ("files", case_graph_split_files),
     "leakexp graph-audit edges.tsv": ("files", case_graph_one_file),
     "sudo apt-get install wordnet-base": ("system", case_apt_wordnet),
-    "leakexp graph-audit --wordnet --pos adj --resplit vertices --out store/graph/wordnet-adj": ("files", case_wordnet),
+    "leakexp graph-audit --wordnet --pos adj --resplit vertices --out store/graph-audit/wordnet-adj": ("files", case_wordnet),
     # README.md and docs/*.md: inline examples
     "leakexp status --why train rerank corpus=… leakage=… size=… model=… seed=…": ("toy", case_toy_status_why),
     "leakexp stages": ("toy", case_toy_stages),

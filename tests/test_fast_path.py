@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import leakexp.lib.trainer as training
-from leakexp.lib.trainer import ResumeState, TrainConfig, host_mask, set_seed, train
+from leakexp.lib.trainer import ResumeState, Training, host_mask, set_seed, train
 from leakexp.models import REGISTRY
 from leakexp.models.compute import Compute, bucket_width, graph_bound
 
@@ -221,12 +221,11 @@ def test_experiment_paper_scores_with_bf16_weights_where_they_drift_no_further_t
     keeps fp32 weights under autocast."""
     from conftest import paper_env
 
-    from leakexp.grid.registry import settings_of
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     with bf16_cpu_kernels():
         autocast, bf16 = drift(build(name), *texts(64, seed=1))
-    paper = settings_of(compose([*paper_env(tmp_path, monkeypatch), f"store={tmp_path}"])).model_of(name)
+    paper = compose([*paper_env(tmp_path, monkeypatch), f"store={tmp_path}"]).model_of(name)
     assert (paper.cuda.rerank_weights == "bf16") == (bf16 <= autocast), (autocast, bf16)
     if name == "monot5":
         assert bf16 <= autocast
@@ -276,19 +275,20 @@ def test_exactly_one_device_to_host_read_per_scored_batch(name, build, monkeypat
 def test_experiment_paper_takes_the_fast_path_on_cuda_only(tmp_path, monkeypatch):
     from conftest import paper_env
 
-    from leakexp.grid.registry import runner
-    from leakexp.runner.config import compose, resolved_values, score_batch_size
+    from leakexp.runner.registry import runner
+    from leakexp.runner.config import resolved_values, score_batch_size
+    from leakexp.runner.registry import compose
 
     paper = compose([*paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}"])
     demo = compose(["experiment=demo", f"store={tmp_path / 'store'}"])
     s = runner(paper, readonly=True).settings
     assert s.precision.train_compile and s.precision.rerank_compile
     assert (s.model_of("monot5").cuda.rerank_weights, s.model_of("monobert").cuda.rerank_weights) == ("bf16", "autocast")
-    models = resolved_values(paper)["models"]
+    models = paper.values["models"]
     assert [score_batch_size(models[m], d) for m in ("monot5", "monobert") for d in ("cuda", "cpu")] == [128, 32] * 2
     d = runner(demo, readonly=True).settings
     assert not d.precision.train_compile and d.model_of("monot5").cuda.rerank_weights == "autocast"
-    assert score_batch_size(resolved_values(demo)["models"]["monot5"], "cuda") == 32
+    assert score_batch_size(demo.values["models"]["monot5"], "cuda") == 32
 
 
 @pytest.mark.parametrize("override,message", [
@@ -298,11 +298,11 @@ def test_experiment_paper_takes_the_fast_path_on_cuda_only(tmp_path, monkeypatch
     ("precision.train_compile=maybe", "precision.train_compile"),
 ])
 def test_a_bad_compute_setting_is_one_line_naming_it(override, message, tmp_path):
-    from leakexp.grid.registry import compose_checked
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import ConfigError
 
     with pytest.raises(ConfigError, match=message) as err:
-        compose_checked(["experiment=demo", f"store={tmp_path}", override])
+        compose(["experiment=demo", f"store={tmp_path}", override])
     assert "\n" not in str(err.value)
 
 
@@ -310,15 +310,15 @@ def test_on_cuda_the_compute_settings_key_the_stages_they_change(tmp_path):
     """A compiled training run is keyed apart from an eager one (Inductor draws its dropout its own way), bf16
     weights and compiled scoring key the re-ranking, not the checkpoint; a batch size keys nothing; a KNRM artifact
     reads none of it. On a CPU none of it is read (the demo's keys: tests/test_key_records.py)."""
-    from leakexp.grid.registry import STAGES, schema_of
-    from leakexp.runner.config import compose, resolved_values
+    from leakexp.runner.stage import stages
+    from leakexp.runner.registry import compose
     from leakexp.runner.pipeline import Runner
     from leakexp.runner.store import Store
     from leakexp.stages.cell import Cell
 
     def keys(*overrides, cuda=True):
         cfg = compose(["experiment=demo", f"store={tmp_path}", *overrides])
-        r = Runner(resolved_values(cfg), STAGES, Store(tmp_path), schemas=schema_of, cuda=cuda)
+        r = Runner(cfg, stages(), Store(tmp_path), cuda=cuda)
         return {(m, stage): r.key(Cell("toy_robust", "msm", 128, m, 1).ask(stage))
                 for m in ("monot5", "monobert", "knrm") for stage in ("train", "rerank")}
 
@@ -405,7 +405,7 @@ class Preempted(BaseException):
 def test_three_compiled_training_updates_resume_to_the_same_bytes(tiny_t5, tmp_path, monkeypatch, one_thread):
     """monoT5 with dropout, its loss compiled: stopped by SIGUSR2 after its second update and resumed, it ends with
     the weights and history of three uninterrupted updates."""
-    cfg = TrainConfig(batch_size=2, grad_accum=2, updates=3, lr=3e-3, optimizer="adafactor")
+    cfg = Training(batch_size=2, grad_accum=2, updates=3, lr=3e-3, optimizer="adafactor")
 
     def model():
         set_seed(3)

@@ -167,8 +167,8 @@ LICENSED_FILES = ("disks45/corpus", "nyt/nyt.tgz", "wapo/WashingtonPost.v2.tar.g
 
 def test_fetch_puts_glove_the_annotations_and_the_runs_where_the_paper_reads_them(spire, served, tmp_path, capsys):
     from leakexp.data.irds_files import home
-    from leakexp.runner.config import compose
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import compose
+    from leakexp.runner.registry import runner
 
     overrides, content = spire
     dl = tmp_path / "dl" / "SPIRE-22@f3ab030"

@@ -15,7 +15,7 @@ from torch import nn
 from leakexp.models import load_checkpoint
 from leakexp.models.base import ties_per_query
 from leakexp.models.paper import PaperModels, synthetic_pairs
-from leakexp.lib.trainer import TrainConfig, set_seed, train
+from leakexp.lib.trainer import Training, set_seed, train
 
 DEVICE = os.environ.get("LEAKEXP_GPU_TEST_DEVICE", "cuda")
 pytestmark = [pytest.mark.gpu,
@@ -47,7 +47,7 @@ def test_trains_and_reranks_on_cuda_in_bf16_at_paper_shapes(name, paper, tmp_pat
                 torch.backends.cudnn.allow_tf32)
     set_seed(0)
     model = paper.build(name)
-    cfg = TrainConfig.of_model(name, updates=3, grad_accum=2)
+    cfg = Training.of_model(name, updates=3, grad_accum=2)
     data = synthetic_pairs(4 * cfg.batch_size, doc_words=900)
     before = {k: v.detach().clone() for k, v in model.state_dict().items()}
     result = train(model, data, seed=0, cfg=cfg, device=DEVICE, progress=False)
@@ -128,7 +128,7 @@ def test_a_training_step_never_waits_for_the_host(name, paper):
         pytest.skip("the sync debug mode exists on CUDA only")
     set_seed(0)
     model = paper.build(name).to(DEVICE).train()
-    cfg = TrainConfig.of_model(name)
+    cfg = Training.of_model(name)
     pos, neg = pairs_of(synthetic_pairs(2 * cfg.batch_size, doc_words=900))
     batches = PairBatches.of(model, pos, neg, [torch.arange(cfg.batch_size).numpy()] * 2)
     loader = iter(batches.loader(workers=1, pin_memory=True))
@@ -155,9 +155,9 @@ def test_one_whole_cell_on_cuda(tmp_path):
     """Train, re-rank and evaluate one demo cell on CUDA through the runner: the stored run is complete and its
     measures are numbers (the path `make grid` takes on a GPU workstation)."""
     from leakexp.stages.cell import Cell
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.grid.work import run_cell
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = compose([f"store={tmp_path / 'store'}", f"device={DEVICE}", "data.queries_per_source=600",
                    "grid.sizes=[128]", "grid.seeds=[1]", "grid.models=[monot5]", "loader_workers=2"])

@@ -329,7 +329,7 @@ def test_cli_strict_labels_header_lines_and_keyed_outputs(tmp_path, capsys, monk
     monkeypatch.setenv("LEAKEXP_STORE", str(tmp_path / "store"))
     for seed in ("1", "2"):
         assert main(["graph-audit", "--seed", seed]) == 0
-    reports = sorted(p.parent for p in (tmp_path / "store" / "graph" / "synthetic").glob("*/summary.json"))
+    reports = sorted(p.parent for p in (tmp_path / "store" / "graph-audit" / "synthetic").glob("*/summary.json"))
     assert len(reports) == 2  # one folder per configuration, none overwritten
     printed = capsys.readouterr().out
     assert all(f"report: {p} " in printed for p in reports)
@@ -348,7 +348,7 @@ def test_cli_graph_audit_reads_split_files_named_like_a_setting_section(tmp_path
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "split test: 3 held-out edges" in out and "  a_parity_applicable: 2 of 3\n" in out
-    assert list((tmp_path / "store" / "graph").iterdir())  # the store setting was read as one
+    assert list((tmp_path / "store" / "graph-audit").iterdir())  # the store setting was read as one
 
 
 def test_wordnet_without_dir_reads_leakexp_wordnet(tmp_path, monkeypatch, capsys):

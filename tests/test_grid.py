@@ -13,12 +13,11 @@ import pandas as pd
 import pytest
 
 from leakexp.cli.main import main
-from leakexp.runner.config import compose
+from leakexp.runner.registry import compose
 from leakexp.stages.cell import Cell, grid_cells
 from leakexp.grid.work import complete, grid_status
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import runner
 from leakexp.runner.store import Store
-from leakexp.grid.registry import settings_of
 
 GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]",
         "grid.leakages=[none,msm]", "grid.sizes=[64,128]", "grid.seeds=[1,2]", "grid.models=[knrm]"]
@@ -51,7 +50,7 @@ def test_kill_9_mid_grid_then_resume_equals_an_uninterrupted_run(tmp_path):
     assert not set(finished) & set(redone)
     cfg = compose([f"store={killed}", *GRID])
     r = runner(cfg, readonly=True)
-    done_cells = [c for c in grid_cells(settings_of(cfg)) if str(r.path(c.ask("evaluate")).relative_to(store.root)) in finished]
+    done_cells = [c for c in grid_cells(cfg) if str(r.path(c.ask("evaluate")).relative_to(store.root)) in finished]
     assert len(done_cells) == len(finished)
     assert not {str(r.path(c.ask("train")).relative_to(store.root)) for c in done_cells} & set(redone)
     assert subprocess.run(LEAKEXP + ["grid", f"store={clean}", *GRID], capture_output=True).returncode == 0
@@ -149,23 +148,23 @@ def test_the_grids_jobs_start_with_the_shared_work_and_end_with_the_robustness_c
     one worker computing them for the first cell while the others wait), the demo's audits next (long jobs beside
     the cells, not last and alone), the cells in grid order, the robustness cells, whose models the cells train."""
     from leakexp.runner.stage import Ask
-    from leakexp.grid import robustness
-    from leakexp.grid.work import grid_jobs, shared_asks
+    from leakexp.stages.robustness import family as robustness
+    from leakexp.grid.work import demo_asks, grid_asks, grid_jobs
 
     cfg = compose(["experiment=demo", f"store={tmp_path}", "grid.sizes=[128]"])
-    cells = grid_cells(settings_of(cfg))
-    jobs = grid_jobs(cfg, runner(cfg, readonly=True), cells, [Ask.of("audit"), Ask.of("graph")])
+    cells = grid_cells(cfg)
+    jobs = grid_jobs(cfg, runner(cfg, readonly=True), cells, demo_asks(cfg))
     kinds = [j.kind for j in jobs]
     assert kinds == sorted(kinds, key=["ask", "cell", "robustness"].index)
     asks = [j.what for j in jobs if j.kind == "ask"]
-    assert [a.stage for a in asks[:2]] == ["embed", "embed"] and asks[-2:] == [Ask.of("audit"), Ask.of("graph")]
+    assert [a.stage for a in asks[:2]] == ["embed", "embed"] and asks[-2:] == [Ask.of("pair-audit"), Ask.of("graph-audit")]
     assert {a.stage for a in asks[2:-2]} == {"index", "firststage"}
     assert [a for a in asks if a.stage == "firststage"] == [Ask.of("firststage", corpus=c) for c in cfg.grid.corpora]
     assert [j.what for j in jobs if j.kind == "cell"] == cells
-    assert [j.what for j in jobs if j.kind == "robustness"] == robustness.robustness_cells(settings_of(cfg)) != []
+    assert [j.what for j in jobs if j.kind == "robustness"] == robustness.robustness_cells(cfg) != []
     assert str(jobs[-1]) == f"robustness {jobs[-1].what}"
     plain = compose([f"store={tmp_path}", "robustness.enabled=false"])  # no extras: the shared work, the cells
-    rows = shared_asks(plain)
+    rows = grid_asks(plain, None, cells[:1])
     shared = [a for row in ("embed", "index", "firststage") for a in rows[row]]
     assert [j.what for j in grid_jobs(plain, None, cells[:1])] == [*shared, cells[0]]
 
@@ -176,18 +175,18 @@ def test_workers_auto_is_one_per_core_on_a_cpu_and_one_on_a_gpu(monkeypatch, tmp
     monkeypatch.delenv("LEAKEXP_WORKERS", raising=False)  # the suite's own default (tests/conftest.py)
     monkeypatch.setattr(grid, "allocated_cpus", lambda: 2)
     cfg = compose(["device=cpu"])
-    assert grid.cell_workers(settings_of(cfg), 90) == 2 and grid.cell_workers(settings_of(cfg), 1) == 1
+    assert grid.cell_workers(cfg, 90) == 2 and grid.cell_workers(cfg, 1) == 1
     monkeypatch.setattr(grid, "allocated_cpus", lambda: 64)
-    assert grid.cell_workers(settings_of(cfg), 90) == 4  # at most 4: each worker holds its models and data
+    assert grid.cell_workers(cfg, 90) == 4  # at most 4: each worker holds its models and data
     monkeypatch.setattr(grid, "_cuda", lambda: True)
-    assert grid.cell_workers(settings_of(compose([])), 90) == 1  # device=auto with a GPU: one cell per GPU (gpu_local launcher)
-    assert grid.cell_workers(settings_of(compose(["device=cpu", "workers=3"])), 90) == 3
+    assert grid.cell_workers(compose([]), 90) == 1  # device=auto with a GPU: one cell per GPU (gpu_local launcher)
+    assert grid.cell_workers(compose(["device=cpu", "workers=3"]), 90) == 3
     assert main(["status", f"store={tmp_path}", "workers=0"]) == 2
     assert "config error: workers:" in capsys.readouterr().err
     # the default comes from LEAKEXP_WORKERS where set (the test suite runs one cell at a time per pytest worker)
     monkeypatch.setenv("LEAKEXP_WORKERS", "3")
-    assert grid.cell_workers(settings_of(compose(["device=cpu"])), 90) == 3
-    assert grid.cell_workers(settings_of(compose(["device=cpu", "workers=auto"])), 90) == 4
+    assert grid.cell_workers(compose(["device=cpu"]), 90) == 3
+    assert grid.cell_workers(compose(["device=cpu", "workers=auto"]), 90) == 4
     monkeypatch.setenv("LEAKEXP_WORKERS", "none")
     assert main(["status", f"store={tmp_path}"]) == 2
     assert "the value comes from the environment variable LEAKEXP_WORKERS" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import pytest
 from http_files import FileServer, folder_files, free_port_url, hub_route, no_internet
 
 from leakexp.lib import hub
-from leakexp.runner.stage import ConfigError
+from leakexp.runner.stage import ConfigError, fetching
 
 SBERT = "sentence-transformers/paraphrase-MiniLM-L6-v2"
 SBERT_PIN = "c9a2bfebc254878aee8c3aca9e6844d5bbb102d1"
@@ -204,9 +204,9 @@ def test_a_stage_fetches_its_pinned_model_before_any_work_and_keys_its_commit(on
     """``detect.sbert=NAME@COMMIT``: a command that computes the embeddings fetches the model when its requirements
     are checked (before any work); the commit is in the key of every artifact that reads the model, so another
     commit of the same model is another artifact; a commit the hub lacks is one line."""
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     store = f"store={tmp_path / 'store'}"
     cfg = compose([store, f"detect.sbert={TINY}@{TINY_PIN}"])
@@ -253,7 +253,7 @@ def test_a_hub_that_cannot_be_reached_is_one_line_and_leaves_no_snapshot(tmp_pat
     no_internet(monkeypatch)
     waits = []
     monkeypatch.setattr("huggingface_hub.utils._http.time.sleep", waits.append)  # its retries, without their waits
-    with pytest.raises(ConfigError) as err, hub.fetching():
+    with pytest.raises(ConfigError) as err, fetching():
         hub.require(f"{TINY}@{TINY_PIN}", "model.checkpoint", alternative="bundled")
     message = str(err.value)
     assert "\n" not in message and "connection refused" in message

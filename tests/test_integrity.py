@@ -9,13 +9,12 @@ import pandas as pd
 import pytest
 
 from leakexp.cli.main import main
-from leakexp.runner.config import compose
+from leakexp.runner.registry import compose
 from leakexp.stages.cell import Cell, grid_cells
 from leakexp.grid.work import grid_status
 from leakexp.runner.stage import Ask
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import runner
 from leakexp.runner.store import Store
-from leakexp.grid.registry import settings_of
 
 GRID = ["data.queries_per_source=600", "corpus=toy_core17", "grid.corpora=[toy_core17]", "grid.leakages=[none,msm]",
         "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]", "leakage=msm", "size=64", "seed=1",
@@ -68,7 +67,7 @@ def test_another_configuration_never_mixes_into_the_tables(grid_store, capsys):
     # every trained model of the grid (one per distinct training artifact: No-Leakage models are shared
     # across corpora) is reused, since re-ranking depth does not touch training
     r = runner(other_cfg, readonly=True)
-    trained = {r.path(c.ask("train")) for c in grid_cells(settings_of(other_cfg))}
+    trained = {r.path(c.ask("train")) for c in grid_cells(other_cfg)}
     assert len(trained) == 2  # this grid: toy_core17 x {none, msm} x 64 x knrm x seed 1
     assert other["train"].done == len(trained)
 
@@ -138,7 +137,7 @@ def test_status_of_an_empty_store_writes_nothing_and_has_upstream_rows(tmp_path,
     out = capsys.readouterr().out
     assert list(root.iterdir()) == []  # no lock files, no folders
     status = grid_status(compose([f"store={root}", *GRID]))
-    assert {"data", "index", "embed", "detect", "verify", "build", "train", "rerank", "evaluate"} <= set(status)
+    assert {"toy", "index", "embed", "detect", "verify", "build", "train", "rerank", "evaluate"} <= set(status)
     assert sum(st.running for st in status.values()) == 0
     assert status["evaluate"].missing == 2 and "running" in out.splitlines()[0]
 

@@ -205,14 +205,14 @@ def test_ids_repeated_by_the_collection_itself_are_kept_and_a_store_grown_since_
 def _paper(tmp_path, monkeypatch, *extra):
     from conftest import paper_env
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     return compose([*paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}", "grid.sizes=[1000]",
                     "grid.seeds=[1]", "grid.models=[knrm]", *extra])
 
 
 def _runner(cfg):
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     return runner(cfg, readonly=True)
 
@@ -252,7 +252,7 @@ def test_a_docstore_built_from_another_archive_is_refused(wapo_home):
 def test_status_says_data_missing_with_the_paths_never_done(wapo_home, tmp_path, monkeypatch):
     from leakexp.grid.work import grid_status, render_status
     from leakexp.runner.stage import Ask, InputsMissing
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = _paper(tmp_path, monkeypatch, "bm25.backend=pisa", "bm25.collection=json")
     index = Ask.of("index", name="core18")

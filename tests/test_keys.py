@@ -14,22 +14,24 @@ from conftest import edited, paper_env
 from omegaconf import OmegaConf
 
 from leakexp.stages.cell import grid_cells
-from leakexp.runner.config import ConfigError, compose, model_config, resolved_values
-from leakexp.grid.work import cell_asks, shared_asks
+from leakexp.runner.config import ConfigError, RunSettings, compose_raw, model_config, resolved_values
+from leakexp.runner.registry import compose, typed
+from leakexp.grid.work import grid_asks
 from leakexp.runner.lineage import leaves as _leaves
+from leakexp.models import REGISTRY
 from leakexp.runner.pipeline import Runner
-from leakexp.grid.registry import STAGES, schema_of
+from leakexp.runner.stage import stages
+from leakexp.runner.registry import schema_of
+from leakexp.runner.schema import Settings
 from leakexp.runner.store import Store
-from leakexp.grid.registry import settings_of
 
 
-def _runner(s: dict, store, cuda: bool = False) -> Runner:
-    return Runner(s, STAGES, store, schemas=schema_of, cuda=cuda)
+def _runner(values: dict, store, cuda: bool = False) -> Runner:
+    return Runner(Settings(values, schema_of, RunSettings), stages(), store, cuda=cuda)
 
 
 def _all_asks(cfg, runner) -> list:
-    cells = grid_cells(settings_of(cfg))
-    asks = [a for rows in (shared_asks(cfg), cell_asks(settings_of(cfg), cells)) for v in rows.values() for a in v]
+    asks = [a for v in grid_asks(cfg, runner).values() for a in v]
     return list(dict.fromkeys(u for a in asks for u in runner.upstream(a)))
 
 
@@ -39,12 +41,12 @@ def _annotation(leaf: str):
     if parts[0] in ("model_overrides", "corpus_overrides"):  # per-name overrides of a model's or a corpus's file
         parts = ["models" if parts[0] == "model_overrides" else "corpora", *parts[1:]]
     width = 2 if parts[0] in ("models", "corpora") else 1
+    if parts[0] == "model":  # the cell's model: the first model schema that has the leaf
+        return next((a for a in (_annotation(".".join(["models", n, *parts[1:]])) for n in REGISTRY) if a), None)
     try:
         schema = schema_of(".".join(parts[:width]))
     except KeyError:
         return None
-    if isinstance(schema, dict):  # the cell's model: the first model schema that has the leaf
-        return next((a for a in (_annotation(".".join(["models", n, *parts[1:]])) for n in schema) if a), None)
     annotation = None
     for part in parts[width:]:
         field = getattr(schema, "model_fields", {}).get(part)
@@ -126,12 +128,13 @@ DEMO_SMALL = ["grid.sizes=[128]"]
                                              pytest.param("paper", True, marks=pytest.mark.slow)])
 def test_every_leaf_rekeys_exactly_its_readers(experiment, cuda, tmp_path, monkeypatch):
     extra = paper_env(tmp_path, monkeypatch)[1:] + PAPER_SMALL if experiment == "paper" else DEMO_SMALL
-    cfg = compose([f"experiment={experiment}", f"store={tmp_path / 'store'}", *extra])
+    # the composed values, each leaf changed in turn and resolved again (the runner's keys read the resolved values)
+    cfg = compose_raw([f"experiment={experiment}", f"store={tmp_path / 'store'}", *extra])
     store = Store(tmp_path / "store")
     base_settings = resolved_values(cfg)
     base_leaves = _settings_leaves(base_settings)
     base = _runner(base_settings, store, cuda)
-    asks = _all_asks(cfg, base)
+    asks = _all_asks(typed(cfg), base)
     base_keys = {a: base.key(a) for a in asks}
     inputs = {a: [base.normal(b) for v in base.inputs(a).values() for b in (v if isinstance(v, list) else [v])]
               for a in asks}
@@ -141,7 +144,7 @@ def test_every_leaf_rekeys_exactly_its_readers(experiment, cuda, tmp_path, monke
     for leaf in leaves:
         value = OmegaConf.select(cfg, leaf)
         if leaf.endswith(".recipe"):  # a named recipe of the model's file: another of its names
-            new = next(r for r in model_config(leaf.split(".")[-2]).recipes if r != value)
+            new = next(r for r in model_config(leaf.split(".")[-2])["recipes"] if r != value)
         elif isinstance(value, list) or OmegaConf.is_list(value):
             items = list(value)
             new = items[:-1] if len(items) > 1 else [_changed(items[0], leaf) if items else "changed"]
@@ -183,8 +186,8 @@ def test_analysis_rekeys_training_sets_and_all_below(tmp_path):
     """The training sets' negatives come from BM25 over the training pool: its analysis is part of their key."""
     cfg = compose(["experiment=demo", f"store={tmp_path}"])
     other = compose(["experiment=demo", f"store={tmp_path}", "bm25.stemmer=porter"])
-    a, b = _runner(resolved_values(cfg), Store(tmp_path)), _runner(resolved_values(other), Store(tmp_path))
-    cells = grid_cells(settings_of(cfg))
+    a, b = _runner(cfg.values, Store(tmp_path)), _runner(other.values, Store(tmp_path))
+    cells = grid_cells(cfg)
     for stage in ("build", "train", "rerank", "evaluate"):
         assert all(a.key(c.ask(stage)) != b.key(c.ask(stage)) for c in cells), stage
     assert a.key(cells[0].ask("build")) != b.key(cells[0].ask("build"))
@@ -192,13 +195,13 @@ def test_analysis_rekeys_training_sets_and_all_below(tmp_path):
 
 def test_no_leakage_work_is_shared_by_corpora(tmp_path):
     cfg = compose(["experiment=demo", f"store={tmp_path}"])
-    r = _runner(resolved_values(cfg), Store(tmp_path))
-    none = [c for c in grid_cells(settings_of(cfg)) if c.leakage == "none"]
+    r = _runner(cfg.values, Store(tmp_path))
+    none = [c for c in grid_cells(cfg) if c.leakage == "none"]
     by_corpus = {}
     for c in none:
         by_corpus.setdefault((c.size, c.model, c.seed), set()).add((r.path(c.ask("build")), r.path(c.ask("train"))))
     assert all(len(v) == 1 for v in by_corpus.values())
     # re-rankings stay per corpus, and leaked models stay per corpus
     assert len({r.path(c.ask("rerank")) for c in none}) == len(none)
-    msm = [c for c in grid_cells(settings_of(cfg)) if c.leakage == "msm"]
+    msm = [c for c in grid_cells(cfg) if c.leakage == "msm"]
     assert len({r.path(c.ask("train")) for c in msm}) == len(msm)

@@ -299,7 +299,7 @@ def test_gpu_local_names_the_failed_cells_and_exits_non_zero(tmp_path):
 
 @pytest.mark.slow  # a real cell beside a failing one (about 70 s)
 def test_the_other_cells_of_a_failing_multirun_finish(tmp_path):
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.grid.work import grid_status
 
     proc = subprocess.run(APP + [f"store={tmp_path}", *FAILING, "size=40,64"], capture_output=True, text=True,
@@ -328,7 +328,7 @@ def _slurm_launcher(tmp_path, name, *overrides):
 def test_the_slurm_configs_write_the_sbatch_options_they_promise(tmp_path, name, monkeypatch):
     """gpu_slurm asks for a GPU on its partition; cpu_slurm for neither GPU nor gres (a CPU partition rejects them)
     and for little; each job is named after its cell; the plan counts as many cells per job as the launcher runs."""
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     import submitit.slurm.slurm
 

@@ -8,7 +8,7 @@ import torch
 
 from leakexp.models import get
 from leakexp.models.tokens import Tokens
-from leakexp.lib.trainer import PairBatches, TrainConfig, loader_workers, pairs_of, set_seed, train
+from leakexp.lib.trainer import PairBatches, Training, loader_workers, pairs_of, set_seed, train
 
 
 def _instances(n: int = 24, seed: int = 0) -> pd.DataFrame:
@@ -28,7 +28,7 @@ def _train(name: str, data: pd.DataFrame, **kw):
     set_seed(3)
     model = get(name)(embeddings="bundled", maxqlen=4, maxdoclen=32) if name != "monobert" else \
         get(name)(checkpoint="bundled", max_length=48)
-    cfg = TrainConfig(batch_size=4, lr=1e-3 if name != "monobert" else 1e-4, decay="constant")
+    cfg = Training(batch_size=4, lr=1e-3 if name != "monobert" else 1e-4, decay="constant")
     result = train(model, data, seed=3, cfg=cfg, progress=False, **kw)
     return model, result
 
@@ -98,7 +98,7 @@ def test_every_seed_of_a_set_reads_one_tokens_artifact_and_every_size_one_per_co
     """The tokens stage is shared: the seeds (and No-Leakage corpora) of a training set read one artifact, the
     re-rankings of a corpus by every size, leakage and seed read one per model."""
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     r = runner(small_cfg, readonly=True)
 

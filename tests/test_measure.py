@@ -283,7 +283,7 @@ def test_measure_starts_without_torch(files):
 
     code = ("import sys; from leakexp.cli.main import main\n"
             f"rc = main(sys.argv[1:])\n"
-            "heavy = sorted(m for m in ('torch', 'transformers', 'leakexp.grid.registry', 'leakexp.models') "
+            "heavy = sorted(m for m in ('torch', 'transformers', 'leakexp.runner.registry', 'leakexp.models') "
             "if m in sys.modules)\n"
             "print('rc', rc, 'heavy', heavy)\n")
     for extra in ([], ["experiment=paper", "evaluate.mfr=arithmetic", "evaluate.mfr_missing=skip"],

@@ -10,7 +10,7 @@ from leakexp.lib import memorization as pure
 from leakexp.stages import memorization as M
 from leakexp.tables import memorization as MT
 from leakexp.stages.cell import Cell
-from leakexp.grid.registry import schema_of, settings_of
+from leakexp.runner.registry import schema_of
 from leakexp.grid.work import ready_cells
 from leakexp.runner.config import RunSettings
 from leakexp.runner.schema import Settings
@@ -146,7 +146,7 @@ class _FakeRunner:
 
 
 def test_config_names_the_with_and_the_matching_without_rerank_and_waits_for_both(tmp_path):
-    from leakexp.grid.registry import compose_checked as compose, runner
+    from leakexp.runner.registry import compose, runner
 
     cfg = compose([f"store={tmp_path}"])
     r = runner(cfg)
@@ -252,11 +252,11 @@ def test_cv_choice_takes_the_most_frequent_size_and_breaks_ties_to_the_smaller()
 
 def test_bad_memorization_settings_name_the_key(tmp_path):
     from leakexp.runner.config import ConfigError
-    from leakexp.grid.registry import compose_checked as compose  # composes and runs every stage's config check, memorization's included
+    from leakexp.runner.registry import compose  # composes and runs every stage's config check, memorization's included
 
     base = [f"store={tmp_path}", "grid.sizes=[128,256]"]
-    assert M.memorization_settings(settings_of(compose(base))).sizes == ["each", "cv"]
-    assert M.memorization_settings(settings_of(compose([*base, "memorization.sizes=pooled"]))).sizes == ["pooled"]
+    assert M.memorization_settings(compose(base)).sizes == ["each", "cv"]
+    assert M.memorization_settings(compose([*base, "memorization.sizes=pooled"])).sizes == ["pooled"]
     for override, message in (("memorization.sizes=[each,bogus]", r"memorization.sizes.1: input should be .*\(got 'bogus'\)"),
                               ("memorization.sizes=[999]", r"memorization.sizes has 999, which is not in grid.sizes \[128, 256\]"),
                               ("memorization.cv_measure=RR", "memorization.cv_measure='RR' is not one of"),
@@ -264,27 +264,27 @@ def test_bad_memorization_settings_name_the_key(tmp_path):
         with pytest.raises(ConfigError, match=message):
             compose([*base, override])
     # leakexp.runner.config.compose alone checks no stage's block; building a runner checks it before anything runs
-    from leakexp.runner.config import compose as compose_only
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import compose as compose_only
+    from leakexp.runner.registry import runner
 
     with pytest.raises(ConfigError, match=r"memorization.sizes.1: input should be .*'bogus'"):
         runner(compose_only([*base, "memorization.sizes=[each,bogus]"]))
 
 
 def test_only_leaked_cells_are_wanted_and_enabled_false_turns_it_off(tmp_path):
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
-    cfg = settings_of(compose([f"store={tmp_path}"]))
+    cfg = compose([f"store={tmp_path}"])
     assert M.wanted(cfg, Cell("toy_core17", "msm", 128, "knrm", 1))
     assert not M.wanted(cfg, Cell("toy_core17", "none", 128, "knrm", 1))
-    assert not M.wanted(settings_of(compose([f"store={tmp_path}", "memorization.enabled=false"])), Cell("toy_core17", "test", 128, "knrm", 1))
+    assert not M.wanted(compose([f"store={tmp_path}", "memorization.enabled=false"]), Cell("toy_core17", "test", 128, "knrm", 1))
 
 
 # -- the stage on the small toy grid --------------------------------------------------------------------
 def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_to_8(small_run, small_cfg, tmp_path,
                                                                                     monkeypatch):
     from leakexp.models import load_checkpoint
-    from leakexp.grid.registry import runner as make_runner
+    from leakexp.runner.registry import runner as make_runner
     from leakexp.runner.store import DONE
 
     r, cells, _, tables_out = small_run
@@ -382,9 +382,9 @@ def test_stage_on_the_small_grid_ranks_like_the_stored_runs_and_writes_tables_6_
     for name in ("memorization.csv", "table6-size128.md", "table8-cv.tex", "table7-size256.csv"):
         assert (again / name).read_text() == (tmp_path / name).read_text()
     assert np.isfinite(pd.read_csv(tmp_path / "table8-size256.csv")["mean"]).all()
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
-    off = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "memorization.enabled=false"])
+    off = compose([f"store={small_cfg.run.store}", "data.queries_per_source=600", "memorization.enabled=false"])
     assert MT.write_memorization_tables(off, r, tmp_path / "off", cells, cv_sizes) == [] and not (tmp_path / "off").exists()
 
 

@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from leakexp.runner.config import model_config
 from leakexp.models import REGISTRY, load_checkpoint
@@ -17,7 +16,7 @@ from leakexp.models.capreolus import IdfTable
 from leakexp.models.duet import DUET
 from leakexp.models.pacrr import PACRR, kmax_pooling
 from leakexp.models.vectors import load_word_vectors
-from leakexp.lib.trainer import TrainConfig, set_seed, train
+from leakexp.lib.trainer import Training, set_seed, train
 
 WORDS = ["lyme", "tick", "hubble", "galaxy", "ferry", "ship", "bear", "forest"]
 NEG_TEXT = "weather sports market economy city news"
@@ -65,9 +64,9 @@ def build(name, tiny_bert, tiny_t5, table=None, **kw):
     return model
 
 
-TRAIN = {"knrm": TrainConfig(batch_size=8, lr=1e-2), "pacrr": TrainConfig(batch_size=8, lr=3e-3),
-         "duet": TrainConfig(batch_size=8, lr=3e-3), "monobert": TrainConfig(batch_size=8, lr=1e-3, optimizer="adamw"),
-         "monot5": TrainConfig(batch_size=8, lr=3e-3, optimizer="adafactor")}
+TRAIN = {"knrm": Training(batch_size=8, lr=1e-2), "pacrr": Training(batch_size=8, lr=3e-3),
+         "duet": Training(batch_size=8, lr=3e-3), "monobert": Training(batch_size=8, lr=1e-3, optimizer="adamw"),
+         "monot5": Training(batch_size=8, lr=3e-3, optimizer="adafactor")}
 MODELS = ["knrm", "pacrr", "duet", "monobert", "monot5"]
 
 
@@ -83,7 +82,7 @@ def test_training_lowers_the_loss_and_separates_positives(name, tiny_bert, tiny_
     data = toy_task()
     set_seed(1)
     model = build(name, tiny_bert, tiny_t5)
-    cfg = TrainConfig(**dict(vars(TRAIN[name]), epochs=6, decay="constant"))
+    cfg = Training(**dict(vars(TRAIN[name]), epochs=6, decay="constant"))
     figs = train(model, data, seed=1, cfg=cfg, progress=False)
     margins = _margins(model, data)
     assert figs["updates"] == 6 * 6 and figs["epochs"] == 6.0
@@ -92,9 +91,9 @@ def test_training_lowers_the_loss_and_separates_positives(name, tiny_bert, tiny_
     assert margins.mean() > 0.5
 
 
-def _reference_train_config(name: str) -> TrainConfig:
+def _reference_train_config(name: str) -> Training:
     """The model file's own training settings (conf/model/<name>.yaml), one epoch."""
-    return TrainConfig.from_config(OmegaConf.to_container(model_config(name).train, resolve=True), {"epochs": 1})
+    return Training.of(model_config(name)["train"], {"epochs": 1})
 
 
 @pytest.mark.parametrize("name", ["knrm", "pacrr", "duet", "monobert",
@@ -249,7 +248,7 @@ def test_a_model_that_reads_idf_without_a_table_fails_clearly(kw):
     with pytest.raises(RuntimeError, match="no df table.*IdfTable.from_docs.*use_idf"):
         m.featurize(["lyme tick"], ["the lyme report"])
     with pytest.raises(RuntimeError, match="no df table"):
-        train(m, toy_task(4), seed=0, cfg=TrainConfig(batch_size=2), progress=False)
+        train(m, toy_task(4), seed=0, cfg=Training(batch_size=2), progress=False)
 
 
 def test_idf_no_longer_depends_on_the_training_set(idf_table):
@@ -260,7 +259,7 @@ def test_idf_no_longer_depends_on_the_training_set(idf_table):
     for data in (small, large):
         set_seed(0)
         m = DUET(maxdoclen=120, nhidden=19).use_idf(idf_table)
-        train(m, data, seed=0, cfg=TrainConfig(batch_size=4), progress=False)
+        train(m, data, seed=0, cfg=Training(batch_size=4), progress=False)
         weights.append(m.featurize(["lyme forest"], ["x"])["idf"])
     expected = [idf_table.idf("lyme"), idf_table.idf("forest"), 0.0, 0.0]
     assert weights[0].tolist()[0] == pytest.approx(expected) and torch.equal(weights[0], weights[1])
@@ -486,7 +485,7 @@ def test_nan_loss_stops_training():
     with torch.no_grad():
         m.combine.weight.fill_(float("nan"))
     with pytest.raises(TrainingError, match="loss became nan"):
-        train(m, toy_task(4), seed=0, cfg=TrainConfig(batch_size=2), progress=False)
+        train(m, toy_task(4), seed=0, cfg=Training(batch_size=2), progress=False)
 
 
 # -- bf16 autocast and ties ---------------------------------------------------------------------------------
@@ -585,16 +584,16 @@ def test_monot5_z_loss_is_mesh_tfs_term_on_each_target_token(tiny_t5):
 
 
 def test_the_trainer_applies_z_loss_to_monot5_only(tiny_t5):
-    cfg = TrainConfig(batch_size=4, lr=1e-3, optimizer="adafactor_mesh", decay="constant", updates=2)
+    cfg = Training(batch_size=4, lr=1e-3, optimizer="adafactor_mesh", decay="constant", updates=2)
     losses = []
     for z in (0.0, 1e-4):
         set_seed(0)
         model = REGISTRY["monot5"](checkpoint=tiny_t5, max_length=64)
-        losses.append(train(model, toy_task(8), seed=0, cfg=dataclasses.replace(cfg, z_loss=z), progress=False)
+        losses.append(train(model, toy_task(8), seed=0, cfg=cfg.model_copy(update=dict(z_loss=z)), progress=False)
                       .history.loss.iloc[0])
     assert losses[1] - losses[0] > 1e-3  # 1e-4 * log_z^2, log_z ~ log(vocabulary size) at a random initialisation
     from leakexp.lib.trainer import TrainingError
 
     with pytest.raises(TrainingError, match="knrm: z_loss=0.0001 is Mesh TF's term"):
-        train(build("knrm", None, tiny_t5), toy_task(8), seed=0, cfg=dataclasses.replace(cfg, z_loss=1e-4),
+        train(build("knrm", None, tiny_t5), toy_task(8), seed=0, cfg=cfg.model_copy(update=dict(z_loss=1e-4)),
               progress=False)

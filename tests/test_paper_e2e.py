@@ -192,7 +192,7 @@ def test_status_lists_every_artifact_missing_and_plan_counts_the_grid(paper_run)
     # 3 corpora x 2 leaked types x 2 sizes + the No-Leakage set of each size, one model and seed each; 18 cells
     assert {k: totals[k] for k in ("build", "train", "rerank", "evaluate")} == {"build": 14, "train": 14, "rerank": 18,
                                                                            "evaluate": 18}
-    assert totals["firststage"] == 3 and totals["memorize"] == 12  # every leaked cell's memorization
+    assert totals["firststage"] == 3 and totals["memorization"] == 12  # every leaked cell's memorization
     plan = results["plan"]
     assert plan["rc"] == 0
     assert "jobs: training sets 14, train 14, rerank 18, evaluate 18" in plan["out"]
@@ -203,7 +203,7 @@ def test_status_lists_every_artifact_missing_and_plan_counts_the_grid(paper_run)
 
 
 def test_detection_finds_the_planted_near_duplicates_and_nothing_else(paper_run):
-    from leakexp.stages.detect import leak_pairs
+    from leakexp.lib.candidates import leak_pairs
 
     results, store, _, _ = paper_run
     world = results["world"]

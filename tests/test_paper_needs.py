@@ -11,11 +11,10 @@ from conftest import paper_env
 
 from leakexp.stages.cell import grid_cells
 from leakexp.cli.main import main
-from leakexp.runner.config import compose
-from leakexp.grid.work import STATES, cell_asks, complete, grid_status, needed_indexes, shared_asks
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import compose
+from leakexp.grid.work import STATES, complete, grid_asks, grid_status
+from leakexp.runner.registry import runner
 from leakexp.runner.store import Store
-from leakexp.grid.registry import settings_of
 
 PAPER_TINY = ["grid.sizes=[1000]", "grid.seeds=[1]", "grid.models=[knrm]"]
 
@@ -29,7 +28,7 @@ def paper(irds_corpora, tmp_path, monkeypatch):
 
 def _finish(cfg, asks) -> None:
     """Mark every artifact of ``asks`` done (an empty artifact with this configuration's key): a finished grid."""
-    r, store = runner(cfg, readonly=True), Store(cfg.store)
+    r, store = runner(cfg, readonly=True), Store(cfg.run.store)
     for ask in asks:
         store.ensure(r.path(ask), r.record(ask), compute=lambda tmp: {"documents": 7})
 
@@ -37,8 +36,7 @@ def _finish(cfg, asks) -> None:
 def test_status_of_a_finished_paper_grid_is_complete_without_indexes_of_the_bundled_runs_corpora(paper, capsys):
     cfg = compose(paper)
     r = runner(cfg, readonly=True)
-    assert [a.params["name"] for a in needed_indexes(cfg, r)] == ["train", "robust04"]
-    rows = {**shared_asks(cfg, r), **cell_asks(settings_of(cfg), grid_cells(settings_of(cfg)))}
+    rows = grid_asks(cfg, r)
     assert [a.params["name"] for a in rows["index"]] == ["train", "robust04"]
     assert [a.params["corpus"] for a in rows["firststage"]] == ["robust04", "core17", "core18"]
     _finish(cfg, [a for asks in rows.values() for a in asks])
@@ -48,17 +46,17 @@ def test_status_of_a_finished_paper_grid_is_complete_without_indexes_of_the_bund
     assert "missing" not in capsys.readouterr().out.split("\n", 1)[1].lower()
     # with leakexp's own BM25 for every corpus, each corpus needs its index
     own = compose([*paper, "rerank.first_stage=null"])
-    assert [a.params["name"] for a in needed_indexes(own)] == ["train", "robust04", "core17", "core18"]
+    assert [a.params["name"] for a in grid_asks(own)["index"]] == ["train", "robust04", "core17", "core18"]
 
 
 def test_index_builds_only_the_indexes_the_grid_reads(paper, capsys):
     cfg = compose(paper)
-    _finish(cfg, needed_indexes(cfg))  # the two it needs are there; core17 / core18 would need their data
+    _finish(cfg, grid_asks(cfg)["index"])  # the two it needs are there; core17 / core18 would need their data
     assert main(["index", *paper]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in out] == ["train", "robust04", "core17", "core18"]
     assert out[2] == "core17: no index needed (its first stage is the run core17.bm25-anserini.top100.run.gz)"
-    assert not Store(cfg.store).path("index", "core17").exists()
+    assert not Store(cfg.run.store).path("index", "core17").exists()
 
 
 # the paper's Hugging Face models, pinned to a commit of their repository (conf/experiment/paper.yaml)
@@ -74,12 +72,11 @@ def missing(setting: str, name: str) -> str:
 
 
 def test_the_papers_models_are_pinned_and_the_toolkit_defaults_to_the_same_sbert(tmp_path):
-    from leakexp.runner.config import resolved_model_config
     from leakexp.toolkit.audit import PAPER_DEFAULTS
 
     cfg = compose(["experiment=paper", f"store={tmp_path / 's'}"])
-    assert (str(cfg.detect.sbert), resolved_model_config(cfg, "monot5").checkpoint,
-            resolved_model_config(cfg, "monobert").checkpoint) == PAPER_MODELS
+    assert (str(cfg.detect.sbert), cfg.model_of("monot5").checkpoint,
+            cfg.model_of("monobert").checkpoint) == PAPER_MODELS
     assert PAPER_DEFAULTS["sbert"] == PAPER_MODELS[0]
 
 
@@ -93,7 +90,7 @@ def test_computing_commands_find_the_papers_models_in_the_cache_before_any_work(
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cfg = compose([*paper, "grid.models=[monot5,monobert,knrm]"])
-    store = Store(cfg.store, create=False).root
+    store = Store(cfg.run.store, create=False).root
     for setting, name in zip(("detect.sbert", "model_overrides.monot5.checkpoint",
                               "model_overrides.monobert.checkpoint"), PAPER_MODELS):
         with pytest.raises(ConfigError) as err:
@@ -124,7 +121,7 @@ def test_status_names_every_missing_model_of_the_grid_and_the_refusal_all_of_the
     each missing checkpoint of the grid (monoT5's and monoBERT's, not only the first), and the one line of a
     computing command's refusal names them all."""
     from leakexp.runner.stage import ConfigError
-    from leakexp.grid.registry import unmet_requirements
+    from leakexp.runner.registry import unmet_requirements
 
     cache = tmp_path / "hub"
     cache.mkdir()

@@ -8,7 +8,7 @@ import pytest
 from leakexp.stages.cell import Cell
 from leakexp.grid.work import run_cell, stored_results
 from leakexp.runner.stage import Ask
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import runner
 from leakexp.runner.store import DONE
 from conftest import SMALL
 
@@ -26,7 +26,7 @@ def _excluded(r):
     """(source, qid) of every training query that No-Leakage sets must not use: above the threshold for any
     topic of any corpus, annotated (whatever its recomputed similarity), or a verified leak."""
     from leakexp.lib.training_sets import excluded_queries
-    from leakexp.stages.detect import above_threshold
+    from leakexp.lib.candidates import above_threshold
 
     pairs = above_threshold(r.get(Ask.of("detect")), r.settings.detect.threshold)
     leaks = [r.get(Ask.of("leaks", corpus=c)) for c in r.settings.data.corpora]
@@ -82,9 +82,9 @@ def test_rerun_is_a_no_op_and_a_changed_measure_setting_redoes_only_evaluation(s
     before = {s: _markers(r.store, s) for s in ("build", "train", "rerank", "evaluate")}
     run_cell(runner(small_cfg), cells[0])
     assert {s: _markers(r.store, s) for s in before} == before
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
-    cfg = compose([f"store={small_cfg.store}", "data.queries_per_source=600", "evaluate.measures=[nDCG@10,P@1,MFR,P@10]"])
+    cfg = compose([f"store={small_cfg.run.store}", "data.queries_per_source=600", "evaluate.measures=[nDCG@10,P@1,MFR,P@10]"])
     other = runner(cfg)
     run_cell(other, cells[0])
     after = {s: _markers(r.store, s) for s in before}
@@ -149,7 +149,7 @@ def test_every_toy_set_has_exact_counts_balance_and_no_candidate_filler(small_ru
 
 
 def test_an_external_first_stage_run_is_what_the_models_rerank(small_run, small_cfg, tmp_path):
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     r, cells, _, _ = small_run
     cell = next(c for c in cells if c.corpus == "toy_core17")
@@ -159,7 +159,7 @@ def test_an_external_first_stage_run_is_what_the_models_rerank(small_run, small_
     path = tmp_path / "toy_core17.run"
     path.write_text("".join(f"{x.qid} Q0 {x.docno} {i + 1} {x.score} ext\n"
                             for i, x in enumerate(top.itertuples(index=False))))
-    settings = [f"store={small_cfg.store}", "data.queries_per_source=600", "corpus=toy_core17",
+    settings = [f"store={small_cfg.run.store}", "data.queries_per_source=600", "corpus=toy_core17",
                 f"rerank.first_stage={path}"]
     # one run is one corpus's: a grid of several corpora is refused before any work, naming the fix
     with pytest.raises(ValueError, match="is one run, for corpus=toy_core17, but the grid also re-ranks toy_robust"):
@@ -189,7 +189,7 @@ def test_status_why_names_the_setting_that_made_a_stored_set_stale(small_run, sm
     from leakexp.cli.main import main
 
     small_run  # the small grid is in the store
-    base = [f"store={small_cfg.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
+    base = [f"store={small_cfg.run.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
     assert main(["status", *base, "bm25.stemmer=porter", "--why", "build", "train"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("build/toy_core17/msm/256: key ") and "train/" in out
@@ -198,7 +198,7 @@ def test_status_why_names_the_setting_that_made_a_stored_set_stale(small_run, sm
     out = capsys.readouterr().out
     assert "differs" not in out
     assert main(["status", *base, "--why", "sets"]) == 0  # the stage's name before the rename still answers
-    assert capsys.readouterr().out == out
+    assert capsys.readouterr().out == f"note: stage sets is called build now (its keys keep the old name)\n{out}"
     assert main(["status", *base, "--why", "bogus"]) == 2
     assert "no stage named bogus" in capsys.readouterr().err
 
@@ -223,7 +223,7 @@ def test_status_why_answers_for_every_stage_a_cell_reads(small_run, small_cfg, c
     from leakexp.cli.main import main
 
     small_run  # the small grid is in the store
-    base = [f"store={small_cfg.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
+    base = [f"store={small_cfg.run.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
     for stage in ("index", "firststage", "tokens", "collection", "negatives", "verify"):
         assert main(["status", *base, "--why", stage]) == 0, stage
         out = capsys.readouterr().out

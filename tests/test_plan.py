@@ -1,6 +1,5 @@
 """`leakexp plan`: job counts and hours from assumed or measured throughput, under the training budget."""
 
-import copy
 import json
 import math
 from types import SimpleNamespace
@@ -8,10 +7,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from leakexp.runner.config import compose
+from leakexp.runner.registry import compose
 from leakexp.cli.plan import load_measured, plan, render_plan
-from leakexp.runner.config import ConfigError, model_plan
-from leakexp.grid.registry import runner
+from leakexp.runner.config import ConfigError
+from leakexp.runner.registry import runner
 
 
 def fake_runner(cfg, **kwargs):
@@ -19,9 +18,8 @@ def fake_runner(cfg, **kwargs):
     that planning loads nothing."""
     r = runner(cfg, **kwargs)
     pool = SimpleNamespace(queries=pd.DataFrame({"source": ["msmarco"] * 30 + ["orcas"] * 10}))
-    get, state = r.get, r.state
+    get = r.get
     r.get = lambda ask: pool if ask.stage == "pool" else get(ask)
-    r.state = lambda ask, **k: ("done", None, None) if ask.stage == "toy" else state(ask, **k)  # the pool read: the stand-in
     return r
 
 
@@ -37,13 +35,14 @@ CELLS_PER_SIZE, TRAINED_PER_SIZE = 3 * 3, 1 + 3 * 2
 
 def test_plan_uses_the_assumed_table_without_a_bench_file(cfg):
     info = plan(cfg, fake_runner(cfg))
-    assert info["queries"] == {"msmarco": 30, "orcas": 10} and info["queries_total"] == 40
+    # the toy world's pool is counted from its settings (data.queries_per_source): nothing is generated
+    assert info["queries"] == {"msmarco": 2000, "orcas": 2000} and info["queries_total"] == 4000
     assert info["throughput_source"] == {"knrm": "assumed", "monot5": "assumed"} and info["bench_file"] is None
     assert info["jobs_before_sharing"]["train"] == 2 * 2 * CELLS_PER_SIZE  # models x sizes x cells
     assert info["jobs"]["train"] == 2 * 2 * TRAINED_PER_SIZE
     cells_instances = (128 + 384) * TRAINED_PER_SIZE  # one epoch per distinct trained model
     assert info["training_instances_per_model"] == {"knrm": cells_instances, "monot5": cells_instances}
-    assumed = model_plan(cfg, "knrm").train_instances_per_s
+    assumed = cfg.plan_of("knrm").train_instances_per_s
     assert info["train_gpu_hours"]["knrm"] == pytest.approx(cells_instances / assumed / 3600)
     assert "not on your machine" in render_plan(info)
 
@@ -51,19 +50,19 @@ def test_plan_uses_the_assumed_table_without_a_bench_file(cfg):
 def test_a_models_assumed_figures_are_its_files_plan_block_and_key_nothing(cfg, tmp_path):
     """What plan assumes of a model lives with the model (conf/model/<name>.yaml, ``plan:``): halving KNRM's training
     rate doubles its GPU-hours and changes no artifact's key; a bad value is one line naming it."""
-    from leakexp.grid.registry import compose_checked
+    from leakexp.runner.registry import compose
 
     from leakexp.stages.cell import Cell
 
     slower = compose([f"store={tmp_path}", "grid.models=[knrm,monot5]", "grid.sizes=[128,384]",
-                      f"model_overrides.knrm.plan.train_instances_per_s={model_plan(cfg, 'knrm').train_instances_per_s / 2}"])
+                      f"model_overrides.knrm.plan.train_instances_per_s={cfg.plan_of('knrm').train_instances_per_s / 2}"])
     a, b = plan(cfg, fake_runner(cfg)), plan(slower, fake_runner(slower))
     assert b["train_gpu_hours"]["knrm"] == pytest.approx(2 * a["train_gpu_hours"]["knrm"])
     assert b["train_gpu_hours"]["monot5"] == a["train_gpu_hours"]["monot5"]
     cell = Cell("toy_robust", "msm", 128, "knrm", 1)
     assert runner(cfg, readonly=True).key(cell.ask("train")) == runner(slower, readonly=True).key(cell.ask("train"))
     with pytest.raises(ConfigError, match="model.plan.rerank_docs_per_s: input should be greater than 0"):
-        compose_checked([f"store={tmp_path}", "model=knrm", "model.plan.rerank_docs_per_s=0"])
+        compose([f"store={tmp_path}", "model=knrm", "model.plan.rerank_docs_per_s=0"])
 
 
 def test_plan_uses_measured_figures_from_the_bench_file(cfg, tmp_path):
@@ -110,15 +109,14 @@ def test_plan_counts_robustness_jobs_and_time_when_enabled(tmp_path):
     assert r["shared_ood_reranks"] == 1 and r["jobs"]["extra OOD re-rankings"] == 2
     depth, topics = int(cfg.rerank.depth), 12
     assert r["docs"]["knrm"] == 2 * topics * depth + 2 * cells * topics * depth + cells * 2 * topics
-    assert r["gpu_hours"]["knrm"] == pytest.approx(r["docs"]["knrm"] / model_plan(cfg, "knrm").rerank_docs_per_s / 3600)
+    assert r["gpu_hours"]["knrm"] == pytest.approx(r["docs"]["knrm"] / cfg.plan_of("knrm").rerank_docs_per_s / 3600)
     assert info["gpu_hours_total"] == pytest.approx(off["gpu_hours_total"] + r["gpu_hours"]["knrm"])
     assert "robustness (robustness.enabled): own-corpus 3" in render_plan(info)
 
 
 def test_each_training_process_pays_its_start_up_assumed_or_measured(cfg, tmp_path):
     jobs = 2 * TRAINED_PER_SIZE  # per model: sizes x distinct trained models
-    per_cell = copy.deepcopy(cfg)
-    per_cell.plan.cells_per_job = 1
+    per_cell = compose([*cfg.overrides, "plan.cells_per_job=1"])
     info = plan(per_cell, fake_runner(per_cell))
     assert info["startup_hours"] == pytest.approx({"knrm": jobs * 5 / 3600, "monot5": jobs * 20 / 3600})
     info = plan(cfg, fake_runner(cfg))  # plan.cells_per_job = 5: one start-up per 5 cells
@@ -205,14 +203,14 @@ def test_a_changed_config_file_is_read_again_and_a_returned_config_is_the_caller
     shutil.copytree(conf_dir(), tmp_path / "conf")
     monkeypatch.setenv("LEAKEXP_CONF", str(tmp_path / "conf"))
     first = model_config("knrm")
-    first.train.lr = 123.0
-    assert model_config("knrm").train.lr != 123.0
+    first["train"]["lr"] = 123.0
+    assert model_config("knrm")["train"]["lr"] != 123.0
     path = tmp_path / "conf" / "model" / "knrm.yaml"
     text = path.read_text()
     path.write_text(text.replace("name: knrm", "name: knrm\ncomment: edited", 1))
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
-    assert model_config("knrm").comment == "edited"
+    assert model_config("knrm")["comment"] == "edited"
 
 
 def test_the_demo_plans_its_own_small_df_tables_and_the_paper_the_real_ones(tmp_path):

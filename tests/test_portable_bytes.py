@@ -28,8 +28,8 @@ def _files(r, ask):
 
 
 def _two_stores(tmp_path, toy_prepared, asks):
-    from leakexp.grid.registry import runner
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import runner
+    from leakexp.runner.registry import compose
 
     from conftest import SMALL
 
@@ -50,7 +50,7 @@ def test_verify_bytes_do_not_depend_on_the_store_path(tmp_path, toy_prepared):
 
 @pytest.mark.slow  # the audit embeds and resamples the small toy world twice: ~60 s on 2 cores
 def test_audit_bytes_do_not_depend_on_the_store_path(tmp_path, toy_prepared):
-    (a, [(files_a, raw_a)]), (b, [(files_b, raw_b)]) = _two_stores(tmp_path, toy_prepared, [Ask.of("audit")])
+    (a, [(files_a, raw_a)]), (b, [(files_b, raw_b)]) = _two_stores(tmp_path, toy_prepared, [Ask.of("pair-audit")])
     assert "decontaminate/data.yaml" in files_a and files_a == files_b
     for store, raw in ((a, raw_a), (b, raw_b)):
         assert str(store).encode() not in raw and b".tmp-" not in raw

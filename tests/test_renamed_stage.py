@@ -13,14 +13,17 @@ from leakexp.runner.store import Store
 COMPUTED: list[str] = []
 
 
-def _count(ctx, tmp: Path) -> dict:
-    COMPUTED.append(ctx.stage.name)
-    (tmp / "value.json").write_text(json.dumps(ctx.config["count"]["start"] + 1))
-    return {"n": 1}
-
-
 def _stages(name: str, keyed_as: str = "") -> list[Stage]:
-    return [Stage(name, version=1, reads=("count.start",), compute=_count, keyed_as=keyed_as)]
+    class Count(Stage):
+        reads = ("count.start",)
+
+        def compute(self, ctx, tmp: Path) -> dict:
+            COMPUTED.append(ctx.stage.name)
+            (tmp / "value.json").write_text(json.dumps(ctx.config["count"]["start"] + 1))
+            return {"n": 1}
+
+    Count.name, Count.keyed_as = name, keyed_as
+    return [Count()]
 
 
 def _runner(root: Path, name: str, keyed_as: str = "", *, writable: bool = True) -> Runner:

@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 from leakexp.stages.cell import Cell
-from leakexp.runner.config import compose
+from leakexp.runner.registry import compose
 from leakexp.grid.work import grid_status
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import runner
 from leakexp.runner.store import DONE
 
 SETTINGS = ["data.queries_per_source=600", "grid.sizes=[64]", "grid.models=[knrm,monot5]",

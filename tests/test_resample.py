@@ -309,10 +309,10 @@ def test_cli_resample_and_decontaminate_errors(tmp_path, capsys):
 @pytest.mark.slow  # the bundled MiniLM over the small toy world: ~30 s on 2 cores
 def test_demo_on_the_toy_world(small_cfg):
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     r = runner(small_cfg)
-    path = r.ensure(Ask.of("audit"))
+    path = r.ensure(Ask.of("pair-audit"))
     out = {k: path / v for k, v in r.store.marker(path).figures["outputs"].items()}
     figures = pd.read_json(out["audit"] / "audit.json", typ="series")
     assert figures["query_overlap"] > 0 and figures["test_queries"] == 54

@@ -20,8 +20,8 @@ from leakexp.models.capreolus import IdfTable
 from leakexp.runner.config import runtime
 from leakexp.runner.store import Store
 from leakexp.stages.cell import cell_from_config
-from leakexp.grid.registry import compose_checked as compose, runner, settings_of
-from leakexp.lib.trainer import ResumeState, TrainConfig, set_seed, train
+from leakexp.runner.registry import compose, runner
+from leakexp.lib.trainer import ResumeState, Training, set_seed, train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,7 +62,7 @@ def duet(vectors):
 
 
 # updates over reshuffled passes, two micro-batches per update, warmup and decay: every piece of the state counts
-CFG = TrainConfig(batch_size=2, lr=3e-3, updates=4, grad_accum=2, warmup=0.3, decay="linear")
+CFG = Training(batch_size=2, lr=3e-3, updates=4, grad_accum=2, warmup=0.3, decay="linear")
 
 
 class Preempted(BaseException):
@@ -191,7 +191,7 @@ def test_the_store_removes_partial_work_once_the_artifact_is_done(tmp_path):
 def test_resume_every_s_is_a_runtime_setting_outside_every_key():
     cfgs = [compose(["store=/tmp/unused", *extra]) for extra in ([], ["resume_every_s=5"])]
     assert runtime(cfgs[1], "cpu").resume_every_s == 5.0 and runtime(cfgs[0], "cpu").resume_every_s == 300.0
-    keys = [runner(c, readonly=True, files=False).key(cell_from_config(settings_of(c)).ask("train")) for c in cfgs]
+    keys = [runner(c, readonly=True, files=False).key(cell_from_config(c).ask("train")) for c in cfgs]
     assert keys[0] == keys[1]
 
 
@@ -201,13 +201,12 @@ import os, signal, sys
 from pathlib import Path
 import pandas as pd
 from leakexp.models import get
-from leakexp.lib.trainer import ResumeState, TrainConfig, set_seed, train, write_history
-from leakexp.grid.registry import settings_of
+from leakexp.lib.trainer import ResumeState, Training, set_seed, train, write_history
 
 name, checkpoint, data, out, state, kill_at, every = sys.argv[1:]
 set_seed(3)
 model = get(name)(maxdoclen=16) if name == "knrm" else get(name)(checkpoint=checkpoint, max_length=32)
-cfg = TrainConfig(batch_size=4, lr=1e-2 if name == "knrm" else 1e-3, updates=8, grad_accum=2, warmup=0.25,
+cfg = Training(batch_size=4, lr=1e-2 if name == "knrm" else 1e-3, updates=8, grad_accum=2, warmup=0.25,
                   optimizer="adam" if name == "knrm" else "adamw", weight_decay=0.0 if name == "knrm" else 0.01)
 resume = ResumeState(state, identity="child", every_s=float(every)) if state != "-" else None
 if resume is not None and int(kill_at):

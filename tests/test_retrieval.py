@@ -27,14 +27,17 @@ def _corpus(tmp_path, name: str, docs, topics: dict[str, str]) -> dict:
 
 def _runner(tmp_path, corpora: dict, *, depth: int = 100, stemmer: str = "porter2", stopwords: str = "terrier"):
     """A runner of every stage over ``corpora`` (name -> config) with the given first-stage settings."""
+    from leakexp.runner.config import RunSettings
     from leakexp.runner.pipeline import Runner
-    from leakexp.grid.registry import STAGES, schema_of
+    from leakexp.runner.registry import schema_of
+    from leakexp.runner.schema import Settings
+    from leakexp.runner.stage import stages
 
     settings = {"data": {"kind": "local", "name": "tiny", "corpora": list(corpora)}, "corpora": corpora,
                 "bm25": {"k1": 0.9, "b": 0.4, "stemmer": stemmer, "stopwords": stopwords, "depth": 100, "threads": 1,
                          "backend": "pisa", "collection": "json"},
                 "rerank": {"query_field": "title", "depth": depth, "first_stage": None}}
-    return Runner(settings, STAGES, Store(tmp_path / "store"), schemas=schema_of)
+    return Runner(Settings(settings, schema_of, RunSettings), stages(), Store(tmp_path / "store"))
 
 
 def test_bm25_ranks_and_caches(tmp_path):
@@ -105,9 +108,9 @@ def test_first_stage_retrieves_title_terms_under_anserinis_analysis_only(tmp_pat
 def test_the_analysis_is_part_of_the_index_config(tmp_path):
     import pytest
 
-    from leakexp.runner.config import ConfigError, compose
+    from leakexp.runner.config import ConfigError
+    from leakexp.runner.registry import compose
     from leakexp.lib.bm25 import index_analysis
-    from leakexp.grid.registry import check_config as check
 
     corpora = {"tiny": _corpus(tmp_path, "tiny", DOCS, {"1": "lyme"})}
     index = Ask.of("index", name="tiny")
@@ -129,7 +132,7 @@ def test_the_analysis_is_part_of_the_index_config(tmp_path):
         write_index(tmp_path / "bad", iter(DOCS), stopwords="smart")
     # and before any work: the index stage's own config check
     with pytest.raises(ConfigError, match=r"bm25.stemmer: input should be 'porter2', 'porter', 'krovetz' or 'none' \(got 'lovins'\)"):
-        check(compose([f"store={tmp_path / 'store'}", "bm25.stemmer=lovins"]))
+        compose([f"store={tmp_path / 'store'}", "bm25.stemmer=lovins"])
 
 
 # -- external first-stage runs ---------------------------------------------------------------------------
@@ -185,7 +188,7 @@ def test_read_run_errors_name_the_file_and_line(tmp_path):
 
 
 def test_experiment_paper_uses_anserinis_analysis_and_the_demo_keeps_pisas():
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     paper, demo = compose(["experiment=paper"]), compose([])
     assert (paper.bm25.stemmer, paper.bm25.stopwords) == ("porter", "lucene")
@@ -219,16 +222,16 @@ def test_the_authors_core_runs_are_shipped_50_topics_by_100():
 
 
 def test_experiment_paper_re_ranks_the_authors_core_runs_and_anserini_for_robust04():
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.stages.firststage import BUNDLED_RUNS, first_stage_file
-    from leakexp.stages.rerank import RerankSettings
+    from leakexp.stages.rerank import Rerank
 
     paper = compose(["experiment=paper"])
     spec = paper.rerank.first_stage
     assert first_stage_file(spec, "core17") == BUNDLED_RUNS / "core17.bm25-anserini.top100.run.gz"
     assert first_stage_file(spec, "core18") == BUNDLED_RUNS / "core18.bm25-anserini.top100.run.gz"
     assert first_stage_file(spec, "robust04") is None and paper.bm25.backend == "anserini"
-    files = RerankSettings(query_field="title", depth=100, first_stage=dict(spec)).files_for(
+    files = Rerank.Settings(query_field="title", depth=100, first_stage=dict(spec)).files_for(
         ["robust04", "core17", "core18"])
     assert [f.name for _, f in files] == ["core17.bm25-anserini.top100.run.gz", "core18.bm25-anserini.top100.run.gz"]
     assert all(f.is_file() for _, f in files)

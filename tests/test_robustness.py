@@ -9,11 +9,10 @@ import pandas as pd
 import pytest
 
 from leakexp.lib import robustness_stats
-from leakexp.grid import robustness as grb
-from leakexp.grid.registry import settings_of
-from leakexp.stages import robustness as rb
+from leakexp.stages.robustness import family as rb, parts
 from leakexp.tables import robustness as rt
-from leakexp.runner.config import ConfigError, compose
+from leakexp.runner.config import ConfigError
+from leakexp.runner.registry import compose
 
 
 def test_vnap_is_the_population_variance_of_ap_over_its_mean():
@@ -92,28 +91,17 @@ def demo_cfg():
 
 
 def _with(cfg, override: str):
-    """``cfg`` with one ``key=value`` override (YAML value), without composing again."""
-    from omegaconf import OmegaConf
-
-    key, _, value = override.partition("=")
-    out = OmegaConf.create(OmegaConf.to_container(cfg))
-    OmegaConf.update(out, key, yaml_value(value), merge=False)
-    return out
-
-
-def yaml_value(text: str):
-    import yaml
-
-    return yaml.safe_load(text)
+    """``cfg`` composed again with one more ``key=value`` override."""
+    return compose([*cfg.overrides, override])
 
 
 def test_settings_check_every_key(demo_cfg):
-    s = rb.robustness_settings(settings_of(demo_cfg))  # the demo's scope (conf/experiment/demo.yaml)
+    s = rb.robustness_settings(demo_cfg)  # the demo's scope (conf/experiment/demo.yaml)
     assert s.first_stage == "pool" and s.measure == "nDCG@10" and s.worst == [0.1, 0.25]
     assert (s.gmap_epsilon, s.bootstrap, s.ood_topics) == (1e-5, 1000, "disjoint")
     assert s.query_attacks == ["char-any-1", "word-any"] and s.doc_manipulations == ["stuff"]
     assert (s.corpora, s.sizes, s.ood) == (["toy_core17"], [384], ["toy_core18"])
-    full = rb.robustness_settings(settings_of(_with(_with(demo_cfg, "robustness.query_attacks=null"), "robustness.doc_manipulations=null")))
+    full = rb.robustness_settings(_with(_with(demo_cfg, "robustness.query_attacks=null"), "robustness.doc_manipulations=null"))
     assert full.query_attacks == [] and full.doc_manipulations == []
     for override, message in (
         ("robustness.first_stage=rerun", "robustness.first_stage: input should be 'bm25' or 'pool'"),
@@ -132,14 +120,14 @@ def test_settings_check_every_key(demo_cfg):
         ("robustness.synonyms=/nowhere/syn.tsv", "robustness.synonyms: word list /nowhere/syn.tsv does not exist"),
     ):
         with pytest.raises(ConfigError, match=message):
-            rb.robustness_settings(settings_of(_with(demo_cfg, override)))
+            rb.robustness_settings(_with(demo_cfg, override))
 
 
 def test_robustness_cells_follow_the_corpora_and_sizes(demo_cfg):
-    cells = grb.robustness_cells(settings_of(demo_cfg))
+    cells = rb.robustness_cells(demo_cfg)
     assert {(c.corpus, c.size) for c in cells} == {("toy_core17", 384)}
     assert len(cells) == 3 * 5  # leakage types x models x 1 seed of the demo grid
-    every = grb.robustness_cells(settings_of(_with(_with(demo_cfg, "robustness.corpora=null"), "robustness.sizes=null")))
+    every = rb.robustness_cells(_with(_with(demo_cfg, "robustness.corpora=null"), "robustness.sizes=null"))
     assert len(every) == 3 * 3 * 2 * 5
 
 
@@ -194,7 +182,7 @@ def _fixture_rows():
 
 def test_robustness_frame_computes_each_column_from_per_topic_values(demo_cfg):
     cfg = _with(_with(demo_cfg, "robustness.query_attacks=[word-swap]"), "robustness.doc_manipulations=[stuff]")
-    s = rb.robustness_settings(settings_of(_with(_with(cfg, "robustness.worst=[0.5]"), "robustness.gmap_epsilon=0.01")))
+    s = rb.robustness_settings(_with(_with(cfg, "robustness.worst=[0.5]"), "robustness.gmap_epsilon=0.01"))
     assert s.ood_topics == "disjoint" and s.bootstrap == 1000
     long = rt.robustness_frame(_values(_fixture_rows()), s)
     assert set(long.subset) == {"all"}  # no verified leaks given: no split
@@ -249,13 +237,13 @@ def test_robustness_frame_computes_each_column_from_per_topic_values(demo_cfg):
 
 
 def test_ood_topics_all_keeps_the_shared_topics(demo_cfg):
-    s = rb.robustness_settings(settings_of(_with(demo_cfg, "robustness.ood_topics=all")))
+    s = rb.robustness_settings(_with(demo_cfg, "robustness.ood_topics=all"))
     got = rt.robustness_frame(_values(_fixture_rows()), s).set_index(["leakage", "column"])["mean"]
     assert got["none", "OOD e"] == pytest.approx(0.4) and got["msm", "OOD e"] == pytest.approx(0.65)
 
 
 def test_leaked_and_other_topics_get_every_figure_apart(demo_cfg):
-    s = rb.robustness_settings(settings_of(_with(demo_cfg, "robustness.worst=[0.5]")))
+    s = rb.robustness_settings(_with(demo_cfg, "robustness.worst=[0.5]"))
     long = rt.robustness_frame(_values(_fixture_rows()), s, leaking={"c": ["q1", "q2"], "d": ["x"]})
     got = long.set_index(["subset", "leakage", "column"])["mean"]
     assert got["leaked", "none", "nDCG@10"] == pytest.approx(0.5) and got["other", "none", "nDCG@10"] == pytest.approx(0.3)
@@ -281,7 +269,7 @@ def test_robustness_evaluation_follows_evaluate_no_relevant():
         cfg.declared = ("evaluate.no_relevant",)
         ctx = SimpleNamespace(inputs={"collection": coll}, config=cfg,
                               settings=lambda section, mode=mode: SimpleNamespace(no_relevant=mode))
-        pq = rb._values(ctx, run, ["P@10"])
+        pq = parts._values(ctx, run, ["P@10"])
         assert sorted(pq.qid) == topics, mode
 
 

@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 
 from leakexp.lib import robustness_stats
-from leakexp.stages import robustness as rb
+from leakexp.grid import work
+from leakexp.stages.robustness import family as rb
 from leakexp.tables import robustness as rt
-from leakexp.grid import registry as stages, robustness as grb
-from leakexp.grid.registry import settings_of
-from leakexp.runner.config import compose
+from leakexp.runner import registry as stages
+from leakexp.runner.registry import compose
 from leakexp.lib.measures import per_query
 from leakexp.lib.bm25 import bm25_search
 from leakexp.runner.stage import Ask
@@ -29,23 +29,23 @@ def _new(store, before: list[str]) -> list[str]:
 def test_robustness_stage_on_a_small_grid(tmp_path):
     cfg = compose([f"store={tmp_path}", *GRID])
     p = stages.runner(cfg)
-    s = settings_of(cfg)
-    cells = grb.robustness_cells(s)
+    s = cfg
+    cells = rb.robustness_cells(s)
     assert [str(c) for c in cells] == ["toy_core17/none/64/knrm/seed-1", "toy_core17/msm/64/knrm/seed-1"]
-    assert all(p.state(a)[0] == "missing" for a in grb.asks(s, cells[0]).values())  # nothing trained yet
+    assert all(p.state(a)[0] == "missing" for a in rb.parts(s, cells[0]).values())  # nothing trained yet
     assert rt.write_robustness_tables(cfg, p, tmp_path / "out", cells) == []
     for cell in cells:
-        assert grb.robust(s, p, cell) == {n: p.path(a) for n, a in grb.asks(s, cell).items()}
-    asks = grb.asks(s, cells[0])
+        assert work.robust(p, cell) == {n: p.path(a) for n, a in rb.parts(s, cell).items()}
+    asks = rb.parts(s, cells[0])
     parts = {n: p.path(a) for n, a in asks.items()}
     assert set(parts) == {"own", "ood-toy_core18", "char-any-1", "word-synonym", "doc-stuff", "doc-noise"}
     assert all(p.store.valid_marker(path) for path in parts.values())
-    assert grb.cell_state(s, p, cells[1]) == "done"
+    assert work.robustness_state(p, cells[1]) == "done"
 
     qrels = p.get(Ask.of("collection", corpus="toy_core17")).qrels
     run = pd.read_parquet(p.path(cells[0].ask("rerank")) / "run.parquet")
     for attack in ("char-any-1", "word-synonym"):
-        shared = p.path(grb.queries_ask(s, "toy_core17", attack))
+        shared = p.path(rb.queries_ask(s, "toy_core17", attack))
         att = pd.read_csv(shared / "attacks.tsv", sep="\t", dtype=str, keep_default_na=False)
         assert len(att) == 12 and (att.original != att.attacked).eq(att.applied == "True").all()
         assert (att.applied == "True").all() if attack == "word-synonym" else (att.applied == "True").sum() >= 6
@@ -86,12 +86,12 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
     # cached: a second run computes nothing; a new attack computes only that attack
     before = p.store.computed()
     for cell in cells:
-        grb.robust(s, p, cell)
+        work.robust(p, cell)
     assert _new(p.store, before) == []
     more = compose([f"store={tmp_path}", *GRID, "robustness.query_attacks=[char-any-1,word-synonym,word-delete]"])
     p2 = stages.runner(more)
     for cell in cells:
-        grb.robust(settings_of(more), p2, cell)
+        work.robust(p2, cell)
     made = _new(p.store, before)
     assert len(made) == 3 and all("/word-delete/" in m for m in made), made
     assert sum(m.startswith("robustness/attacked-queries/toy_core17/word-delete/") for m in made) == 1
@@ -99,12 +99,12 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
     before = p.store.computed()
     pool_cfg = compose([f"store={tmp_path}", *GRID, "robustness.first_stage=pool"])
     p_pool = stages.runner(pool_cfg)
-    grb.robust(settings_of(pool_cfg), p_pool, cells[0])
+    work.robust(p_pool, cells[0])
     made = _new(p.store, before)
     # each attack: its shared attacked queries (robustness/attacked-queries/<corpus>/<attack>/pool/) and the cell's part
     assert len(made) == 4 and sorted(a for m in made for a in ("char-any-1", "word-synonym") if f"/{a}/" in m) == [
         "char-any-1", "char-any-1", "word-synonym", "word-synonym"], made
-    pool_part = p_pool.path(grb.asks(settings_of(pool_cfg), cells[0])["char-any-1"])
+    pool_part = p_pool.path(rb.parts(pool_cfg, cells[0])["char-any-1"])
     scored = pd.read_parquet(pool_part / "run.parquet")
     assert set(zip(scored.qid, scored.docno)) <= set(zip(run.qid, run.docno))
 
@@ -122,7 +122,7 @@ def test_robustness_stage_on_a_small_grid(tmp_path):
             "TC stuff", "KT stuff", "TC noise", "KT noise"} <= set(long.column)
     assert set(long.column) - {"gain stuff (relevant)"} <= set(rt.column_order(rb.robustness_settings(s), ["toy_core18"]))
     dr = long[(long.leakage == "msm") & (long.column == "DR word-synonym") & (long.subset == "all")].iloc[0]
-    pq = pd.read_parquet(p.path(grb.asks(s, cells[1])["word-synonym"]) / "perquery.parquet")
+    pq = pd.read_parquet(p.path(rb.parts(s, cells[1])["word-synonym"]) / "perquery.parquet")
     assert dr["mean"] == pytest.approx(robustness_stats.drop_rate(pq.attacked.mean(), pq.original.mean()))
     pool_md = rt.write_robustness_tables(pool_cfg, p_pool, tmp_path / "pool", cells)
     assert "INCOMPLETE" in (tmp_path / "pool" / "robustness_toy_core17.md").read_text()  # msm cell not in pool mode

@@ -16,7 +16,7 @@ from leakexp.models.capreolus import IdfTable
 from leakexp.models.vectors import word_tokens
 from leakexp.lib.seeded import draw_two, first_output, stable_seeds
 from leakexp.runner.stage import Ask
-from leakexp.grid.registry import runner
+from leakexp.runner.registry import runner
 
 
 # -- the references: leakexp's code before the array versions ---------------------------------------------------

@@ -12,10 +12,12 @@ from conftest import edited, paper_env
 from omegaconf import OmegaConf
 
 from leakexp.runner import config as config_module
-from leakexp.grid import registry as stages
-from leakexp.runner.config import ConfigError, compose
+from leakexp.runner import registry as stages
+from leakexp.runner.config import ConfigError, compose_raw
+from leakexp.runner.registry import compose
 from leakexp.runner.lineage import leaves
-from leakexp.models import MODEL_SETTINGS
+from leakexp.runner.registry import schema_of
+from leakexp.runner.registry import sections
 
 
 def _wrong_type(value):
@@ -32,8 +34,10 @@ def _wrong_type(value):
 
 def _schema_of(cfg, section: str):
     if section == "model":
-        return MODEL_SETTINGS[cfg.model.name]
-    return stages.SECTIONS.get(section)
+        return schema_of(f"models.{cfg.model.name}")
+    if section == "corpus":
+        return schema_of("corpora.*")
+    return sections().get(section)
 
 
 def _property(schema: dict, path: list[str]) -> dict | None:
@@ -77,7 +81,7 @@ def _out_of_domain(prop: dict, value):
 
 def _rejected(cfg, leaf: str, value, store) -> str:
     with edited(cfg, leaf, value) as changed, pytest.raises(ConfigError) as err:
-        stages.runner(changed)
+        stages.runner(stages.typed(changed))
     message = str(err.value)
     assert "\n" not in message, (leaf, message)
     assert not store.exists(), f"{leaf}: the store was written before the configuration error"
@@ -88,8 +92,8 @@ def _rejected(cfg, leaf: str, value, store) -> str:
 def test_every_leaf_has_a_type_and_its_domain_is_enforced_before_any_work(experiment, tmp_path, monkeypatch):
     store = tmp_path / "empty-store"
     extra = paper_env(tmp_path, monkeypatch) if experiment == "paper" else []
-    cfg = compose([f"store={store}", *extra])
-    stages.runner(cfg, readonly=True)  # the configuration as composed is valid
+    cfg = compose_raw([f"store={store}", *extra])  # Hydra's composition, each leaf changed in turn
+    stages.runner(stages.typed(cfg), readonly=True)  # the configuration as composed is valid
     assert not store.exists()
     all_leaves = [(k, v) for k, v in leaves(OmegaConf.to_container(cfg, resolve=True)) if not k.startswith("hydra.")]
     assert len(all_leaves) > 100
@@ -116,12 +120,10 @@ def test_every_leaf_has_a_type_and_its_domain_is_enforced_before_any_work(experi
 
 
 def test_a_setting_without_a_schema_is_an_error(tmp_path):
-    cfg = compose([f"store={tmp_path / 's'}", "+bm25.k3=1.2", "+colour=blue"])
     with pytest.raises(ConfigError, match="bm25.k3 is not a setting of bm25"):
-        stages.runner(cfg)
-    cfg = compose([f"store={tmp_path / 's'}", "+colour=blue"])
+        compose([f"store={tmp_path / 's'}", "+bm25.k3=1.2", "+colour=blue"])
     with pytest.raises(ConfigError, match="colour is not a setting of leakexp"):
-        stages.runner(cfg)
+        compose([f"store={tmp_path / 's'}", "+colour=blue"])
 
 
 def test_files_a_run_needs_are_checked_before_the_run_and_named(tmp_path):

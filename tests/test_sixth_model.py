@@ -95,7 +95,7 @@ def sixth(tmp_path, monkeypatch):
 
 
 def test_an_unregistered_model_file_is_refused_by_name(tmp_path, monkeypatch):
-    from leakexp.grid.registry import compose_checked
+    from leakexp.runner.registry import compose
     from leakexp.runner.config import ConfigError
 
     conf = tmp_path / "conf"
@@ -104,12 +104,12 @@ def test_an_unregistered_model_file_is_refused_by_name(tmp_path, monkeypatch):
     monkeypatch.setenv("LEAKEXP_CONF", str(conf))
     assert "cosine" not in REGISTRY
     with pytest.raises(ConfigError, match=r"model 'cosine' has no registered class.*leakexp.models.register"):
-        compose_checked([f"store={tmp_path / 'store'}", *CELL])
+        compose([f"store={tmp_path / 'store'}", *CELL])
 
 
 def test_a_sixth_model_is_its_class_its_file_and_register(sixth, tmp_path, seeded_store):
     from leakexp.cli.plan import plan
-    from leakexp.grid.registry import compose_checked, runner
+    from leakexp.runner.registry import compose, runner
     from leakexp.grid.work import run_cell
     from leakexp.runner.config import ConfigError
     from leakexp.stages.cell import Cell, grid_cells
@@ -119,11 +119,11 @@ def test_a_sixth_model_is_its_class_its_file_and_register(sixth, tmp_path, seede
     assert MODEL_LABEL["cosine"] == "Cosine"
     # its own schema checks its settings, before any work
     with pytest.raises(ConfigError, match=r"model\.maxqlen"):
-        compose_checked([f"store={store}", *CELL, "model.maxqlen=0"])
+        compose([f"store={store}", *CELL, "model.maxqlen=0"])
     with pytest.raises(ConfigError, match=r"model\.gradkernels"):  # KNRM's setting is not the sixth model's
-        compose_checked([f"store={store}", *CELL, "+model.gradkernels=true"])
+        compose([f"store={store}", *CELL, "+model.gradkernels=true"])
 
-    cfg = compose_checked([f"store={store}", *CELL, *GRID])
+    cfg = compose([f"store={store}", *CELL, *GRID])
     r = runner(cfg)
     cells = grid_cells(r.settings)
     assert cells == [Cell("toy_core17", "none", 128, "cosine", 1), Cell("toy_core17", "msm", 128, "cosine", 1)]

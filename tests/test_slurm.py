@@ -146,8 +146,8 @@ def _held_lock(store, *overrides):
     it (as it would for another worker training it), so the cell is still running when the test acts."""
     from filelock import FileLock
 
-    from leakexp.grid.registry import runner
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import runner
+    from leakexp.runner.registry import compose
     from leakexp.runner.store import Store
     from leakexp.stages.cell import cell_from_config
 

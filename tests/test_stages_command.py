@@ -11,8 +11,9 @@ from key_records import demo_asks, demo_runner
 
 from leakexp.cli.main import main
 from leakexp.grid import overview
-from leakexp.stages import robustness, train
-from leakexp.grid.registry import STAGES
+from leakexp.runner.stage import stages
+
+STAGES = stages()
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,7 @@ def demo(tmp_path_factory):
     """The demo's runner and its listing (on a store that does not exist: nothing is read or written)."""
     store = tmp_path_factory.mktemp("stages") / "store"
     cfg, r = demo_runner(store)
-    return cfg, r, overview.stages(cfg, r), store
+    return cfg, r, overview.listing(cfg, r), store
 
 
 def test_every_stage_is_listed_in_registry_order_with_its_version_and_module(demo):
@@ -33,15 +34,16 @@ def test_every_stage_is_listed_in_registry_order_with_its_version_and_module(dem
 def test_the_renamed_stages_are_listed_with_the_name_their_keys_keep(demo):
     _, _, infos, _ = demo
     assert {s.name: s.keyed_as for s in infos if s.keyed_as} == {"build": "sets", "evaluate": "eval",
-                                                                  "corpus-stats": "docstats"}
-    assert "renamed, keys unchanged: corpus-stats (was docstats), build (was sets), evaluate (was eval)" in \
-        overview.render_stages(infos)
+                                                                  "corpus-stats": "docstats", "pair-audit": "audit",
+                                                                  "graph-audit": "graph"}
+    assert ("renamed, keys unchanged: corpus-stats (was docstats), build (was sets), evaluate (was eval), pair-audit "
+            "(was audit), graph-audit (was graph)") in overview.render_stages(infos)
 
 
 def test_train_reads_the_model_sections_and_the_training_set_and_tokens(demo):
     cfg, _, infos, _ = demo
     t = {s.name: s for s in infos}["train"]
-    assert t.module == "leakexp.stages.train" and t.version == train.TRAIN.version and t.stored
+    assert t.module == "leakexp.stages.train" and t.version == 4 and t.stored
     assert t.reads == tuple(sorted({*(f"models.{m}" for m in cfg.grid.models), "train"}))
     assert t.inputs == ("build", "df", "t5vocab", "tokens")
 
@@ -70,7 +72,7 @@ def test_the_svg_draws_one_node_per_stage_and_one_arrow_per_input(demo, tmp_path
     expected = {(b.stage, a.stage) for a in demo_asks(cfg, r) for b in r.direct(a)}
     assert _svg_ids(path, "stage:") == {s.name for s in STAGES}
     assert {tuple(e.split(":")) for e in _svg_ids(path, "edge:")} == expected
-    assert ("build", "train") in expected and ("tokens", "train") in expected and ("embed", "audit") in expected
+    assert ("build", "train") in expected and ("tokens", "train") in expected and ("embed", "pair-audit") in expected
     assert len(expected) == 81
 
 
@@ -90,8 +92,8 @@ def test_the_command_marks_unused_stages_and_writes_a_png(tmp_path, capsys):
     assert rc == 0 and not store.exists()  # read-only: not even a store is made
     rows = {line.split()[0]: line.split() for line in out.splitlines()[1:] if line and not line[0].isspace()}
     assert all(s.name in rows for s in STAGES), out
-    assert rows["train"][1:4] == [str(train.TRAIN.version), "leakexp.stages.train", "yes"]
-    unused = [s for s in robustness.ROBUSTNESS_STAGES]
+    assert rows["train"][1:4] == ["4", "leakexp.stages.train", "yes"]
+    unused = [s for s in STAGES if s.family == "robustness"]
     for s in unused:
         assert rows[s.name][3] == "no", rows[s.name]
         if not callable(s.reads):  # a tuple: listed as declared

@@ -12,7 +12,10 @@ from pathlib import Path
 import networkx as nx
 
 import leakexp
-from leakexp.grid.registry import SECTIONS, STAGES
+from leakexp.runner.registry import sections
+from leakexp.runner.stage import stages
+
+STAGES = stages()
 from leakexp.runner.config import RunSettings
 
 ROOT = Path(leakexp.__file__).parent
@@ -47,7 +50,7 @@ def import_graph() -> nx.DiGraph:
 
 def test_the_graph_sees_imports_inside_functions():
     g = import_graph()
-    assert g.has_edge("leakexp.grid.registry", "leakexp.runner.pipeline")  # module level
+    assert g.has_edge("leakexp.runner.registry", "leakexp.runner.pipeline")  # module level
     assert g.has_edge("leakexp.tables.paper", "leakexp.tables.memorization")  # inside write_tables
 
 
@@ -57,18 +60,17 @@ def test_no_import_circle():
 
 
 def _stage_modules() -> set[str]:
-    import sys
-
-    return {sys.modules[s.compute.__module__ if s.compute else s.value.__module__].__name__ for s in STAGES}
+    return {s.module for s in STAGES}
 
 
 def test_stages_import_neither_runner_nor_writers_and_config_imports_no_stage():
     g = import_graph()
     stage_modules = _stage_modules()
-    assert {"leakexp.stages.build", "leakexp.stages.train", "leakexp.stages.memorization", "leakexp.stages.robustness"} <= stage_modules
+    assert {"leakexp.stages.build", "leakexp.stages.train", "leakexp.stages.memorization",
+            "leakexp.stages.robustness.parts"} <= stage_modules
     # ``report`` is the format library (Markdown, LaTeX, CSV writers) that any report-writing capability may
     # use, e.g. the graph audit; the table assemblers that read the grid's artifacts sit above every stage
-    above = {"leakexp.runner.pipeline", "leakexp.grid.registry", "leakexp.grid.work", "leakexp.tables.paper", "leakexp.tables.memorization", "leakexp.tables.robustness", "leakexp.cli.commands", "leakexp.cli.main", "leakexp.runner.lineage",
+    above = {"leakexp.runner.pipeline", "leakexp.runner.registry", "leakexp.grid.work", "leakexp.tables.paper", "leakexp.tables.memorization", "leakexp.tables.robustness", "leakexp.cli.commands", "leakexp.cli.main", "leakexp.runner.lineage",
              "leakexp.cli.plan", "leakexp.api", "leakexp"}
     for module in stage_modules:
         assert not set(nx.descendants(g, module)) & above, (module, set(nx.descendants(g, module)) & above)
@@ -90,9 +92,8 @@ FOLDERS = ("cli", "tables", "grid", "stages", "toolkit", "models", "lib", "data"
 # every folder below, and it and cli import neither the other
 API = {"leakexp": "api", "leakexp.api": "api"}
 # modules that hold several stages, named after their family (every other stage is in stages/<its name>.py)
-FAMILIES = {"sources": {"toy", "pool", "collection"}, "detect": {"embed", "detect"}, "verify": {"verify", "leaks"},
-            "build": {"fillers", "negatives", "build"},
-            "perturbations": {"robustness/attacked-queries", "robustness/manipulated-docs"}}
+FAMILIES = {"sources": {"pool", "collection"}, "detect": {"embed", "detect"}, "verify": {"verify", "leaks"},
+            "build": {"fillers", "negatives", "build"}}
 
 
 def _folder(module: str) -> str:
@@ -119,14 +120,15 @@ def test_every_module_is_in_a_folder_and_folders_import_one_way():
 def test_a_stage_is_found_by_its_name():
     for stage in STAGES:
         folder, _, module = stage.module.removeprefix("leakexp.").partition(".")
-        family = stage.name.split("/")[0].replace("-", "_")  # robustness/query-attack: stages/robustness.py
+        module = module.split(".")[0]  # a family's package: robustness/query-attack in stages/robustness/
+        family = stage.family.replace("-", "_")
         assert folder == "stages" and (module == family or stage.name in FAMILIES.get(module, ())), \
             (stage.name, stage.module)
 
 
 def test_imports_sit_at_the_top_of_modules():
     """Inside functions only where a module defers a heavy optional dependency or the CLI's lazy dispatch keeps
-    ``leakexp --help`` fast: at most 15 % of the package's own imports."""
+    ``leakexp measure`` light: at most 15 % of the package's own imports."""
     top = inside = 0
     for path in ROOT.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -220,16 +222,21 @@ STAGE_MODULE_LINES = 320  # "about 300": a stage module declares its stages and 
 def test_stage_modules_are_thin_declarations():
     """What a stage reads, its inputs and a compute that calls library code: the computations live in lib/, the
     formats in toolkit/, the captions in tables/, so no stage module grows into its domain's library again."""
-    long = {path.name: n for path in sorted((ROOT / "stages").glob("*.py"))
+    long = {path.name: n for path in sorted((ROOT / "stages").rglob("*.py"))
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > STAGE_MODULE_LINES}
     assert long == {}
 
 
-# where raw configuration values may be read: the runner's composition and resolution, the registry that checks every
-# section and makes the typed settings, and leakexp-run's naming of its job before any check
-RAW_CONFIG_READERS = {"runner/config.py", "grid/registry.py", "cli/app.py"}
+# where raw configuration values may be read: the runner's composition and resolution, the composition root that checks
+# every section and makes the typed settings, and leakexp-run's naming of its job before any check
+RAW_CONFIG_READERS = {"runner/config.py", "runner/registry.py", "cli/app.py"}
+# where Hydra's composition (a DictConfig) may be met at all: those, `leakexp measure`, which composes the evaluate
+# section alone (so it starts without the stages and torch), and Hydra's launchers, which Hydra hands its own
+COMPOSITION = {*RAW_CONFIG_READERS, "cli/measure.py", "hydra_plugins/leakexp_launcher/gpu_local.py",
+               "hydra_plugins/leakexp_launcher/slurm.py"}
+COMPOSERS = {"compose_raw", "resolved_values", "typed", "OmegaConf", "DictConfig"}
 RESOLVERS = {"resolved_model_config", "resolved_corpus_config", "corpus_names"}
-CONFIG_KEYS = {*SECTIONS, *RunSettings.model_fields, "experiment", "get"}
+CONFIG_KEYS = {*sections(), *RunSettings.model_fields, "experiment", "get"}
 
 
 def _raw_config_reads(tree: ast.AST) -> list[str]:
@@ -250,7 +257,7 @@ def _raw_config_reads(tree: ast.AST) -> list[str]:
 
 def test_settings_are_read_through_the_typed_settings():
     """One channel: code reads a setting from a configuration's typed ``Settings`` (``runner.settings``,
-    ``settings_of(cfg)``, a stage's ``ctx.settings``), never from the raw DictConfig."""
+    ``cfg``, a stage's ``ctx.settings``), never from the raw DictConfig."""
     bad = {}
     for path in sorted([*ROOT.rglob("*.py"), *(ROOT.parent / "hydra_plugins").rglob("*.py")]):
         rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.relative_to(ROOT.parent).as_posix()
@@ -266,3 +273,89 @@ def test_the_raw_read_check_sees_what_it_forbids():
     tree = ast.parse("def f(cfg):\n    a = cfg.evaluate.mfr\n    b = resolved_model_config(cfg, 'knrm')\n"
                      "    c = s.evaluate.mfr\n    d = cfg.get('workers')\n    e = cfg.lr\n")
     assert _raw_config_reads(tree) == ["line 2: cfg.evaluate", "line 3: resolved_model_config(...)", "line 5: cfg.get"]
+
+
+def _uses(tree: ast.AST, names: set[str]) -> list[str]:
+    """Where a module names one of ``names`` (a call, an attribute, an import) or imports omegaconf."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in names:
+            found.append(f"line {node.lineno}: {node.id}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("omegaconf"):
+            found.append(f"line {node.lineno}: from {node.module}")
+        elif isinstance(node, ast.ImportFrom):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name in names]
+    return found
+
+
+def test_nothing_past_composition_reads_the_composed_configuration():
+    """One shape after composition: ``leakexp.runner.registry.compose`` turns Hydra's composition into the typed
+    ``Settings``, and no module outside the composition (and Hydra's own entry points) meets a DictConfig, composes,
+    or resolves raw values."""
+    bad = {}
+    for path in sorted([*ROOT.rglob("*.py"), *(ROOT.parent / "hydra_plugins").rglob("*.py")]):
+        rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.relative_to(ROOT.parent).as_posix()
+        if rel not in COMPOSITION and (found := _uses(ast.parse(path.read_text()), COMPOSERS)):
+            bad[rel] = found
+    assert bad == {}
+    assert _uses(ast.parse("from omegaconf import DictConfig\ns = typed(cfg)\nt = compose(o)\n"), COMPOSERS) == \
+        ["line 1: from omegaconf", "line 2: typed"]
+
+
+def test_stages_are_registered_where_they_are_declared_in_one_registry():
+    """Every stage class of the stage package is registered by its declaration (``@register_stage``) in the runner's
+    one registry, whose order follows the package's PIPELINE; no module keeps a list of stages of its own."""
+    import importlib
+    import inspect
+
+    from leakexp.runner.stage import Stage
+
+    registered = {type(s) for s in STAGES}
+    declared = set()
+    for path in sorted((ROOT / "stages").rglob("*.py")):
+        module = importlib.import_module(".".join(("leakexp", *path.relative_to(ROOT).with_suffix("").parts))
+                                         .removesuffix(".__init__"))
+        declared |= {c for _, c in inspect.getmembers(module, inspect.isclass)
+                     if issubclass(c, Stage) and c.__module__ == module.__name__ and c.name}
+    assert declared == registered and len(registered) > 25
+    lists = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            targets = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            if targets and isinstance(node.value, (ast.Tuple, ast.List)) and node.value.elts and \
+                    all(isinstance(e, (ast.Attribute, ast.Name, ast.Starred)) for e in node.value.elts) and \
+                    any("STAGE" in t.upper() for t in targets):  # a tuple of stage declarations (STAGES = (...))
+                lists.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    assert lists == []
+
+
+def test_no_stage_module_names_a_model():
+    """A model's special needs (monoT5's embedded vocabulary) are declared by its class (``Reranker.artifacts``):
+    no stage module compares with a model's name, spells one, or imports a model's own module."""
+    from leakexp.models import REGISTRY
+
+    modules = {f"leakexp.models.{cls.__module__.rsplit('.', 1)[1]}" for cls in REGISTRY.values()}
+    bad = []
+    for path in sorted((ROOT / "stages").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in REGISTRY:
+                bad.append(f"{path.name}:{node.lineno}: {node.value!r}")
+            if isinstance(node, ast.ImportFrom) and node.module in modules:
+                bad.append(f"{path.name}:{node.lineno}: from {node.module}")
+    assert bad == []
+    assert {"leakexp.models.monot5", "leakexp.models.knrm"} <= modules
+
+
+def test_a_data_source_is_asked_not_branched_on():
+    """What differs between the toy world, ir_datasets and local files is asked of the source's object
+    (``leakexp.data.sources``): no other module compares a kind of data with its name."""
+    kinds = {"toy", "irds", "local"}
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if path == ROOT / "data" / "sources.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value in kinds
+                                                     for c in [node.left, *node.comparators]):
+                bad.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
+    assert bad == []

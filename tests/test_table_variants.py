@@ -13,7 +13,7 @@ from conftest import SMALL
 from key_records import demo_asks, demo_runner
 
 from leakexp.cli.main import main
-from leakexp.runner.config import compose
+from leakexp.runner.registry import compose
 from leakexp.runner.stage import Ask
 
 # every option experiments/README.md lists as changing the tables alone, with another value
@@ -32,7 +32,7 @@ def test_the_table_only_settings_are_the_documented_ones():
 
 
 def test_an_option_that_changes_only_the_tables_rekeys_no_artifact(tmp_path):
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg, base = demo_runner(tmp_path / "store")
     asks = demo_asks(cfg, base)
@@ -59,7 +59,7 @@ def test_mfr_variants_are_computed_from_the_stored_evaluations(small_run, small_
     """Re-ranking the top-2 only, most topics have no relevant document within the depth: 1/MRR with misses at
     reciprocal rank 0, the arithmetic mean without them and with them at rank 3 all come from one stored evaluation
     per cell, and equal what the re-ranked runs give."""
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
     from leakexp.grid.work import run_cell
     from leakexp.lib.measures import per_query
     from leakexp.runner.store import DONE
@@ -67,7 +67,7 @@ def test_mfr_variants_are_computed_from_the_stored_evaluations(small_run, small_
 
     r, _, _, out = small_run
     default = _files(out)
-    overrides = [f"store={small_cfg.store}", *SMALL, "rerank.depth=2", "grid.corpora=[toy_robust]",
+    overrides = [f"store={small_cfg.run.store}", *SMALL, "rerank.depth=2", "grid.corpora=[toy_robust]",
                  "grid.leakages=[none,msm]", "grid.sizes=[128]"]
     shallow = runner(compose(overrides))
     cells = grid_cells(shallow.settings)
@@ -100,7 +100,7 @@ def test_mfr_variants_are_computed_from_the_stored_evaluations(small_run, small_
 def test_a_variants_tables_go_to_its_own_folder_or_to_out(small_run, small_cfg, tmp_path, capsys):
     _, _, _, out = small_run
     default = _files(out)
-    overrides = [f"store={small_cfg.store}", *SMALL]
+    overrides = [f"store={small_cfg.run.store}", *SMALL]
     assert main(["tables", *overrides, "evaluate.cv_selection=max_effect"]) == 0
     variant = out / "evaluate.cv_selection=max_effect"
     assert capsys.readouterr().out.strip() == f"tables: {variant}"
@@ -121,7 +121,7 @@ def test_a_failed_tables_run_deletes_and_changes_nothing(small_run, small_cfg, m
     default = _files(out)
     assert paper.TABLES_KEY in default
     # nothing of this grid is finished: refused, and the tables of the finished grid stay as they are
-    assert main(["tables", f"store={small_cfg.store}", *SMALL, "grid.seeds=[7]"]) == 1
+    assert main(["tables", f"store={small_cfg.run.store}", *SMALL, "grid.seeds=[7]"]) == 1
     assert "holds no finished cell" in capsys.readouterr().err
     assert _files(out) == default
     # a writer failing half-way: nothing of the folder changes, and no temporary folder is left beside it
@@ -131,6 +131,6 @@ def test_a_failed_tables_run_deletes_and_changes_nothing(small_run, small_cfg, m
 
     monkeypatch.setattr(paper, "figure2", broken)
     with pytest.raises(RuntimeError, match="figure 2"):
-        paper.write_tables(compose([f"store={small_cfg.store}", *SMALL, "evaluate.alpha=0.01"]), out=out)
+        paper.write_tables(compose([f"store={small_cfg.run.store}", *SMALL, "evaluate.alpha=0.01"]), out=out)
     assert _files(out) == default
     assert sorted(p.name for p in out.parent.iterdir() if p.name.startswith(".")) == []

@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 
 from leakexp.models import REGISTRY
 from leakexp.runner.config import model_config
-from leakexp.lib.trainer import TrainConfig, configure_precision, lr_factor, make_optimizer, micro_batches, no_decay_parameter_names, read_history, set_seed, train, write_history
+from leakexp.runner.jobs import configure_precision
+from leakexp.lib.trainer import Training, lr_factor, make_optimizer, micro_batches, no_decay_parameter_names, read_history, set_seed, train, write_history
 from leakexp.tables.paper import plot_histories
 
 
@@ -30,13 +30,13 @@ def knrm():
 
 # -- budget -------------------------------------------------------------------------------------------------
 def test_one_epoch_sees_each_pair_once_in_the_order_one_epoch_always_had():
-    batches = micro_batches(10, TrainConfig(batch_size=4), seed=7)
+    batches = micro_batches(10, Training(batch_size=4), seed=7)
     assert [len(b) for b in batches] == [4, 4, 2]
     assert np.concatenate(batches).tolist() == np.random.default_rng(7).permutation(10).tolist()
 
 
 def test_epochs_reshuffle_each_pass():
-    batches = micro_batches(10, TrainConfig(batch_size=4, epochs=3), seed=7)
+    batches = micro_batches(10, Training(batch_size=4, epochs=3), seed=7)
     assert [len(b) for b in batches] == [4, 4, 2] * 3
     passes = [np.concatenate(batches[3 * k : 3 * k + 3]) for k in range(3)]
     assert all(sorted(p.tolist()) == list(range(10)) for p in passes)
@@ -45,7 +45,7 @@ def test_epochs_reshuffle_each_pass():
 
 def test_a_fixed_number_of_updates_draws_pairs_in_reshuffled_passes():
     """Capreolus' triplet sampler: an endless stream, each pass over the training queries in a new order."""
-    cfg = TrainConfig(batch_size=4, grad_accum=2, updates=5)
+    cfg = Training(batch_size=4, grad_accum=2, updates=5)
     batches = micro_batches(6, cfg, seed=1)
     assert len(batches) == 10 and all(len(b) == 4 for b in batches)  # 40 pairs, full batches only
     stream = np.concatenate(batches)
@@ -55,31 +55,31 @@ def test_a_fixed_number_of_updates_draws_pairs_in_reshuffled_passes():
 
 def test_train_reports_updates_and_epochs_for_both_budgets():
     data = pairs(10)
-    by_epoch = train(knrm(), data, seed=0, cfg=TrainConfig(batch_size=4, epochs=2), progress=False)
+    by_epoch = train(knrm(), data, seed=0, cfg=Training(batch_size=4, epochs=2), progress=False)
     assert by_epoch["updates"] == 6 and by_epoch["epochs"] == 2.0 and by_epoch["instances"] == 40
     assert len(by_epoch.history) == 6 and by_epoch.history.step.tolist() == list(range(1, 7))
-    by_updates = train(knrm(), data, seed=0, cfg=TrainConfig(batch_size=4, updates=7), progress=False)
+    by_updates = train(knrm(), data, seed=0, cfg=Training(batch_size=4, updates=7), progress=False)
     assert by_updates["updates"] == 7 and by_updates["instances"] == 2 * 28 and by_updates["epochs"] == 2.8
     assert {**by_updates}["updates"] == 7  # the figures are a plain mapping for the manifest
 
 
 def test_train_config_from_the_config_files():
     run = {"epochs": 1, "updates": 320}
-    knrm_cfg = TrainConfig.from_config(OmegaConf.to_container(model_config("knrm").train), run)
+    knrm_cfg = Training.of(model_config("knrm")["train"], run)
     assert knrm_cfg.updates == 320 and knrm_cfg.batch_size == 32 and knrm_cfg.max_grad_norm is None
-    bert = TrainConfig.from_config(OmegaConf.to_container(model_config("monobert").train), {"epochs": 1},
+    bert = Training.of(model_config("monobert")["train"], {"epochs": 1},
                                    bf16=False)
     assert (bert.optimizer, bert.adam_eps, bert.max_grad_norm, bert.warmup, bert.decay, bert.weight_decay) == \
         ("bert_adamw", 1e-6, 1.0, 0.1, "bert", 0.01)
     assert bert.bf16 is False and bert.updates is None
-    t5 = TrainConfig.from_config(OmegaConf.to_container(model_config("monot5").train))
+    t5 = Training.of(model_config("monot5")["train"])
     assert (t5.optimizer, t5.max_grad_norm, t5.warmup, t5.batch_size * 2 * t5.grad_accum) == ("adafactor", 1.0, 0.01,
                                                                                                128)
     assert t5.batch_size * 2 == 32  # micro-batches of 32 instances, accumulated to the recipe's 128
     with pytest.raises(ValueError, match="model.train.warmup_steps is not a training option"):
-        TrainConfig.from_config({"warmup_steps": 10})
+        Training.of({"warmup_steps": 10})
     with pytest.raises(ValueError, match="train config: warmup: input should be less than 1"):
-        TrainConfig(warmup=1.5)
+        Training(warmup=1.5)
 
 
 # -- schedule -----------------------------------------------------------------------------------------------
@@ -87,12 +87,12 @@ def test_train_config_from_the_config_files():
 def test_capreolus_models_default_to_a_constant_lr_without_warmup(name):
     """Capreolus v0.2.6 (capreolus-ir/capreolus@afa5b7e): trainer/pytorch.py declares warmupiters=0,
     decaytype=None; trainer/__init__.py lr_multiplier then returns 1 at every step."""
-    cfg = TrainConfig.from_config(OmegaConf.to_container(model_config(name).train), {"epochs": 1})
+    cfg = Training.of(model_config(name)["train"], {"epochs": 1})
     assert (cfg.warmup, cfg.decay, cfg.lr, cfg.optimizer) == (0.0, "constant", 1e-3, "adam")
-    result = train(knrm(), pairs(20), seed=0, cfg=TrainConfig(**dict(vars(cfg), batch_size=4)), progress=False)
+    result = train(knrm(), pairs(20), seed=0, cfg=Training(**dict(vars(cfg), batch_size=4)), progress=False)
     assert result["warmup_updates"] == 0 and result.history.lr.tolist() == [1e-3] * 5
     # warmup + linear decay stays an option
-    ramp = TrainConfig(**dict(vars(cfg), batch_size=4, warmup=0.2, decay="linear"))
+    ramp = Training(**dict(vars(cfg), batch_size=4, warmup=0.2, decay="linear"))
     assert train(knrm(), pairs(20), seed=0, cfg=ramp, progress=False).history.lr.tolist() == pytest.approx(
         [1e-3 * lr_factor(s, 5, 1, "linear") for s in range(5)])
 
@@ -105,7 +105,7 @@ def test_warmup_then_linear_decay_factors():
 
 
 def test_the_history_records_the_schedule_the_optimiser_used():
-    cfg = TrainConfig(batch_size=2, lr=0.01, warmup=0.2, decay="linear")
+    cfg = Training(batch_size=2, lr=0.01, warmup=0.2, decay="linear")
     result = train(knrm(), pairs(20), seed=0, cfg=cfg, progress=False)
     h = result.history
     assert result["updates"] == 10 and result["warmup_updates"] == 2
@@ -130,7 +130,7 @@ class RMSNormLike(nn.Module):  # T5LayerNorm-style: a weight, no bias
 def test_no_weight_decay_on_biases_and_normalisation_weights():
     model = nn.Sequential(Block(), RMSNormLike())
     assert no_decay_parameter_names(model) == {"0.dense.bias", "0.LayerNorm.weight", "0.LayerNorm.bias", "1.weight"}
-    opt = make_optimizer(model, TrainConfig(optimizer="adamw", lr=0.1, weight_decay=0.5))
+    opt = make_optimizer(model, Training(optimizer="adamw", lr=0.1, weight_decay=0.5))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
@@ -150,7 +150,7 @@ def test_adam_on_the_cpu_is_the_fused_kernel_and_steps_like_the_loop_over_tensor
     model = nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 16), nn.LayerNorm(16))
     reference = nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 16), nn.LayerNorm(16))
     reference.load_state_dict(model.state_dict())
-    cfg = TrainConfig(optimizer=optimizer, lr=0.01, weight_decay=0.1)
+    cfg = Training(optimizer=optimizer, lr=0.01, weight_decay=0.1)
     opt = make_optimizer(model, cfg)
     assert opt.defaults["fused"] is True
     same = ("lr", "betas", "eps", "weight_decay")
@@ -184,7 +184,7 @@ def test_monobert_optimiser_groups_and_epsilon(tmp_path):
                          intermediate_size=8)).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     m = REGISTRY["monobert"](checkpoint=str(tmp_path))
-    cfg = TrainConfig.from_config(OmegaConf.to_container(model_config("monobert").train))
+    cfg = Training.of(model_config("monobert")["train"])
     opt = make_optimizer(m, cfg)
     decay, no_decay = opt.param_groups
     names = {id(p): n for n, p in m.named_parameters()}
@@ -197,15 +197,15 @@ def test_gradients_are_clipped_only_when_configured(monkeypatch):
     seen = []
     real = torch.nn.utils.clip_grad_norm_
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda ps, norm: seen.append(norm) or real(ps, norm))
-    train(knrm(), pairs(4), seed=0, cfg=TrainConfig(batch_size=2), progress=False)
+    train(knrm(), pairs(4), seed=0, cfg=Training(batch_size=2), progress=False)
     assert seen == []
-    train(knrm(), pairs(4), seed=0, cfg=TrainConfig(batch_size=2, max_grad_norm=1.0), progress=False)
+    train(knrm(), pairs(4), seed=0, cfg=Training(batch_size=2, max_grad_norm=1.0), progress=False)
     assert seen == [1.0, 1.0]
 
 
 def test_group_by_length_keeps_every_pair_once_and_batches_similar_lengths():
     lengths = np.arange(210) % 50 + (4 - np.arange(210) // 50) * 1000  # four length classes of 50, a short one of 10
-    cfg = TrainConfig(batch_size=50, group_by_length=True)
+    cfg = Training(batch_size=50, group_by_length=True)
     batches = micro_batches(210, cfg, seed=3, lengths=lengths)
     assert [len(b) for b in batches].count(10) == 1 and sorted(np.concatenate(batches).tolist()) == list(range(210))
     assert all(len(set(lengths[b] // 1000)) == 1 for b in batches)  # each batch is one length class
@@ -216,8 +216,8 @@ def test_group_by_length_keeps_every_pair_once_and_batches_similar_lengths():
 
 # -- history files ------------------------------------------------------------------------------------------
 def test_history_csv_round_trip_and_plot(tmp_path):
-    a = train(knrm(), pairs(12), seed=0, cfg=TrainConfig(batch_size=2, warmup=0.2), progress=False).history
-    b = train(knrm(), pairs(12), seed=1, cfg=TrainConfig(batch_size=3), progress=False).history
+    a = train(knrm(), pairs(12), seed=0, cfg=Training(batch_size=2, warmup=0.2), progress=False).history
+    b = train(knrm(), pairs(12), seed=1, cfg=Training(batch_size=3), progress=False).history
     path = write_history(a, tmp_path / "history.csv")
     assert path.read_text().splitlines()[0] == "step,loss,lr,pairs"
     back = read_history(path)
@@ -238,7 +238,7 @@ def test_precision_is_set_from_config_and_training_leaves_it_alone():
         assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
         configure_precision("highest")
         assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
-        train(knrm(), pairs(4), seed=0, cfg=TrainConfig(batch_size=2), progress=False)
+        train(knrm(), pairs(4), seed=0, cfg=Training(batch_size=2), progress=False)
         assert torch.get_float32_matmul_precision() == "highest" and not torch.backends.cudnn.allow_tf32
         assert not torch.backends.cuda.matmul.allow_tf32
         with pytest.raises(ValueError, match="precision.matmul='fast'"):
@@ -255,7 +255,7 @@ def test_nan_loss_is_reported_with_its_update():
     with torch.no_grad():
         m.combine.bias.fill_(math.inf)
     with pytest.raises(TrainingError, match="knrm: loss became nan at update 1"):
-        train(m, pairs(4), seed=0, cfg=TrainConfig(batch_size=2), progress=False)
+        train(m, pairs(4), seed=0, cfg=Training(batch_size=2), progress=False)
 
 
 # -- Adafactor ----------------------------------------------------------------------------------------------
@@ -275,7 +275,7 @@ class Mixed(nn.Module):
 def _adafactor_run(optimizer: str, steps: int = 6, lr: float = 3e-4, weight_decay: float = 5e-5):
     torch.manual_seed(0)
     model = Mixed()
-    opt = make_optimizer(model, TrainConfig(optimizer=optimizer, lr=lr, weight_decay=weight_decay))
+    opt = make_optimizer(model, Training(optimizer=optimizer, lr=lr, weight_decay=weight_decay))
     grads = torch.Generator().manual_seed(1)
     for step in range(steps):
         for name, p in model.named_parameters():
@@ -350,7 +350,7 @@ def test_the_loss_is_read_from_the_device_every_sync_every_updates(monkeypatch):
 
     monkeypatch.setattr(torch.Tensor, "item", counted(torch.Tensor.item))
     monkeypatch.setattr(torch.Tensor, "tolist", counted(torch.Tensor.tolist))
-    cfg = TrainConfig(batch_size=2, lr=0.01)
+    cfg = Training(batch_size=2, lr=0.01)
     batched = train(knrm(), pairs(20), seed=0, cfg=cfg, progress=False, sync_every=4)
     assert len(reads) == 3  # updates 1-4, 5-8, 9-10
     monkeypatch.undo()

@@ -16,7 +16,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from leakexp.grid.registry import settings_of
 
 from irds_corpora import copy_disks45_compressed
 
@@ -29,7 +28,7 @@ GLOBS = ["**/FBIS/FB*", "**/FR94/??/FR*", "**/FT/*/FT*", "**/LATIMES/LA*"]  # ir
 def _paper(tmp_path, monkeypatch, *extra):
     from conftest import paper_env
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     return compose([*paper_env(tmp_path, monkeypatch), f"store={tmp_path / 'store'}", "grid.sizes=[1000]",
                     "grid.seeds=[1]", "grid.models=[knrm]", *extra])
@@ -67,7 +66,7 @@ def compressed(irds_corpora, tmp_path_factory):
 def test_paper_indexes_robust04_through_trec_collection_over_its_raw_files(irds_corpora, tmp_path, monkeypatch):
     from leakexp.runner.stage import Ask
     from leakexp.stages.firststage import first_stage_caption
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     cfg = _paper(tmp_path, monkeypatch)
     assert cfg.bm25.collection == "trec"
@@ -85,16 +84,16 @@ def test_paper_indexes_robust04_through_trec_collection_over_its_raw_files(irds_
     # the training pool's index reads no bm25.collection: its negatives, training sets and models keep their keys
     assert json_.key(Ask.of("index", name="train")) == r.key(Ask.of("index", name="train"))
     # the tables' captions say which index ran
-    assert "Anserini 0.22.1's TrecCollection index of the raw TREC files" in first_stage_caption(settings_of(cfg), "robust04")
-    assert "TrecCollection" not in first_stage_caption(settings_of(json_cfg), "robust04")
+    assert "Anserini 0.22.1's TrecCollection index of the raw TREC files" in first_stage_caption(cfg, "robust04")
+    assert "TrecCollection" not in first_stage_caption(json_cfg, "robust04")
 
 
 def test_trec_collection_needs_anserini(tmp_path, monkeypatch):
     from conftest import paper_env
 
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.runner.stage import ConfigError
-    from leakexp.grid.registry import compose_checked as checked
+    from leakexp.runner.registry import compose as checked
 
     assert compose([]).bm25.collection == "json"
     with pytest.raises(ConfigError, match=r"^bm25\.collection=trec .*TrecCollection, which bm25\.backend=pisa does "
@@ -107,7 +106,7 @@ def test_the_key_names_the_raw_files(compressed, tmp_path, monkeypatch):
     """A TrecCollection index reads the raw files, not leakexp's documents: a changed file re-keys it."""
     from leakexp.data.irds_files import trec_files
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     root, files = compressed
     cfg = _paper(tmp_path, monkeypatch, f"corpus.irds_id={COPY}")
@@ -180,7 +179,7 @@ def test_papers_robust04_first_stage_searches_the_trec_collection_index(irds_cor
     import pandas as pd
 
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
     _java_or_skip()
     runs, figures = {}, {}

@@ -163,11 +163,11 @@ def test_verify_prints_table_2a_counts_and_keeps_the_topic_of_a_query_leaking_tw
 
     from leakexp.cli.main import main
     from leakexp.runner.stage import Ask
-    from leakexp.grid.registry import runner
+    from leakexp.runner.registry import runner
 
-    assert main(["verify", f"store={small_cfg.store}", *SMALL]) == 0
+    assert main(["verify", f"store={small_cfg.run.store}", *SMALL]) == 0
     printed = {line.split(":")[0]: line for line in capsys.readouterr().out.splitlines()}
-    table = pd.read_csv(f"{small_cfg.store}/tables/toy/table2a.csv", dtype={"corpus": str, "candidates": str})
+    table = pd.read_csv(f"{small_cfg.run.store}/tables/toy/table2a.csv", dtype={"corpus": str, "candidates": str})
     true = table[table.candidates == "true"].set_index("corpus")
     for corpus in small_cfg.data.corpora:
         assert printed[corpus].startswith(f"{corpus}: {true.queries[corpus]} verified leaking queries for "

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from leakexp.grid.registry import settings_of
 from pathlib import Path
 
 TOY_600 = "data.queries_per_source=600"
@@ -24,14 +23,14 @@ STAGES = ("toy", "embed", "detect", "verify", "corpus-stats", "index", "negative
 def build(store: Path) -> None:
     """Every artifact of ``STAGES`` the toy grid at 600 queries per source asks for (small sizes: one chunk of
     negatives), in ``store``."""
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
     from leakexp.stages.cell import grid_cells
-    from leakexp.grid.work import shared_asks
-    from leakexp.grid.registry import runner
+    from leakexp.grid.work import grid_asks
+    from leakexp.runner.registry import runner
 
     cfg = compose([f"store={store}", TOY_600, "grid.sizes=[64]", "grid.seeds=[1]", "grid.models=[knrm]"])
     r = runner(cfg)
-    asks = [a for row in shared_asks(cfg, r).values() for a in row] + [c.ask("build") for c in grid_cells(settings_of(cfg))]
+    asks = [a for row in grid_asks(cfg, r, []).values() for a in row] + [c.ask("build") for c in grid_cells(cfg)]
     for ask in asks:
         for up in r.upstream(ask):
             if up.stage in STAGES and r.stage(up).stored:

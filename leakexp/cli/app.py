@@ -27,10 +27,10 @@ from omegaconf import DictConfig
 from leakexp.runner.config import conf_dir, validate_config
 from leakexp.runner.jobs import record_failure, size_torch_threads
 from leakexp.runner.loop import each
-from leakexp.grid import robustness
 from leakexp.stages.cell import Cell
-from leakexp.grid.work import run_cell
-from leakexp.grid.registry import runner
+from leakexp.grid.work import robust, run_cell
+from leakexp.stages.robustness.family import robustness_cells
+from leakexp.runner.registry import runner, typed
 
 log = logging.getLogger("leakexp")
 FAILED: list[str] = []  # "cell: reason" of every cell this process ran that failed
@@ -61,10 +61,10 @@ def run(cfg: DictConfig) -> dict:
 
     def work(cell: Cell) -> dict:
         validate_config(cfg)
-        r = runner(cfg)
+        r = runner(typed(cfg))
         means = run_cell(r, cell)
-        if r.settings.robustness.enabled and cell in robustness.robustness_cells(r.settings):
-            robustness.robust(r.settings, r, cell)
+        if r.settings.robustness.enabled and cell in robustness_cells(r.settings):
+            robust(r, cell)
         return means
 
     # one cell per job: a failure in a stage is recorded next to its artifact; it is raised all the same (the

@@ -16,22 +16,22 @@ from leakexp.cli.plan import plan, render_plan
 from leakexp.data.files import DataUnavailable, read_topic_ids
 from leakexp.lib.report import markdown_table, plot_calibration, write_table
 from leakexp.lib.trec import read_run, run_overlap
-from leakexp.runner.config import ConfigError, compose, section_keys, top_level_keys
+from leakexp.runner.config import ConfigError, section_keys, top_level_keys
 from leakexp.runner.loop import each
-from leakexp.runner.stage import Ask
+from leakexp.runner.stage import Ask, stages
 from leakexp.runner.store import Store, atomic_write_text, read_json
 from leakexp.grid import overview
-from leakexp.stages import detect as d
+from leakexp.lib import candidates as d
 from leakexp.toolkit import annotations
-from leakexp.stages.cell import Cell, cell_from_config, grid_cells
-from leakexp.stages.corpus_stats import corpus_stats
+from leakexp.stages.cell import cell_from_config, grid_cells
+from leakexp.data.statistics import corpus_figures
 from leakexp.stages.firststage import first_stage_file
+from leakexp.stages.sources import pool_source
 from leakexp.data.judgments import run_path
-from leakexp.grid import robustness
-from leakexp.grid.work import (cell_workers, complete, grid_jobs, grid_status, lineage, memorization_all,
-                               needed_indexes, render_status, run_cell, run_job, run_job_in_worker, scheduler_notes)
-from leakexp.grid.registry import runner, settings_of, unmet_requirements
-from leakexp.stages.robustness import robustness_settings
+from leakexp.grid.work import (cell_workers, complete, demo_asks, grid_jobs, grid_status, lineage, render_status,
+                               run_cell, run_job, run_job_in_worker, scheduler_notes)
+from leakexp.runner.registry import check_requirements, compose, runner, unmet_requirements
+from leakexp.stages.robustness.family import robustness_cells, robustness_settings
 from leakexp.stages.build import check_size
 from leakexp.lib.training_sets import export_monot5, training_queries
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
@@ -47,8 +47,8 @@ _OVERRIDE_KEYS = {"store", "experiment", "device", "verbose", "seed"}
 def _runner(overrides: list[str], needs: tuple[str, ...] | None = None):
     """The config and runner of a computing command; ``needs``: the stages whose requirements (annotations,
     models in the Hugging Face cache) must be met before any work (None: every stage, as a grid cell needs)."""
-    cfg = compose(overrides)
-    return cfg, runner(cfg, needs=needs)
+    s = compose(overrides)
+    return s, runner(s, needs=needs)
 
 
 def expand_sweeps(overrides: list[str]) -> list[list[str]]:
@@ -68,31 +68,152 @@ def expand_sweeps(overrides: list[str]) -> list[list[str]]:
     return [list(combo) for combo in itertools.product(*axes)] or [[]]
 
 
-def cmd_cells(stage: str, overrides: list[str]) -> int:
-    configs = [compose(combo) for combo in expand_sweeps(overrides)]  # bad settings stop before any work
-    for cfg in configs:  # so does a set the training pool cannot fill
-        s = settings_of(cfg)
+def cmd_stage(name: str, overrides: list[str], **options) -> int:
+    """``leakexp <name>``, the command of a stage or a family of stages (``Stage.help``): the artifacts the configured
+    grid asks of it (``Stage.asks``), computed where the store lacks them with what they need upstream, then what
+    the command prints (:data:`REPORTS`; by default each artifact's folder). A stage that computes per cell
+    (``Stage.per_cell``: train, rerank, evaluate) computes the cells the command line names, one per combination of
+    comma lists. A failing artifact is named and the others go on (exit 1)."""
+    if name in INSTEAD:  # a stage whose command is another thing than computing its artifacts
+        return INSTEAD[name](overrides)
+    overrides = [*overrides, *SETS.get(name, ())]
+    family = [st for st in stages() if st.family == name]
+    per_cell = any(st.per_cell for st in family)
+    configs = [compose(combo) for combo in (expand_sweeps(overrides) if per_cell else [overrides])]
+    for s in configs if per_cell else []:  # bad settings stop before any work, so does a set the pool cannot fill
         check_size(s, s.corpus.name, s.leakage.name, s.run.size, f"size={s.run.size}")
-    runners = [runner(cfg) for cfg in configs]
-
-    def work(r) -> str:
-        cell, start = cell_from_config(r.settings), time.time()
-        if stage in ("train", "rerank"):
-            out = r.ensure(cell.ask(stage))
-        else:
-            out = "  ".join(f"{m}={v:.4f}" for m, v in sorted(run_cell(r, cell).items()))
-        return f"{cell}: {out}  ({time.time() - start:.1f}s)"
-
-    def failed(r, exc: Exception) -> None:
-        print(f"FAILED {cell_from_config(r.settings)}: {type(exc).__name__}: {exc}", file=sys.stderr)
-
-    failures = each(runners, work, desc=stage, progress=False, done=lambda run, line: print(line), failed=failed)
+    work = []
+    for s in configs:
+        reader = runner(s, readonly=True)
+        cells = [cell_from_config(s)] if per_cell else grid_cells(s)
+        asks = [a for st in family for a in st.asks(reader, cells)]
+        # what the artifacts need from outside (annotations, models in the cache), before any work: their stages'
+        check_requirements(s, needs={u.stage for a in asks for u in reader.upstream(a)})
+        r = runner(s, files=False)
+        r.store.require_writable(f"leakexp {name}")
+        work.append((r, cells, asks))
+    report = REPORTS.get(name, report_folders)
+    failures = 0
+    for r, cells, asks in work:
+        start = time.time()
+        failed = each(asks, r.ensure, desc=name, unit="artifact", progress=not per_cell,
+                      failed=lambda ask, exc, r=r: print(f"FAILED {_shown(r, ask)}: {type(exc).__name__}: {exc}",
+                                                         file=sys.stderr))
+        failures += len(failed)
+        report(r, [a for a in asks if a not in {f for f, _ in failed}], cells, {**options, "started": start})
     return 1 if failures else 0
+
+
+def _shown(r, ask: Ask) -> str:
+    """An artifact as the store names it (its folder), or its request where it has none."""
+    path = r.path(ask)
+    return str(path.relative_to(r.store.root)) if path is not None else str(ask)
+
+
+def report_folders(r, asks: list[Ask], cells, options) -> None:
+    """Each artifact's folder, one a line."""
+    for ask in asks:
+        print(r.path(ask))
+
+
+def report_indexes(r, asks: list[Ask], cells, options) -> None:
+    """Each index with its documents, and the corpora whose first stage is a bundled or file run (no index)."""
+    for ask in asks:
+        path = r.path(ask)
+        print(f"{ask.params['name']}: {path} ({r.store.marker(path).figures['documents']} documents)")
+    built = {a.params["name"] for a in asks}
+    for corpus in dict.fromkeys(r.settings.grid.corpora):
+        run = first_stage_file(r.settings.rerank.first_stage, corpus)
+        if corpus not in built and run is not None:
+            print(f"{corpus}: no index needed (its first stage is the run {run.name})")
+
+
+def report_candidates(r, asks: list[Ask], cells, options) -> None:
+    """The candidates' count and Table 1."""
+    path = write_table1(r.settings, r)
+    print(f"{len(r.get(Ask.of('detect')))} candidate rows; threshold {r.settings.detect.threshold}")
+    print(path.read_text())
+    print(f"table 1: {path.with_suffix('')}.{{md,csv,tex}}")
+
+
+def report_leaks(r, asks: list[Ask], cells, options) -> None:
+    """The annotated candidates, detection against the toy world's planted leaks, each corpus's verified leaks,
+    Table 2."""
+    s = r.settings
+    ann = r.get(Ask.of("verify"))
+    print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
+    source = pool_source(s.data)
+    if source.made_by:  # a generated world: detection against the leaks it planted
+        from leakexp.toolkit.annotations import detection_quality
+
+        truth = source.planted_leaks(r.ensure(Ask.of(source.made_by)))
+        q = detection_quality(d.leak_pairs(r.get(Ask.of("detect")), s.detect.threshold), truth)
+        print(f"detection vs planted leaks at threshold {s.detect.threshold}: recall {q['recall']:.3f} "
+              f"precision {q['precision']:.3f} ({q['true_positives']} of {q['planted']} planted, "
+              f"{q['candidates']} candidate pairs)")
+    for c in s.data.corpora:  # Table 2 (a)'s true candidates: a query verified for two topics leaks for each
+        leaks = r.get(Ask.of("leaks", corpus=c))
+        print(f"{c}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics "
+              f"({len(training_queries(leaks))} distinct training queries)")
+    print(f"table 2: {write_table2(s, r).parent}/table2{{a,b}}.{{md,csv,tex}}")
+
+
+def report_sets(r, asks: list[Ask], cells, options) -> None:
+    """A summary of the training sets (``--export-monot5``: each also in the monoT5 text format)."""
+    import pandas as pd
+
+    rows = []
+    for ask in dict.fromkeys(asks):  # per corpus of the grid, the No-Leakage set (one for every corpus) included
+        path, p = r.path(ask), ask.params
+        m = read_json(path / "manifest.json")
+        row = {"corpus": p["corpus"], "leakage": p["leakage"], "size": int(p["size"]), "instances": m["instances"],
+               "leaked": m["leaked_instances"], "ratio": float(m["leakage_ratio"])}
+        for source in ("msmarco", "orcas", "test"):
+            row[source] = int(m["by_source"].get(source, 0))
+        rows.append(row)
+        if options.get("export"):
+            target = r.store.path("exports", "monot5", p["corpus"], p["leakage"], f"{p['size']}.tsv")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.tmp")
+            export_monot5(pd.read_parquet(path / "instances.parquet"), tmp)
+            tmp.replace(target)
+    print(markdown_table(pd.DataFrame(rows), floatfmt="{:.4f}"))
+    if options.get("export"):
+        print(f"monoT5 text exports: {r.store.path('exports', 'monot5')}")
+
+
+def report_cells(r, asks: list[Ask], cells, options) -> None:
+    """Each cell's artifact (train, rerank) or, for evaluate, its mean measures (and the memorization of the leaked
+    cells it completes)."""
+    for cell in cells:
+        mine = [a for a in asks if a == cell.ask(a.stage)]
+        if not mine:
+            continue
+        if mine[0].stage == "evaluate":
+            out = "  ".join(f"{m}={v:.4f}" for m, v in sorted(run_cell(r, cell).items()))
+        else:
+            out = str(r.path(mine[0]))
+        print(f"{cell}: {out}  ({time.time() - options['started']:.1f}s)")  # the command computes one cell a run
+
+
+def report_memorization(r, asks: list[Ask], cells, options) -> None:
+    """Tables 6-8 from the stored memorization artifacts."""
+    s = r.settings
+    for path in memorization_tables.write_memorization_tables(s, r, tables_out(s, s.overrides), cells,
+                                                              memorization_tables.stored_cv_sizes(s, r, cells)):
+        print(path)
+
+
+def report_robustness(r, asks: list[Ask], cells, options) -> None:
+    """The robustness tables and figure from the stored artifacts."""
+    s = r.settings
+    for path in robustness_tables.write_robustness_tables(s, r, tables_out(s, s.overrides), robustness_cells(s)):
+        print(path)
 
 
 def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     start = time.time()
-    cfg, r = _runner((["experiment=demo"] if demo else []) + overrides)
+    s, r = _runner((["experiment=demo"] if demo else []) + overrides)
     r.store.require_writable("leakexp demo" if demo else "leakexp grid")
     s = r.settings
     if s.robustness.enabled:
@@ -100,10 +221,10 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     cells = grid_cells(s)
     # the cells, the robustness cells and the demo's audits in one pool of workers (cells in processes at once,
     # each computing what the store lacks, shared work once)
-    jobs = grid_jobs(cfg, r, cells, [Ask.of("audit"), Ask.of("graph")] if demo else [])
+    jobs = grid_jobs(s, r, cells, demo_asks(s, r) if demo else [])
     workers = cell_workers(s, len(jobs))
     if workers > 1:
-        failed_jobs = each(jobs, functools.partial(run_job_in_worker, cfg), desc="grid", unit="job", workers=workers)
+        failed_jobs = each(jobs, functools.partial(run_job_in_worker, s), desc="grid", unit="job", workers=workers)
     else:
         failed_jobs = each(jobs, lambda job: run_job(r, job), desc="grid", unit="job")
     failed = [(job.what, exc) for job, exc in failed_jobs if job.kind in ("cell", "robustness")]
@@ -111,10 +232,10 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     if demo:
         from leakexp.tables.paper import write_table1, write_table2
 
-        write_table1(cfg, r)
-        write_table2(cfg, r)
+        write_table1(s, r)
+        write_table2(s, r)
         extra_lines = demo_extras(r)
-    out = write_tables(cfg, r, out=tables_out(cfg, (["experiment=demo"] if demo else []) + overrides))
+    out = write_tables(s, r, out=tables_out(s, (["experiment=demo"] if demo else []) + overrides))
     for line in extra_lines:
         print(line)
     print(f"{len(cells) - len(failed)}/{len(cells)} cells done in {time.time() - start:.1f}s")
@@ -124,69 +245,23 @@ def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     return 1 if failed else 0
 
 
-def cmd_memorization(overrides: list[str]) -> int:
-    cfg, r = _runner(overrides)
-    r.store.require_writable("leakexp memorization")
-    cells = grid_cells(r.settings)
-    _, failed = memorization_all(r.settings, r, cells)
-    written = memorization_tables.write_memorization_tables(cfg, r, tables_out(cfg, overrides), cells,
-                                               memorization_tables.stored_cv_sizes(cfg, r, cells))
-    for path in written:
-        print(path)
-    for cell, exc in failed:
-        print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return 1 if failed else 0
-
-
-def cmd_robustness(overrides: list[str]) -> int:
-    cfg, r = _runner(overrides)
-    robustness_settings(r.settings)  # bad settings fail before any work
-    r.store.require_writable("leakexp robustness")
-    cells = robustness.robustness_cells(r.settings)
-    failed = robustness.robust_all(r.settings, r, cells)
-    for path in robustness_tables.write_robustness_tables(cfg, r, tables_out(cfg, overrides), cells):
-        print(path)
-    for cell, exc in failed:
-        print(f"FAILED {cell}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return 1 if failed else 0
-
-
 def cmd_tables(overrides: list[str], out: str | None = None) -> int:
     """The tables from the store alone; those of table-only settings in a folder named by them, or ``out``."""
-    cfg = compose(overrides)
+    s = compose(overrides)
     if out is None:
-        Store(settings_of(cfg).run.store, create=False).require_writable("leakexp tables")
-    print(f"tables: {write_tables(cfg, out=tables_out(cfg, overrides, out))}")
-    return 0
-
-
-def cmd_toy(overrides: list[str]) -> int:
-    cfg, r = _runner(overrides, needs=())
-    print(r.ensure(Ask.of("toy")))
-    return 0
-
-
-def cmd_index(overrides: list[str]) -> int:
-    """The BM25 indexes the grid reads, and no other: a corpus that re-ranks a bundled or file run needs none."""
-    cfg, r = _runner(overrides, needs=())  # indexes need no model and no annotation
-    needed = needed_indexes(cfg, r)
-    for ask in needed:
-        path = r.ensure(ask)
-        print(f"{ask.params['name']}: {path} ({r.store.marker(path).figures['documents']} documents)")
-    built = {a.params["name"] for a in needed}
-    for corpus in dict.fromkeys(r.settings.grid.corpora):
-        run = first_stage_file(r.settings.rerank.first_stage, corpus)
-        if corpus not in built and run is not None:
-            print(f"{corpus}: no index needed (its first stage is the run {run.name})")
+        Store(s.run.store, create=False).require_writable("leakexp tables")
+    print(f"tables: {write_tables(s, out=tables_out(s, overrides, out))}")
     return 0
 
 
 def cmd_corpus_stats(overrides: list[str]) -> int:
     """``name: value`` lines per test corpus and for the training pool; exit 2 (the errors on stderr) when a corpus
     fails its check (duplicate ids, an implausibly short median document)."""
-    s = settings_of(compose(overrides))  # the runner (and its checks of Java, variants, ...) only for the toy world
-    toy = _runner(overrides, needs=())[1].get(Ask.of("toy")) if s.data.kind == "toy" else None  # no model read
-    lines, errors = corpus_stats(s, toy)
+    s = compose(overrides)  # the runner (and its checks of Java, variants, ...) only for a world a stage makes
+    made = pool_source(s.data).made_by
+    corpora = {n: s.corpus_of(n).model_dump() for n in s.corpus_names}
+    world = runner(s, needs=()).get(Ask.of(made)) if made else None
+    lines, errors = corpus_figures(corpora, s.data.model_dump(), world)
     for name, value in lines:
         print(f"{name}: {value:g}" if isinstance(value, float) else f"{name}: {value}")
     for e in errors:
@@ -194,35 +269,26 @@ def cmd_corpus_stats(overrides: list[str]) -> int:
     return 2 if errors else 0
 
 
-def cmd_detect(overrides: list[str]) -> int:
-    cfg, r = _runner(overrides, needs=("embed", "detect"))  # candidates: the SBERT model and the variants, no annotation
-    path = write_table1(cfg, r)
-    print(f"{len(r.get(Ask.of('detect')))} candidate rows; threshold {r.settings.detect.threshold}")
-    print(path.read_text())
-    print(f"table 1: {path.with_suffix('')}.{{md,csv,tex}}")
-    return 0
-
-
 def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None = None) -> int:
     if why:  # `--why build train corpus=...`: the overrides after the stage names are overrides all the same
         overrides = [*overrides, *(w for w in why if "=" in w)]
         why = [w for w in why if "=" not in w]
-    cfg = compose(overrides)
+    s = compose(overrides)
     if why:
-        print("\n".join(lineage(cfg, why)))
+        print("\n".join(lineage(s, why)))
         return 0
-    status = grid_status(cfg, verify=verify)
+    status = grid_status(s, verify=verify)
     print(render_status(status))
-    for line in scheduler_notes(cfg):  # cells a launcher submitted: queued, running, failed (with job ids)
+    for line in scheduler_notes(s):  # cells a launcher submitted: queued, running, failed (with job ids)
         print(line)
-    _print_unmet(cfg)
+    _print_unmet(s)
     return 0 if complete(status) else 1
 
 
 def cmd_stages(overrides: list[str], graph: str | None = None) -> int:
     """The registry's stages as the configuration uses them (read-only); ``graph``: also their graph, drawn."""
-    cfg = compose(overrides)
-    infos = overview.stages(cfg)
+    s = compose(overrides)
+    infos = overview.listing(s)
     print(overview.render_stages(infos))
     if graph:
         print(f"graph: {overview.draw(infos, Path(graph))}")
@@ -232,17 +298,17 @@ def cmd_stages(overrides: list[str], graph: str | None = None) -> int:
 def cmd_diff(store_a: str, store_b: str) -> int:
     """Where two stores part (leakexp.runner.diff), in the registry's stage order; exit 1 when an artifact of equal
     key differs, as diff(1) does."""
-    from leakexp.grid.registry import STAGES
     from leakexp.runner import diff
+    from leakexp.runner.stage import stages
 
-    found = diff.diff_stores(Path(store_a), Path(store_b), order=[s.key_name for s in STAGES])
+    found = diff.diff_stores(Path(store_a), Path(store_b), order=[s.key_name for s in stages()])
     print("\n".join(diff.render(found)))
     return 1 if found.differ else 0
 
 
-def _print_unmet(cfg) -> None:
+def _print_unmet(s) -> None:
     """What a run will still need (read-only commands list it; only commands that compute refuse)."""
-    unmet = unmet_requirements(cfg)
+    unmet = unmet_requirements(s)
     if unmet:
         print(f"a run will still need ({len(unmet)}):")
         print("\n".join(f"  - {line}" for line in unmet))
@@ -263,8 +329,8 @@ def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str
     names = [str(p.name) for p in paths]
     out_dir = Path(".")
     if corpus is not None:
-        cfg = compose(overrides)
-        r = runner(cfg, needs=())  # a first stage needs no model and no annotation
+        s = compose(overrides)
+        r = runner(s, needs=())  # a first stage needs no model and no annotation
         frames.insert(0, r.get(Ask.of("firststage", corpus=corpus)))
         names.insert(0, f"leakexp's first stage of {corpus} (bm25.backend={r.settings.bm25.backend})")
         out_dir = r.store.path("compare-runs")
@@ -284,7 +350,7 @@ def cmd_fetch(overrides: list[str], *, only: list[str] | None = None, listing: b
     """Download what the configuration's runs read and is public; list what cannot be fetched (leakexp.grid.fetch)."""
     from leakexp.grid.fetch import fetch
 
-    return fetch(settings_of(compose(overrides)), only=only, listing=listing)
+    return fetch(compose(overrides), only=only, listing=listing)
 
 
 def cmd_plan(overrides: list[str], *, jobs: str | None = None) -> int:
@@ -292,9 +358,9 @@ def cmd_plan(overrides: list[str], *, jobs: str | None = None) -> int:
     one per line, where asked (it may be made before the data is in place, on any machine)."""
     import pandas as pd
 
-    cfg = compose(overrides)
-    r = runner(cfg, readonly=True, files=False)
-    print(render_plan(plan(cfg, r)))
+    s = compose(overrides)
+    r = runner(s, readonly=True, files=False)
+    print(render_plan(plan(s, r)))
     if r.settings.bm25.backend == "anserini":
         print("  first stage: Anserini 0.22.1 (bm25.backend=anserini) needs Java 11 or 17 "
               "(Debian 12: apt-get install openjdk-17-jre-headless) and its jar, installed by `make setup`")
@@ -304,7 +370,7 @@ def cmd_plan(overrides: list[str], *, jobs: str | None = None) -> int:
         print(f"  job list ({len(cells)} cells, one per line): {jobs}")
     else:
         print(f"  job list: {len(cells)} cells (--jobs FILE writes them, one per line)")
-    _print_unmet(cfg)
+    _print_unmet(s)
     return 0
 
 
@@ -319,8 +385,6 @@ def _corpus_topics(specs: list[str]) -> dict[str, list[str]]:
 
 
 def cmd_annotations(args) -> int:
-    import pandas as pd
-
 
     if args.action == "table2":
         ann = annotations.read_annotations([Path(f) for f in args.annotations])
@@ -365,7 +429,7 @@ def cmd_annotations(args) -> int:
     # sample / review need the pipeline's candidates
 
 
-    cfg, r = _runner(args.overrides, needs=("embed", "detect"))  # candidates to annotate: no annotation needed yet
+    s, r = _runner(args.overrides, needs=("embed", "detect"))  # candidates to annotate: no annotation needed yet
     s = r.settings
     collections = [r.get(Ask.of("collection", corpus=c)) for c in s.data.corpora]
     if args.action == "sample":
@@ -376,70 +440,15 @@ def cmd_annotations(args) -> int:
         chosen = annotations.review_candidates(pairs, s.verify.review_top_k)
     labels = None
     if args.label_with_truth:
-        if s.data.kind != "toy":
+        source = pool_source(s.data)
+        if not source.made_by:
             raise SystemExit("leakexp: --label-with-truth needs the toy world (data=toy)")
-        truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+        truth = source.planted_leaks(r.ensure(Ask.of(source.made_by)))
         labels = annotations.truth_labels(chosen, truth)
     records = annotations.to_annotation_records(chosen, collections, labels)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(args.out), "".join(__import__("json").dumps(r) + "\n" for r in records))
     print(f"{len(records)} candidates for annotation: {args.out}")
-    return 0
-
-
-def cmd_verify(overrides: list[str]) -> int:
-    cfg, r = _runner(overrides, needs=("embed", "detect", "verify"))
-    ann = r.get(Ask.of("verify"))
-    print(f"{len(ann)} annotated candidates, {int(ann.leak.sum())} true leaks")
-    s = r.settings
-    if s.data.kind == "toy":
-        import pandas as pd
-
-        from leakexp.stages.detect import leak_pairs
-        from leakexp.toolkit.annotations import detection_quality
-
-        truth = pd.read_csv(r.ensure(Ask.of("toy")) / "truth" / "leaks.tsv", sep="\t", dtype=str)
-        q = detection_quality(leak_pairs(r.get(Ask.of("detect")), s.detect.threshold), truth)
-        print(f"detection vs planted leaks at threshold {s.detect.threshold}: recall {q['recall']:.3f} "
-              f"precision {q['precision']:.3f} ({q['true_positives']} of {q['planted']} planted, "
-              f"{q['candidates']} candidate pairs)")
-
-    for c in s.data.corpora:  # Table 2 (a)'s true candidates: a query verified for two topics leaks for each
-        leaks = r.get(Ask.of("leaks", corpus=c))
-        print(f"{c}: {len(leaks)} verified leaking queries for {leaks.topic_qid.nunique()} topics "
-              f"({len(training_queries(leaks))} distinct training queries)")
-    print(f"table 2: {write_table2(cfg, r).parent}/table2{{a,b}}.{{md,csv,tex}}")
-    return 0
-
-
-def cmd_build(overrides: list[str], export: bool = False) -> int:
-    import pandas as pd
-
-
-
-    cfg, r = _runner(overrides, needs=("embed", "detect", "verify"))  # training sets: no model is loaded
-
-    rows = []
-    g = r.settings.grid
-    for corpus in g.corpora:
-        for leakage in g.leakages:
-            for size in g.sizes:
-                path = r.ensure(Cell(corpus, leakage, size, "", 0).ask("build"))
-                m = read_json(path / "manifest.json")
-                row = {"corpus": corpus, "leakage": leakage, "size": int(size), "instances": m["instances"],
-                       "leaked": m["leaked_instances"], "ratio": float(m["leakage_ratio"])}
-                for source in ("msmarco", "orcas", "test"):
-                    row[source] = int(m["by_source"].get(source, 0))
-                rows.append(row)
-                if export:
-                    target = r.store.path("exports", "monot5", corpus, leakage, f"{size}.tsv")
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = target.with_name(f".{target.name}.tmp")
-                    export_monot5(pd.read_parquet(path / "instances.parquet"), tmp)
-                    tmp.replace(target)
-    print(markdown_table(pd.DataFrame(rows), floatfmt="{:.4f}"))
-    if export:
-        print(f"monoT5 text exports: {r.store.path('exports', 'monot5')}")
     return 0
 
 
@@ -469,7 +478,7 @@ def cmd_graph_audit(args) -> int:
         from leakexp.toolkit.graph_data import default_wordnet
 
         args.wordnet = str(default_wordnet())
-    store = str(compose(overrides).store) if overrides else None
+    store = str(compose(overrides).run.store) if overrides else None
     return audit_command(store=store, edges=args.edges, wordnet=args.wordnet, pos=args.pos, split_by=args.split_by,
                          resplit=args.resplit, proportions=args.proportions, seed=args.seed,
                          train_split=args.train_split, antonym_labels=args.antonym_label,
@@ -486,7 +495,7 @@ def _pair_kwargs(args) -> dict:
             key = v.partition("=")[0]
             (overrides if "=" in v and ("." in key or key in _OVERRIDE_KEYS) else specs).append(v)
         setattr(args, side, specs)
-    s = settings_of(compose(overrides))
+    s = compose(overrides)
     d = s.detect
     given = {o.partition("=")[0].lstrip("+~") for o in overrides}
 
@@ -509,7 +518,8 @@ def _pair_kwargs(args) -> dict:
                            train_rel=getattr(args, "train_rel", 1), test_rel=getattr(args, "test_rel", 1))
     sbert = args.model or str(default("sbert"))
     if args.train and args.test:  # before any input is read (fetched where allowed); a qrels-only audit embeds nothing
-        from leakexp.lib.hub import fetching, require_sbert
+        from leakexp.lib.hub import require_sbert
+        from leakexp.runner.stage import fetching
 
         with fetching():
             if args.model:
@@ -563,8 +573,6 @@ def cmd_pair(args) -> int:
     check_pair_args(args)
     try:
         if args.command == "split-eval":
-            from leakexp.runner.config import compose
-
             e = compose([]).evaluate
             table = split_eval.run_split_eval(args.runs, qrels=Path(args.qrels), audit_dir=Path(args.audit),
                                          measures=args.measures or list(e.measures), baseline=args.baseline,
@@ -610,13 +618,25 @@ def cmd_pair(args) -> int:
 def demo_extras(runner) -> list[str]:
     """Run every demo extra; returns the lines to print."""
     lines = []
-    path = runner.ensure(Ask.of("audit"))
+    path = runner.ensure(Ask.of("pair-audit"))
     figures = runner.store.marker(path).figures
     lines += [f"train/test audit of the toy world (leakexp audit, decontaminate, resample): {path}",
               *audit.format_summary(figures["audit"]).splitlines(),
               *(f"  {k}: {path / v}" for k, v in figures["outputs"].items())]
-    path = runner.ensure(Ask.of("graph"))
+    path = runner.ensure(Ask.of("graph-audit"))
     figures = runner.store.marker(path).figures
     lines += [f"graph audit (synthetic benchmark, edge split vs vertex split): {path}",
               *graph.summary_lines(figures["audit"]), *graph.summary_lines(figures["resplit"])]
     return lines
+
+
+# what a stage's command prints after computing its artifacts, by the command's name (others: report_folders)
+REPORTS = {"index": report_indexes, "detect": report_candidates, "verify": report_leaks, "build": report_sets,
+           "train": report_cells, "rerank": report_cells, "evaluate": report_cells,
+           "memorization": report_memorization, "robustness": report_robustness}
+# a stage whose command does another thing than computing its artifacts: corpus-stats reads the collections
+# themselves, so a corpus its check refuses still shows its figures
+INSTEAD = {"corpus-stats": cmd_corpus_stats}
+# what a stage's command sets: `leakexp robustness` computes the robustness parts whatever robustness.enabled says
+# (which decides whether the grid computes them); no stage reads it, so no key changes
+SETS = {"robustness": ("robustness.enabled=true",)}

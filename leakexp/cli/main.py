@@ -18,26 +18,11 @@ import signal
 import sys
 import traceback
 
-PIPELINE_COMMANDS = {
-    "toy": "generate the toy world into the store and print where it is",
-    "index": "build the BM25 indexes the grid reads: the training pool's and those of the corpora whose first "
-             "stage is leakexp's BM25 (not a bundled or file run)",
-    "corpus-stats": "per test corpus and the training pool: documents, median words, empty documents, repeated "
-                    "document ids, topics and judged topics (exit 2 when a corpus fails its check)",
-    "detect": "SBERT + Faiss leakage candidates; prints Table 1 counts",
-    "verify": "review the top candidates per topic and import annotations; prints verified leaks per corpus",
-    "build": "build the training sets of the grid (corpus x leakage x size); prints a summary "
-             "(--export-monot5: also write the monoT5 text format)",
-    "train": "train the model(s) of the given cell(s) (and whatever they lack upstream)",
-    "rerank": "re-rank the BM25 top-100 of the cell(s)' corpus",
-    "evaluate": "nDCG@10, P@1 and MFR of the cell(s)",
+# the commands that are no stage's (a stage's command is declared by its class: ``Stage.help``, :func:`stage_commands`)
+OTHER_COMMANDS = {
     "cell": "run one cell end to end (same as evaluate)",
     "grid": "run every cell of the configured grid, then write the tables",
     "demo": "the whole pipeline on the embedded toy world (experiment=demo), then the tables",
-    "memorization": "scores and ranks of the leaked documents with vs without leakage (Tables 6-8); computes what "
-                    "the store lacks, then writes the tables",
-    "robustness": "robustness of the trained models with vs without leakage (Wu et al.: variance, OOD drop, query "
-                  "attacks, document manipulation); computes what the store lacks, then writes the tables",
     "tables": "write the tables from the store alone (no training)",
     "status": "done / running / failed / missing artifacts of the configured grid per stage (exit 1 while incomplete)",
     "plan": "job counts, training instances, embedding size and estimated GPU-hours of the configured grid",
@@ -46,16 +31,32 @@ PIPELINE_COMMANDS = {
     "compare-runs": "top-k overlap of the configured first stage of --corpus (or of a first --run) with a --run "
                     "(e.g. the SPIRE-22 authors' Anserini runs: bundled:core17.bm25-anserini.top100.run.gz)",
 }
-# `leakexp --help` lists each command once, in three groups (a test checks that every command is in one)
-COMMAND_GROUPS = {
-    "pipeline (fetch what is public, then the grid's stages in order; each computes what the store lacks)": (
-        "fetch", "toy", "index", "detect", "verify", "build", "train", "rerank", "evaluate", "cell", "grid", "demo",
-        "memorization", "robustness", "tables"),
-    "toolkit (any train/test pair, any run, any graph benchmark)": (
-        "audit", "decontaminate", "resample", "split-eval", "measure", "annotations", "graph-audit"),
-    "inspection (what the configuration, the store and the data hold)": (
-        "status", "plan", "stages", "diff", "corpus-stats", "compare-runs"),
-}
+# `leakexp --help` lists each command once, in three groups (a test checks that every command is in one); the stages'
+# commands come between fetch and the commands that run the grid, in the order data flows through the stages
+PIPELINE_AFTER_STAGES = ("cell", "grid", "demo", "tables")
+TOOLKIT = ("audit", "decontaminate", "resample", "split-eval", "measure", "annotations", "graph-audit")
+INSPECTION = ("status", "plan", "stages", "diff", "compare-runs")
+def stage_commands() -> dict[str, str]:
+    """Every registered stage's command (a family's, e.g. ``robustness``, once) and its one-line help, in the
+    registry's order: what ``leakexp <name>`` computes is the stage's (``leakexp.cli.commands.cmd_stage``)."""
+    from leakexp.runner.stage import stages
+
+    out: dict[str, str] = {}
+    for st in stages():
+        if st.help and st.family not in out:
+            out[st.family] = st.help
+    return out
+
+
+def command_groups(stage_cmds: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    return {
+        "pipeline (fetch what is public, then the grid's stages in order; each computes what the store lacks)": (
+            "fetch", *stage_cmds, *PIPELINE_AFTER_STAGES),
+        "toolkit (any train/test pair, any run, any graph benchmark)": TOOLKIT,
+        "inspection (what the configuration, the store and the data hold)": INSPECTION,
+    }
+
+
 CELL_KEYS = ("corpus", "leakage", "size", "model", "seed")
 FETCH_KINDS = ("models", "glove", "annotations", "runs", "irds")  # leakexp.grid.fetch.KINDS
 
@@ -240,13 +241,13 @@ def _take_trailing_overrides(parser, args, extra: list[str]) -> None:
         setattr(args, target, [*getattr(args, target), *words])
 
 
-def commands_epilog(sub) -> str:
-    """Every command of ``sub`` once, under its group of :data:`COMMAND_GROUPS`, with its one-line help."""
+def commands_epilog(sub, groups: dict[str, tuple[str, ...]]) -> str:
+    """Every command of ``sub`` once, under its group of ``groups``, with its one-line help."""
     import textwrap
 
     helps = {a.dest: a.help for a in sub._choices_actions}  # the help= each command was added with
     lines = ["commands (`leakexp COMMAND --help` for one):"]
-    for group, names in COMMAND_GROUPS.items():
+    for group, names in groups.items():
         lines.append(f"\n{group}:")
         for name in names:
             text = textwrap.wrap(helps.get(name) or sub.choices[name].description or "", 95)
@@ -268,7 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log what each stage reads and writes")
     # the commands are listed once, grouped, in the epilog (argparse's own list would be one flat block)
     sub = parser.add_subparsers(dest="command", required=True, metavar="command", help=argparse.SUPPRESS, prog="leakexp")
-    for name, help_text in PIPELINE_COMMANDS.items():
+    # the stages' commands, from the registered stages (measure starts as trec_eval does: without the stages)
+    word = next((w for w in (sys.argv[1:] if argv is None else argv) if not w.startswith("-")), None)
+    stage_cmds = {} if word == "measure" else stage_commands()
+    for name, help_text in {**stage_cmds, **OTHER_COMMANDS}.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. corpus=toy_core17 seed=2")
         if name == "build":
@@ -358,10 +362,12 @@ def main(argv: list[str] | None = None) -> int:
                    "any other label in an edge file is an error")
     g.add_argument("--columns", default="head,tail,label",
                    help="order of the first three fields (WN18: head,label,tail)")
-    g.add_argument("--out", help="report folder (default <LEAKEXP_STORE or store>/graph/<name>/<key of inputs and "
+    g.add_argument("--out", help="report folder (default <LEAKEXP_STORE or store>/graph-audit/<name>/<key of inputs and "
                    "options>)")
     _add_pair_commands(sub)
-    parser.epilog = commands_epilog(sub)
+    groups = command_groups(stage_cmds)
+    if stage_cmds:
+        parser.epilog = commands_epilog(sub, groups)
     args, extra = parser.parse_known_args(argv)
     _take_trailing_overrides(parser, args, extra)
     _setup_logging(args.verbose)
@@ -378,13 +384,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from leakexp.cli import commands as c
         from leakexp.tables.paper import NoResults
-    handlers = {} if c is None else {
-        "toy": c.cmd_toy, "index": c.cmd_index, "corpus-stats": c.cmd_corpus_stats, "detect": c.cmd_detect, "verify": c.cmd_verify,
-        "tables": c.cmd_tables, "memorization": c.cmd_memorization, "robustness": c.cmd_robustness,
-        "plan": c.cmd_plan, "grid": c.cmd_grid, "demo": lambda o: c.cmd_grid(o, demo=True),
-        "train": lambda o: c.cmd_cells("train", o), "rerank": lambda o: c.cmd_cells("rerank", o),
-        "evaluate": lambda o: c.cmd_cells("evaluate", o), "cell": lambda o: c.cmd_cells("evaluate", o),
-    }
     try:
         out = getattr(args, "out", None)
         if out and os.path.isfile(out) and args.command != "measure":  # an output folder cannot be an existing file
@@ -397,10 +396,6 @@ def main(argv: list[str] | None = None) -> int:
             return c.cmd_annotations(args)
         if args.command == "graph-audit":
             return c.cmd_graph_audit(args)
-        if args.command == "build":
-            return c.cmd_build(args.overrides, export=args.export_monot5)
-        if args.command == "plan":
-            return c.cmd_plan(args.overrides, jobs=args.jobs)
         if args.command == "compare-runs":
             return c.cmd_compare_runs(args.overrides, corpus=args.corpus, runs=args.run, depth=args.depth)
         if args.command == "tables":
@@ -413,7 +408,15 @@ def main(argv: list[str] | None = None) -> int:
             return c.cmd_status(args.overrides, verify=args.verify, why=args.why)
         if args.command == "fetch":
             return c.cmd_fetch(args.overrides, only=args.only, listing=args.list)
-        return handlers[args.command](args.overrides)
+        if args.command == "grid":
+            return c.cmd_grid(args.overrides)
+        if args.command == "demo":
+            return c.cmd_grid(args.overrides, demo=True)
+        if args.command == "plan":
+            return c.cmd_plan(args.overrides, jobs=args.jobs)
+        if args.command == "cell":  # a cell end to end: its evaluation, as `leakexp evaluate`
+            return c.cmd_stage("evaluate", args.overrides)
+        return c.cmd_stage(args.command, args.overrides, export=getattr(args, "export_monot5", False))
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while shutting down must not change the code
         print("\nleakexp: interrupted; re-run the same command to resume (finished artifacts are kept)",

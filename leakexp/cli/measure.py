@@ -10,10 +10,10 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from leakexp.runner.config import ConfigError, compose, resolved_values, top_level_keys
+from leakexp.runner.config import ConfigError, compose_raw, resolved_values, top_level_keys
 from leakexp.runner.schema import validate
 from leakexp.runner.store import atomic_write_text
-from leakexp.stages.evaluate import EvaluateSettings
+from leakexp.stages.evaluate import Evaluate
 from leakexp.toolkit import measure
 
 # what a measure override may set: the evaluation settings, and the configuration they come from
@@ -55,10 +55,10 @@ def check_overrides(overrides: list[str]) -> None:
             raise ConfigError(f"{o}: measure reads only evaluate.* (and experiment=); this override changes nothing")
 
 
-def evaluation_settings(overrides: list[str]) -> EvaluateSettings:
+def evaluation_settings(overrides: list[str]) -> Evaluate.Settings:
     """The ``evaluate`` section of the configuration ``overrides`` compose, checked against its schema (a bad value
     is a ConfigError naming the setting)."""
-    return validate("evaluate", EvaluateSettings, resolved_values(compose(overrides))["evaluate"])
+    return validate("evaluate", Evaluate.Settings, resolved_values(compose_raw(overrides))["evaluate"])
 
 
 def cmd_measure(args) -> int:

@@ -11,18 +11,14 @@ import json
 import math
 from pathlib import Path
 
-from omegaconf import DictConfig
-
-from leakexp.grid import robustness as rb
+from leakexp.stages.robustness import family as rb
 from leakexp.lib import hub
-from leakexp.runner.config import model_plan
 from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask
-from leakexp.stages.robustness import DOC, OOD, QUERY
 from leakexp.stages.cell import grid_cells, rerank_params
-from leakexp.stages.build import NEGATIVES_CHUNK, pool_queries
-from leakexp.data.types import SOURCES
-from leakexp.lib.trainer import TrainConfig
+from leakexp.stages.build import NEGATIVES_CHUNK
+from leakexp.stages.sources import pool_source
+from leakexp.lib.trainer import Training
 
 SBERT_DIM = {"bundled": 384, "sentence-transformers/paraphrase-MiniLM-L6-v2": 384}
 BENCH_FILE = Path("bench") / "gpu.json"  # under the store root; written by `benchmarks/run.py gpu`
@@ -58,16 +54,12 @@ def load_measured(path: str | Path) -> dict | None:
 
 
 def query_counts(runner) -> dict[str, int]:
-    """Training queries per source, from the loaded pool (toy, local) or ir_datasets' metadata (irds)."""
-    data = runner.settings.data
-    if data.kind == "irds":
-        from leakexp.data.irds import load_dataset
-
-        return {s: int(load_dataset(getattr(data, s)).queries_count()) for s in ("msmarco", "orcas")}
-
-    held = pool_queries(runner.settings)  # the toy world's, from its settings: planning generates nothing
-    if held is not None and runner.state(Ask.of("toy"))[0] != "done":
-        return {s: held[0] // len(SOURCES) for s in SOURCES}
+    """Training queries per source, from the data's metadata where its source has it (ir_datasets), else from the
+    loaded pool (the toy world, local files)."""
+    data = runner.settings.data.model_dump()
+    counts = pool_source(data).query_counts(data)
+    if counts is not None:
+        return counts
     pool = runner.get(Ask.of("pool"))
     return {s: int((pool.queries.source == s).sum()) for s in ("msmarco", "orcas")}
 
@@ -83,7 +75,7 @@ def human_bytes(n: float) -> str:
 def trained_instances(s: Settings, model: str, size: int) -> int:
     """Instances one cell trains on under the configured budget (each pair is two instances): the model's ``train:``
     block and the ``train`` budget, passed on whole as the train stage passes them."""
-    t = TrainConfig.from_config(s.values["models"][model].get("train") or {}, s.values.get("train") or {})
+    t = Training.of(s.values["models"][model].get("train") or {}, s.values.get("train") or {})
     if t.updates is not None:
         return 2 * t.updates * t.batch_size * t.grad_accum
     return t.epochs * size
@@ -117,15 +109,15 @@ def robustness_jobs(runner, grid_reranks: list, topics: dict[str, int]) -> dict:
     docs: dict[str, int] = {}
     ood_reranks = set()
     for cell in rb.robustness_cells(s):
-        for name, ask in rb.asks(s, cell).items():
+        for name, ask in rb.parts(s, cell).items():
             normal = runner.normal(ask)
             jobs.setdefault(ask.stage, set()).add(normal)
             n = topics.get(ask.params.get("target", cell.corpus), 50)
-            if ask.stage == OOD:
+            if ask.stage == rb.OOD:
                 ood_reranks.add(runner.normal(Ask.of("rerank", **rerank_params(ask.params))))
-            elif ask.stage == QUERY:
+            elif ask.stage == rb.QUERY:
                 docs[cell.model] = docs.get(cell.model, 0) + n * depth
-            elif ask.stage == DOC:
+            elif ask.stage == rb.DOC:
                 docs[cell.model] = docs.get(cell.model, 0) + 2 * n * (1 if ask.params["kind"] == "stuff" else depth)
     for r in ood_reranks - grid:
         docs[r.params["model"]] = docs.get(r.params["model"], 0) + topics.get(r.params["target"], 50) * depth
@@ -160,10 +152,9 @@ def cpu_jobs(runner, jobs: dict) -> dict:
             "df_cpu_hours": df_hours, "df_unknown": unknown}
 
 
-def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
+def plan(s: Settings, runner, bench: str | Path | None = None) -> dict:
     """Job counts (after sharing) and hours. ``bench`` (default ``<store>/bench/gpu.json``): measured throughput,
     when present."""
-    s = runner.settings
     p, g = s.plan, s.grid
     counts = query_counts(runner)
     jobs = distinct_jobs(runner)
@@ -176,7 +167,7 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
     train_hours, rerank_hours, source, instances, overhead_hours, encode_hours, feed = {}, {}, {}, {}, {}, {}, {}
     for m in models:
         have = measured is not None and m in measured["train_instances_per_s"]
-        assumed = model_plan(cfg, m)  # the model file's plan: block
+        assumed = s.plan_of(m)  # the model file's plan: block
         train_rate = measured["train_instances_per_s"][m] if have else assumed.train_instances_per_s
         rerank_rate = measured["rerank_docs_per_s"][m] if have else assumed.rerank_docs_per_s
         source[m] = f"measured ({measured['device']})" if have else "assumed"
@@ -212,7 +203,7 @@ def plan(cfg: DictConfig, runner, bench: str | Path | None = None) -> dict:
     if s.robustness.enabled:
         robust = robustness_jobs(runner, jobs["rerank"][1], topics)
         rates = {m: (measured["rerank_docs_per_s"][m] if measured is not None and m in measured["rerank_docs_per_s"]
-                     else model_plan(cfg, m).rerank_docs_per_s) for m in robust["docs"]}
+                     else s.plan_of(m).rerank_docs_per_s) for m in robust["docs"]}
         robust["gpu_hours"] = {m: d / rates[m] / 3600 for m, d in robust["docs"].items()}
     return {
         "cpu": cpu_jobs(runner, jobs),

@@ -14,6 +14,7 @@ from typing import Iterable, Iterator
 import pandas as pd
 
 from leakexp.data.types import Topic
+from leakexp.runner.stage import DataUnavailable  # noqa: F401  (the data readers raise it; the runner's error)
 from leakexp.runner.store import file_digest
 
 log = logging.getLogger(__name__)
@@ -21,10 +22,6 @@ log = logging.getLogger(__name__)
 
 class DataFormatError(ValueError):
     """A data file that cannot be parsed; the message names the file and line."""
-
-
-class DataUnavailable(RuntimeError):
-    """A data set that is not on this machine; the message says how to provide it."""
 
 
 def _lines(path: str | Path) -> Iterator[tuple[int, str]]:

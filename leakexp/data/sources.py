@@ -6,7 +6,8 @@
 
 Each loads a corpus's test collection and the training pool, and says what identifies the files it reads (part of
 the keys of what reads them), which of them are absent (one message saying what to do) and which files they are.
-The stages ask :func:`source_of` for the source of a kind instead of branching on the kind themselves.
+The stages ask :func:`source_of` for the source of a kind and ask it, instead of branching on the kind themselves:
+whether a stage makes its files (``made_by``), its raw TREC files, what the settings alone say of the pool.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pandas as pd
 
 from leakexp.data.files import (DataFormatError, files_identity, read_docs, read_qrels, read_queries, read_trec_topics,
                                 read_variants)
-from leakexp.data.types import Collection, DictDocStore, Topic, TrainPool
+from leakexp.data.types import SOURCES, Collection, DictDocStore, Topic, TrainPool
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,37 @@ def load_local_train_pool(
 
 class Source:
     """What every kind of data source answers; ``data`` is the ``data:`` section, ``corpus`` a ``corpora.<name>``
-    section, ``toy_dir`` the generated toy world (for the toy source only)."""
+    section, ``toy_dir`` the generated toy world (for the toy source only). Code asks the source, never its kind."""
 
     kind = ""
+    # the stage that makes this source's files in the store (the toy world's: ``toy``), whose artifact the pool and the
+    # collections read; such a world knows its planted leaks (ground truth) and has every topic's query variants.
+    # None: data read from outside leakexp
+    made_by: str | None = None
+    # the settings of the ``data`` and of a ``corpora.<name>`` section that name files this source reads (checked
+    # before a run that computes)
+    pool_settings: tuple[str, ...] = ()
+    corpus_settings: tuple[str, ...] = ("variants",)
+
+    def raw_trec(self, corpus: Mapping):
+        """The raw TREC files a corpus is read from, which Anserini's TrecCollection can index (``TrecFiles``), or
+        None (the toy world, local files, an ir_datasets corpus of another format)."""
+        return None
+
+    def pool_queries(self, data: Mapping) -> tuple[int, str] | None:
+        """How many training queries the pool holds at most and which setting says so, where the settings alone
+        tell; None where only the data does."""
+        return None
+
+    def query_counts(self, data: Mapping) -> dict[str, int] | None:
+        """Training queries per source from the data's metadata, without loading the pool; None where the pool must
+        be loaded to count them."""
+        return None
+
+    def planted_leaks(self, made: Path) -> pd.DataFrame:
+        """The leaking queries a generated world planted (train_qid, source, topic_qid, type), from its folder
+        ``made`` (the artifact of ``made_by``): the ground truth that plays the annotators."""
+        raise ValueError(f"data of kind {self.kind} has no planted leaks: only a generated world knows its leaks")
 
     def collection(self, corpus: Mapping, data: Mapping, toy_dir: Path | None = None) -> Collection:
         raise NotImplementedError
@@ -108,6 +137,19 @@ class ToySource(Source):
     """The toy world: its files are what the ``toy`` stage generated from ``data.*``, so its keys need no file."""
 
     kind = "toy"
+    made_by = "toy"
+
+    def planted_leaks(self, made: Path) -> pd.DataFrame:
+        return pd.read_csv(Path(made) / "truth" / "leaks.tsv", sep="\t", dtype=str)
+
+    def pool_queries(self, data: Mapping) -> tuple[int, str] | None:
+        per = data.get("queries_per_source")
+        return (len(SOURCES) * per, f"{len(SOURCES)} x data.queries_per_source={per}") if per else None
+
+    def query_counts(self, data: Mapping) -> dict[str, int] | None:
+        """The world's queries per source from its settings: planning generates nothing."""
+        per = data.get("queries_per_source")
+        return {s: int(per) for s in SOURCES} if per else None
 
     def collection(self, corpus: Mapping, data: Mapping, toy_dir: Path | None = None) -> Collection:
         if data["kind"] != "toy" or toy_dir is None:
@@ -137,6 +179,16 @@ class IrdsSource(Source):
         from leakexp.data.irds import load_irds_train_pool
 
         return load_irds_train_pool(data["msmarco"], data["orcas"], name=data["name"])
+
+    def raw_trec(self, corpus: Mapping):
+        from leakexp.data.irds_files import trec_files
+
+        return trec_files(str(corpus["irds_id"]))
+
+    def query_counts(self, data: Mapping) -> dict[str, int] | None:
+        from leakexp.data.irds import load_dataset
+
+        return {s: int(load_dataset(data[s]).queries_count()) for s in SOURCES}
 
     def corpus_datasets(self, corpus: Mapping) -> list[tuple[str, tuple[str, ...]]]:
         from leakexp.data.irds import collection_requests
@@ -195,6 +247,8 @@ class LocalSource(Source):
     """Local files: identified by content (small files) or size, time and their first and last MiB."""
 
     kind = "local"
+    pool_settings = POOL_KEYS
+    corpus_settings = ("variants", "topics", "qrels", "docs")
 
     def collection(self, corpus: Mapping, data: Mapping, toy_dir: Path | None = None) -> Collection:
         return load_local_collection(

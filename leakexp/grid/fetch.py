@@ -27,10 +27,8 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import Field
 
 from leakexp.data.files import DataUnavailable
 from leakexp.data.sources import source_of
@@ -38,51 +36,17 @@ from leakexp.data.irds_files import LICENSED, dataset_files, home
 from leakexp.data.judgments import BUNDLED, BUNDLED_RUNS
 from leakexp.lib import hub
 from leakexp.lib.download import DownloadError, fetch_file, part_path, unreachable
-from leakexp.runner.schema import Name, Section, Settings
+from leakexp.runner.config import FetchSettings, SourceFile
+from leakexp.runner.schema import Settings
 from leakexp.runner.stage import ConfigError
-from leakexp.stages.sources import require_variants
+from leakexp.stages.sources import pool_source, require_variants
 from leakexp.stages.train import checkpoint_setting
 
 
-Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
-Commit = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
 KINDS = ("models", "glove", "annotations", "runs", "irds")
 GLOVE_FILE = re.compile(r"^glove\.6B\.(50|100|200|300)d\.txt$")
 ANNOTATIONS = "src/main/resources/manual-annotations"
 RUNS = "src/main/resources/run-files"
-
-
-class SourceFile(Section):
-    """A file of a repository at a commit: its name, its sha256 (null: not pinned, refused), and for a run the file of
-    leakexp/data/runs/ that holds its top-100."""
-
-    name: Name
-    sha256: Sha256 | None
-    bundled: Name | None = None
-
-
-class GloveSource(Section):
-    """``fetch.glove``: the GloVe 6B archive (its 50d, 100d, 200d and 300d files) and its sha256."""
-
-    url: Name
-    sha256: Sha256 | None
-
-
-class Spire22Source(Section):
-    """``fetch.spire22``: the SPIRE-22 authors' repository (raw files) at a commit, and the files taken from it."""
-
-    url: Name
-    commit: Commit
-    annotations: list[SourceFile]
-    runs: list[SourceFile]
-
-
-class FetchSettings(Section):
-    """``fetch``: where ``leakexp fetch`` puts files that no other setting places, and what it downloads."""
-
-    dir: Name
-    glove: GloveSource
-    spire22: Spire22Source
 
 
 @dataclass
@@ -201,7 +165,7 @@ def spire22_dir(fs: FetchSettings) -> Path:
 def annotation_needs(s: Settings, fs: FetchSettings) -> tuple[list[Need], str | None]:
     """The study's annotation files a run of real data reads, and the ``verify.annotations`` override that names them
     where leakexp fetch puts them (None when the setting already names files)."""
-    if s.data.kind == "toy":
+    if pool_source(s.data).made_by:  # a generated world knows its planted leaks: nothing to fetch
         return [], None
     spec = s.verify.annotations
     known = {f.name: f for f in fs.spire22.annotations}

@@ -15,16 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import networkx as nx
-from omegaconf import DictConfig
-
 from leakexp.data.files import DataUnavailable
 from leakexp.runner.pipeline import Runner
+from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask, ConfigError
 from leakexp.stages.cell import grid_cells
-from leakexp.grid.work import cell_asks, shared_asks
-from leakexp.grid.registry import STAGES, runner as make_runner
+from leakexp.stages.sources import pool_source
+from leakexp.grid.work import demo_asks, grid_asks
+from leakexp.runner.registry import runner as make_runner
+from leakexp.runner.stage import stages
 
-DEMO_EXTRAS = (Ask.of("audit"), Ask.of("graph"))  # what `leakexp demo` computes beside the grid, on the toy world
 GRAPH_FORMATS = (".png", ".svg")
 
 
@@ -46,20 +46,19 @@ class StageInfo:
     keyed_as: str = ""  # the name its keys were first derived under (``Stage.keyed_as``)
 
 
-def configured_asks(cfg: DictConfig, runner: Runner) -> list[Ask]:
+def configured_asks(s: Settings, runner: Runner) -> list[Ask]:
     """The artifacts the configured grid asks for (status's rows, and the demo's extras on the toy world)."""
-    s = runner.settings
-    rows = (shared_asks(cfg, runner), cell_asks(s, grid_cells(s)))
-    asks = [a for row in rows for v in row.values() for a in v]
-    if s.data.kind == "toy":
-        asks += DEMO_EXTRAS
+    asks = [a for v in grid_asks(s, runner).values() for a in v]
+    if pool_source(s.data).made_by:  # the demo's extras, on a generated world
+        asks += demo_asks(s, runner)
     return list(dict.fromkeys(asks))
 
 
-def stages(cfg: DictConfig, runner: Runner | None = None) -> list[StageInfo]:
-    """Every stage of the registry, in its order, with what it reads under ``cfg``: the union over the artifacts the
+def listing(s: Settings, runner: Runner | None = None) -> list[StageInfo]:
+    """Every stage of the registry, in its order, with what it reads under the settings ``s``: the union over the
+    artifacts the
     grid asks for and everything upstream of them (read-only; nothing is computed)."""
-    r = runner or make_runner(cfg, readonly=True)
+    r = runner or make_runner(s, readonly=True)
     reads: dict[str, set[str]] = {}
     inputs: dict[str, set[str]] = {}
     unresolved: dict[str, dict[str, int]] = {}
@@ -83,16 +82,16 @@ def stages(cfg: DictConfig, runner: Runner | None = None) -> list[StageInfo]:
         for b in direct:
             visit(b)
 
-    for ask in configured_asks(cfg, r):
+    for ask in configured_asks(s, r):
         visit(ask)
     out = []
-    for s in STAGES:
-        used = s.name in reads
-        static = None if callable(s.reads) else tuple(s.reads)
-        out.append(StageInfo(s.name, s.version, s.module, s.stored, used,
-                             tuple(sorted(reads[s.name])) if used else static,
-                             tuple(sorted(inputs[s.name])) if used else None,
-                             tuple(unresolved.get(s.name, {}).items()), s.keyed_as))
+    for st in stages():
+        used = st.name in reads
+        static = None if callable(st.reads) else tuple(st.reads)
+        out.append(StageInfo(st.name, st.version, st.module, st.stored, used,
+                             tuple(sorted(reads[st.name])) if used else static,
+                             tuple(sorted(inputs[st.name])) if used else None,
+                             tuple(unresolved.get(st.name, {}).items()), st.keyed_as))
     return out
 
 

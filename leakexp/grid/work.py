@@ -9,12 +9,10 @@ models, the first-stage runs, the indexes) are counted once.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
-from leakexp.data.types import SOURCES
 from leakexp.lib.measures import average, count_misses
 from leakexp.lib.memorization import LEAKED
 from leakexp.runner.jobs import allocated_cpus, scheduled
@@ -22,12 +20,12 @@ from leakexp.runner.lineage import why
 from leakexp.runner.loop import each
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import Settings
-from leakexp.runner.stage import Ask, ConfigError
+from leakexp.runner.stage import Ask, ConfigError, stages
 from leakexp.stages import memorization
 from leakexp.stages.cell import Cell, cell_from_config, grid_cells
 from leakexp.stages.memorization import without_cell
-from leakexp.grid import robustness
-from leakexp.grid.registry import runner as make_runner, settings_of
+from leakexp.stages.robustness import family as robustness
+from leakexp.runner.registry import runner as make_runner
 
 STATES = ("done", "running", "failed", "damaged", "stale", "missing", "data missing")
 
@@ -63,57 +61,28 @@ class StageStatus:
             self.notes.append((state, artifact, detail))
 
 
-def needed_indexes(cfg: DictConfig, runner: Runner | None = None) -> list[Ask]:
-    """The BM25 indexes the grid reads, as the stages declare them: the training pool's (the negatives of every
-    training set), a corpus's where its first stage is leakexp's own BM25 (a bundled or file run, e.g. Core 2017 /
-    2018 in experiment=paper, needs none), and those robustness re-runs BM25 on (``robustness.first_stage=bm25``)."""
-    r = runner or make_runner(cfg, readonly=True)
-    s = r.settings
-    asks = [Ask.of("negatives", part="0"), *(Ask.of("firststage", corpus=c) for c in dict.fromkeys(s.grid.corpora))]
-    if s.robustness.enabled:
-        corpora = dict.fromkeys(c.corpus for c in robustness.robustness_cells(s))
-        attacks = robustness.robustness_settings(s).query_attacks
-        asks += [robustness.queries_ask(s, c, a) for c in corpora for a in attacks]
-    found = [r.normal(b) for a in asks for v in r.inputs(a).values() for b in (v if isinstance(v, list) else [v])
-             if b.stage == "index"]
-    return list(dict.fromkeys(found))
-
-
-def shared_asks(cfg: DictConfig, runner: Runner | None = None) -> dict[str, list[Ask]]:
-    """The artifacts every cell of the grid builds on, per status row: toy world, the indexes it reads
-    (:func:`needed_indexes`), embeddings, detection, verification, and the first-stage runs of the corpora the grid
-    re-ranks."""
-    s = runner.settings if runner is not None else settings_of(cfg)
-    corpora = list(dict.fromkeys(s.grid.corpora))
-    rows = {"data": [Ask.of("toy")] if s.data.kind == "toy" else [],
-            "index": needed_indexes(cfg, runner),
-            "embed": [Ask.of("embed", source=source) for source in SOURCES],
-            "detect": [Ask.of("detect")], "verify": [Ask.of("verify")],
-            "firststage": [Ask.of("firststage", corpus=c) for c in corpora]}
+def grid_asks(s: Settings, runner: Runner | None = None, cells: list[Cell] | None = None) -> dict[str, list[Ask]]:
+    """Per stage, in the registry's order, the artifacts the configured grid (or ``cells``) asks of it by name
+    (``Stage.asks``): its status row, and what its command computes. A stage that asks for none (computed when
+    another reads it) has no row, nor do the demo's extras (:func:`demo_asks`)."""
+    r = runner or make_runner(s, readonly=True)
+    cells = grid_cells(s) if cells is None else cells
+    rows = {st.name: st.asks(r, cells) for st in stages() if not st.demo}
     return {k: v for k, v in rows.items() if v}
 
 
-def cell_asks(s: Settings, cells: list[Cell]) -> dict[str, list[Ask]]:
-    """Per status row, the requests of the grid's cells (several cells may ask for one artifact)."""
-    rows: dict[str, list[Ask]] = {"build": [c.ask("build") for c in cells]}
-    # documents encoded once per model: a training set's and a corpus's first-stage candidates
-    rows["tokens"] = [a for c in cells for a in (
-        Ask.of("tokens", docs="set", model=c.model, corpus=c.corpus, leakage=c.leakage, size=c.size),
-        Ask.of("tokens", docs="run", model=c.model, corpus=c.corpus))]
-    for stage in ("train", "rerank", "evaluate"):
-        rows[stage] = [c.ask(stage) for c in cells]
-    rows["memorize"] = [c.ask("memorization") for c in cells if memorization.wanted(s, c)]
-    robust = robustness.robustness_cells(s) if s.robustness.enabled else []
-    rows["robust"] = [a for c in robust for a in robustness.asks(s, c).values()]
-    return {k: v for k, v in rows.items() if v}
+def demo_asks(s: Settings, runner: Runner | None = None) -> list[Ask]:
+    """What ``leakexp demo`` computes beside the grid (``Stage.demo``: the toy world's pair and graph audits)."""
+    r = runner or make_runner(s, readonly=True)
+    return [a for st in stages() if st.demo for a in st.asks(r, [])]
 
 
-def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None = None) -> dict[str, StageStatus]:
+def grid_status(s: Settings, *, verify: bool = False, runner: Runner | None = None) -> dict[str, StageStatus]:
     """Per stage, how many distinct artifacts of the configured grid are in each state (``verify``: re-read
     every finished artifact's files against their checksums). An artifact several cells share counts once."""
-    r = runner or make_runner(cfg, readonly=True)
+    r = runner or make_runner(s, readonly=True)
     out: dict[str, StageStatus] = {}
-    rows = {**shared_asks(cfg, r), **cell_asks(r.settings, grid_cells(r.settings))}
+    rows = grid_asks(s, r)
     for row, asks in rows.items():
         st = out.setdefault(row, StageStatus())
         seen = set()
@@ -141,14 +110,14 @@ def grid_status(cfg: DictConfig, *, verify: bool = False, runner: Runner | None 
     return out
 
 
-def scheduler_notes(cfg: DictConfig, runner: Runner | None = None) -> list[str]:
+def scheduler_notes(s: Settings, runner: Runner | None = None) -> list[str]:
     """``status``'s lines for the grid's unfinished cells that a launcher submitted or that failed: QUEUED (also
     requeued after a preemption) and RUNNING with their SLURM job ids (``squeue``, then ``sacct``), FAILED with the
     one-line reason (leakexp-run records it, also where no artifact was made: a bad setting) or how the
     scheduler ended the job."""
-    r = runner or make_runner(cfg, readonly=True)
+    r = runner or make_runner(s, readonly=True)
     pending = []
-    for cell in grid_cells(r.settings):
+    for cell in grid_cells(s):
         try:
             state = r.state(cell.ask("evaluate"))[0]
         except Exception:  # status reports why it cannot be keyed
@@ -156,6 +125,26 @@ def scheduler_notes(cfg: DictConfig, runner: Runner | None = None) -> list[str]:
         if state != "done":
             pending.append(str(cell))
     return [f"{word.upper()} {cell}: {detail}" for word, cell, detail in scheduled(r.store.root, pending)]
+
+
+def robust(runner: Runner, cell: Cell) -> dict[str, Path]:
+    """Compute (once) every robustness part of ``cell`` and everything it lacks upstream; part -> artifact."""
+    return {name: runner.ensure(ask) for name, ask in robustness.parts(runner.settings, cell).items()}
+
+
+def robust_all(runner: Runner, cells: list[Cell]) -> list[tuple[Cell, Exception]]:
+    """``robust`` for every cell with a progress bar; a failing cell is logged and skipped. Returns failures."""
+    return each(cells, lambda cell: robust(runner, cell), desc="robustness")
+
+
+def robustness_state(runner: Runner, cell: Cell) -> str:
+    """done if every robustness part of the cell is done, else the first of failed, damaged, stale, running,
+    missing among its parts. Computes nothing."""
+    states = [runner.state(ask)[0] for ask in robustness.parts(runner.settings, cell).values()]
+    for state in ("failed", "damaged", "stale", "running", "missing", "data missing"):
+        if state in states:
+            return state
+    return "done"
 
 
 def run_cell(runner: Runner, cell: Cell) -> dict:
@@ -214,7 +203,7 @@ def _cuda() -> bool:
 
 @dataclass(frozen=True)
 class Job:
-    """One item of a grid's work: a cell (``run_cell``), a robustness cell (``robustness.robust``), or one shared
+    """One item of a grid's work: a cell (``run_cell``), a robustness cell (``robust``), or one shared
     artifact (``ask``: the embeddings, indexes and first-stage runs every cell builds on, the demo's audits)."""
 
     kind: str  # cell, robustness, ask
@@ -224,15 +213,14 @@ class Job:
         return f"robustness {self.what}" if self.kind == "robustness" else str(self.what)
 
 
-def grid_jobs(cfg: DictConfig, runner: Runner, cells: list[Cell], extra: list[Ask] = ()) -> list[Job]:
+def grid_jobs(s: Settings, runner: Runner | None, cells: list[Cell], extra: list[Ask] = ()) -> list[Job]:
     """The grid's work in the order workers take it: first the shared artifacts that do not need one another
     (each source's embeddings, the indexes, the first-stage runs), so that workers compute them side by side
     instead of waiting on the first cell; then ``extra`` (the demo's audits: long jobs that need no cell, so
     they run beside the cells rather than last and alone); then the cells; then the robustness cells
     (``robustness.enabled``), whose models the cells trained."""
-    rows = shared_asks(cfg, runner)
+    rows = grid_asks(s, runner, cells)
     shared = [Job("ask", a) for row in ("embed", "index", "firststage") for a in rows.get(row, [])]
-    s = runner.settings if runner is not None else settings_of(cfg)
     robust = robustness.robustness_cells(s) if s.robustness.enabled else []
     return [*shared, *(Job("ask", a) for a in extra), *(Job("cell", c) for c in cells),
             *(Job("robustness", c) for c in robust)]
@@ -242,16 +230,16 @@ def run_job(runner: Runner, job: Job):
     if job.kind == "cell":
         return run_cell(runner, job.what)
     if job.kind == "robustness":
-        return robustness.robust(runner.settings, runner, job.what)
+        return robust(runner, job.what)
     return runner.ensure(job.what)
 
 
-def run_job_in_worker(cfg: DictConfig, job: Job):
+def run_job_in_worker(s: Settings, job: Job):
     """``run_job`` in a worker process: one runner per process and configuration."""
-    key = OmegaConf.to_yaml(cfg)
+    key = json.dumps(s.values, sort_keys=True, default=str)
     if key not in _WORKER_RUNNERS:
         _WORKER_RUNNERS.clear()
-        _WORKER_RUNNERS[key] = make_runner(cfg)
+        _WORKER_RUNNERS[key] = make_runner(s)
     return run_job(_WORKER_RUNNERS[key], job)
 
 
@@ -277,17 +265,18 @@ def stored_results(runner: Runner, cells: list[Cell]):
     return pd.concat(frames, ignore_index=True), states
 
 
-def lineage(cfg: DictConfig, stages: list[str]) -> list[str]:
+def lineage(s: Settings, stages: list[str]) -> list[str]:
     """``status --why``: for the configured cell's artifact of each named stage, what made its key and, where
     only other configurations' artifacts are stored, which values and inputs differ."""
-    r = make_runner(cfg, readonly=True)
-    cell = cell_from_config(r.settings)
-    renamed = {s.keyed_as: s.name for s in r.stages.values() if s.keyed_as}  # an old name still answers (eval)
-    stages = [renamed.get(s, s) for s in stages]
-    unknown = [s for s in stages if s not in r.stages]
+    r = make_runner(s, readonly=True)
+    cell = cell_from_config(s)
+    renamed = {st.keyed_as: st.name for st in r.stages.values() if st.keyed_as}  # an old name still answers (eval)
+    lines = [f"note: stage {old} is called {renamed[old]} now (its keys keep the old name)"
+             for old in dict.fromkeys(stages) if old in renamed and old not in r.stages]
+    stages = [renamed.get(x, x) if x not in r.stages else x for x in stages]
+    unknown = [x for x in stages if x not in r.stages]
     if unknown:
         raise ConfigError(f"status --why: no stage named {', '.join(unknown)}; stages: {', '.join(r.stages)}")
-    lines = []
     needed = r.upstream(cell.ask("evaluate"))  # the cell's artifacts and everything they read
     for stage in stages:
         asks = [a for a in needed if a.stage == stage] or [cell.ask(stage)]  # e.g. memorization: below evaluate

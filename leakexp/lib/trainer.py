@@ -1,12 +1,12 @@
 """One trainer for every re-ranker: a budget of passes or updates over a cell's training set, with the references'
 optimisers, schedules and clipping, a resumable state, and a per-update history of loss and learning rate.
 
-Read it top to bottom: the settings (:class:`TrainConfig`), the optimiser and schedule, which pairs each update sees,
+Read it top to bottom: the settings (:class:`Training`), the optimiser and schedule, which pairs each update sees,
 the batches, the resumable state, then :func:`train`, the loop. The seed fixes the order of the training pairs (and,
 set before the model is built, its random initialisation). A query's positive and negative instance are always in
 the same batch. A model is anything with the re-rankers' interface (``leakexp.models.base.Reranker``).
 
-    result = train(model, instances, seed=3, cfg=TrainConfig.from_config(model_cfg.train, cfg.train))
+    result = train(model, instances, seed=3, cfg=Training.of(model_train, budget))  # a model's train:, the run's
     result["updates"], result.history        # manifest figures; DataFrame step, loss, lr, pairs
     write_history(result.history, out / "history.csv")
 """
@@ -21,16 +21,17 @@ import random
 import signal
 import threading
 import time
+import typing
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
 import pandas as pd
 import torch
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 from torch import nn
 from tqdm.auto import tqdm
 
@@ -38,7 +39,7 @@ from leakexp.lib.adafactor import Adafactor, MeshAdafactor
 from leakexp.lib.bert_adam import BertAdamW
 from leakexp.runner.config import model_config
 from leakexp.runner.jobs import allocated_cpus
-from leakexp.runner.schema import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Section
+from leakexp.runner.schema import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Section, section
 from leakexp.runner.store import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -47,106 +48,17 @@ class TrainingError(RuntimeError):
     """Training cannot go on (e.g. a NaN loss); the cell gets no done marker."""
 
 
-OPTIMIZERS = ("adam", "adamw", "bert_adamw", "adafactor", "adafactor_hf", "adafactor_mesh")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """How one model trains. Defaults are Capreolus' PytorchTrainer (trainer/pytorch.py at v0.2.6) except the
-    budget (the paper: one epoch) and the schedule; each model's file in conf/model/ sets its reference's values."""
-
-    batch_size: int = 32  # pairs per micro-batch (each pair: the query's positive and negative)
-    lr: float = 1e-3  # peak learning rate
-    optimizer: str = "adam"  # adam | adamw (torch's) | bert_adamw (BERT's AdamWeightDecayOptimizer, dl4marco-bert:
-    #   leakexp.lib.bert_adam) | adafactor (HF's, shape-batched) | adafactor_hf (HF's own loop) |
-    #   adafactor_mesh (Mesh TensorFlow's, the authors' monoT5: leakexp.lib.adafactor)
-    weight_decay: float = 0.0  # never applied to biases and normalisation weights
-    adam_eps: float = 1e-8  # torch's default; dl4marco-bert uses 1e-6
-    warmup: float = 0.0  # fraction of the run's updates with a linear warmup
-    decay: str = "linear"  # linear (to 0 after the last update) | constant | bert (BERT's schedule: lr_factor)
-    grad_accum: int = 1  # micro-batches per update
-    max_grad_norm: float | None = None  # clip the global gradient norm; None = no clipping
-    epochs: int = 1  # passes over the training set (the paper: one), each in a new order
-    updates: int | None = None  # when set, replaces epochs: this many updates, pairs drawn in reshuffled passes
-    group_by_length: bool = False  # batches of similar lengths (less padding), order still seeded
-    bf16: bool = True  # bf16 autocast on CUDA (ignored on a CPU)
-    adafactor_start_step: int = 0  # adafactor_mesh: Mesh TF's global step before the first update (leakexp.lib.adafactor)
-    z_loss: float = 0.0  # Mesh TF's z-loss: z_loss * logsumexp(logits)^2 per target token (monoT5 only; 0: none)
-
-    # keys of a model's `train:` block that configure inference, not training
-    INFERENCE_KEYS = ("score_batch_size",)
-
-    def __post_init__(self):
-        """Every field in its domain as the schemas state it (:class:`ModelTraining`, :class:`TrainBudget`), also for
-        a config built by hand; epochs only count when no number of updates is set."""
-        if self.optimizer == "adafactor_mesh" and self.weight_decay:
-            raise ValueError(f"train config: weight_decay={self.weight_decay}: Mesh TF's Adafactor (adafactor_mesh) "
-                             "has no weight decay; set weight_decay: 0")
-        for schema in (ModelTraining, TrainBudget):
-            blank = schema.model_construct()
-            for name in schema.model_fields.keys() & {f.name for f in fields(self)}:
-                if name == "epochs" and self.updates is not None:
-                    continue
-                try:
-                    schema.__pydantic_validator__.validate_assignment(blank, name, getattr(self, name))
-                except ValidationError as exc:
-                    raise ValueError(f"train config: {name}: {exc.errors()[0]['msg'].lower()} "
-                                     f"(got {getattr(self, name)!r})") from None
-
-    @classmethod
-    def of_model(cls, name: str, **overrides) -> "TrainConfig":
-        """The model file's training settings (``conf/model/<name>.yaml``: batch size, accumulation, optimiser,
-        schedule, clipping) with ``overrides``; what the GPU tests and benchmarks train the paper's shapes with."""
-        from omegaconf import OmegaConf
-
-        return cls.from_config(OmegaConf.to_container(model_config(name).train, resolve=True), None, **overrides)
-
-    @classmethod
-    def from_config(cls, model_train: Mapping | None, run: Mapping | None = None, **overrides) -> "TrainConfig":
-        """The config of one model: the run-wide budget (``train:`` of the config: epochs / updates), then the
-        model's ``train:`` block, then ``overrides`` (e.g. ``bf16=cfg.precision.train_bf16``).
-
-        An unknown key is an error that names it (a typo would otherwise train with a default silently).
-        """
-        known = {f.name for f in fields(cls)}
-        merged: dict = {}
-        for where, block in (("train", run), ("model.train", model_train), ("overrides", overrides)):
-            for k, v in dict(block or {}).items():
-                if k in cls.INFERENCE_KEYS or (where == "model.train" and k == "updates" and v is None):
-                    continue  # a model's updates: null keeps the run-wide budget
-                if k not in known:
-                    raise ValueError(f"{where}.{k} is not a training option; known: {', '.join(sorted(known))}")
-                merged[k] = v
-        return cls(**merged)
+# the optimisers a model trains with: adam | adamw (torch's) | bert_adamw (BERT's AdamWeightDecayOptimizer,
+# dl4marco-bert: leakexp.lib.bert_adam) | adafactor (HF's, shape-batched) | adafactor_hf (HF's own loop) |
+# adafactor_mesh (Mesh TensorFlow's, the authors' monoT5: leakexp.lib.adafactor)
+Optimizer = Literal["adam", "adamw", "bert_adamw", "adafactor", "adafactor_hf", "adafactor_mesh"]
+OPTIMIZERS = typing.get_args(Optimizer)
 
 
 def set_seed(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def resolve_device(device: str = "auto") -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device={device} but no CUDA device is available; use device=cpu or device=auto")
-    return device
-
-
-def configure_precision(matmul: str = "highest") -> None:
-    """Set float32 matmul precision once per process, from config ``precision.matmul`` (call at start-up).
-
-    ``highest`` (default): no TF32, fp32 matmuls and convolutions are exact IEEE fp32; ``high`` / ``medium``
-    allow TF32 (faster fp32 matmuls on Ampere+). Training and re-ranking on CUDA run the heavy work under bf16
-    autocast anyway (``precision.train_bf16``, ``precision.rerank_bf16``), so this only touches what stays fp32.
-    Nothing else in leakexp changes these switches, so a re-rank right after training in the same process
-    computes exactly what a re-rank of the stored model computes.
-    """
-    if matmul not in ("highest", "high", "medium"):
-        raise ValueError(f"precision.matmul={matmul!r}; use highest, high or medium")
-    torch.set_float32_matmul_precision(matmul)
-    torch.backends.cudnn.allow_tf32 = matmul != "highest"
 
 
 # -- optimiser and schedule --------------------------------------------------------------------------------
@@ -162,7 +74,7 @@ def no_decay_parameter_names(model: nn.Module) -> set[str]:
     return out
 
 
-def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+def make_optimizer(model: nn.Module, cfg: Training) -> torch.optim.Optimizer:
     """The configured optimiser over trainable parameters, in two groups: with and without weight decay."""
     skip = no_decay_parameter_names(model)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -189,7 +101,7 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     return HFAdafactor(groups, lr=cfg.lr, scale_parameter=False, relative_step=False, warmup_init=False)
 
 
-def warmup_updates(cfg: TrainConfig, total: int) -> int:
+def warmup_updates(cfg: Training, total: int) -> int:
     return int(round(cfg.warmup * total))
 
 
@@ -231,7 +143,7 @@ def _passes(n: int, rng: np.random.Generator, lengths: np.ndarray | None,
         yield batches
 
 
-def micro_batches(n: int, cfg: TrainConfig, seed: int, lengths: np.ndarray | None = None) -> list[np.ndarray]:
+def micro_batches(n: int, cfg: Training, seed: int, lengths: np.ndarray | None = None) -> list[np.ndarray]:
     """Pair indices of every micro-batch of the run, in order.
 
     ``epochs``: each pass is cut into batches on its own (the last one may be smaller), so each pair is seen once
@@ -514,7 +426,7 @@ def _fits(state: dict, model: nn.Module, total: int, micro: int) -> str:
     return "" if mine == theirs else "its weights are of another model"
 
 
-def train(model: nn.Module, instances: pd.DataFrame, *, seed: int, cfg: TrainConfig, device: str = "cpu",
+def train(model: nn.Module, instances: pd.DataFrame, *, seed: int, cfg: Training, device: str = "cpu",
           progress: bool | None = True, sync_every: int = SYNC_EVERY, docs: Any | None = None,
           workers: int = 0, resume: ResumeState | None = None) -> TrainResult:
     """Train ``model`` in place within ``cfg``'s budget; returns the manifest's figures and the history.
@@ -683,6 +595,7 @@ class TrainBudget(Section):
     updates: PositiveInt | None
 
 
+@section("precision")
 class PrecisionSettings(Section):
     """``precision``: float32 matmul precision, bf16 autocast and torch.compile on CUDA. ``bf16`` is the one switch
     (conf/config.yaml sets ``train_bf16`` and ``rerank_bf16`` to it): ``precision.bf16=false`` computes in fp32
@@ -701,19 +614,21 @@ class PrecisionSettings(Section):
 
 
 class ModelTraining(Section):
-    """A model's ``train:`` block: optimiser, schedule, batch shapes (see conf/model/*.yaml for each reference)."""
+    """A model's ``train:`` block (``models.<name>.train``): optimiser, schedule, batch shapes; each model's file in
+    conf/model/ sets its reference's values. A value a file leaves out is Capreolus' PytorchTrainer's
+    (trainer/pytorch.py at v0.2.6), but the schedule (linear decay)."""
 
-    batch_size: PositiveInt
-    lr: PositiveFloat
-    optimizer: Literal["adam", "adamw", "bert_adamw", "adafactor", "adafactor_hf", "adafactor_mesh"]
-    adam_eps: PositiveFloat = 1e-8
-    weight_decay: NonNegativeFloat
-    warmup: Annotated[float, Field(ge=0, lt=1)]
-    decay: Literal["linear", "constant", "bert"]
-    grad_accum: PositiveInt
-    max_grad_norm: PositiveFloat | None
-    group_by_length: bool
-    score_batch_size: PositiveInt
+    batch_size: PositiveInt = 32  # pairs per micro-batch (each pair: the query's positive and negative)
+    lr: PositiveFloat = 1e-3  # peak learning rate
+    optimizer: Optimizer = "adam"
+    adam_eps: PositiveFloat = 1e-8  # torch's default; dl4marco-bert uses 1e-6
+    weight_decay: NonNegativeFloat = 0.0  # never applied to biases and normalisation weights
+    warmup: Annotated[float, Field(ge=0, lt=1)] = 0.0  # fraction of the run's updates with a linear warmup
+    decay: Literal["linear", "constant", "bert"] = "linear"  # linear to 0 after the last update | constant | BERT's
+    grad_accum: PositiveInt = 1  # micro-batches per update
+    max_grad_norm: PositiveFloat | None = None  # clip the global gradient norm; None = no clipping
+    group_by_length: bool = False  # batches of similar lengths (less padding), order still seeded
+    score_batch_size: PositiveInt = 64  # pairs per scoring batch (inference: no part of training)
     updates: PositiveInt | None = None  # this model's own budget (replaces the run-wide train:); null: train:'s
     # adafactor_mesh only: the global step the decay rate 1 - (t+1)^-0.8 counts from; 0 = a fresh optimiser (t5-base
     # carries no optimiser state); 999900 = the step of the authors' pre-trained checkpoint (leakexp.lib.adafactor)
@@ -721,3 +636,50 @@ class ModelTraining(Section):
     # Mesh TF's z-loss on monoT5's vocabulary softmax (leakexp.models.monot5.MonoT5.pointwise_loss); the recipes
     # mesh_tf* set 1e-4, Mesh TF's default (mesh_tensorflow/transformer/transformer.py line 712); 0: none
     z_loss: NonNegativeFloat = 0.0
+
+    @model_validator(mode="after")
+    def _mesh_adafactor_has_no_weight_decay(self):
+        if self.optimizer == "adafactor_mesh" and self.weight_decay:
+            raise ValueError(f"weight_decay={self.weight_decay}: Mesh TF's Adafactor (adafactor_mesh) has no weight "
+                             "decay; set weight_decay: 0")
+        return self
+
+
+class Training(ModelTraining):
+    """One training run: a model's ``train:`` block within the run-wide budget (the ``train`` section: passes, or a
+    number of updates), and whether it autocasts to bf16 on CUDA; what :func:`train` reads. Built by hand (tests,
+    benchmarks) or :meth:`of` the settings."""
+
+    epochs: PositiveInt = 1  # passes over the training set (the paper: one), each in a new order
+    bf16: bool = True  # bf16 autocast on CUDA (ignored on a CPU)
+
+    def __init__(self, **values):
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:  # one line naming the setting, as a configuration error does
+            e = exc.errors()[0]
+            where = ".".join(str(p) for p in e["loc"]) or "train config"
+            got = "" if e["type"] == "missing" or not e["loc"] else f" (got {e.get('input')!r})"
+            raise ValueError(f"train config: {where}: {e['msg'].lower().removeprefix('value error, ')}{got}") \
+                from None
+
+    @classmethod
+    def of(cls, model_train: Mapping | None, budget: Mapping | None = None, **overrides) -> "Training":
+        """The run of one model: the run-wide budget (``train:`` of the config: epochs / updates), then the model's
+        ``train:`` block (its ``updates: null`` keeps the run-wide budget), then ``overrides`` (e.g. ``bf16=...``).
+        An unknown key is an error that names it (a typo would otherwise train with a default silently)."""
+        known, merged = set(cls.model_fields), {}
+        for where, block in (("train", budget), ("model.train", model_train), ("overrides", overrides)):
+            for k, v in dict(block or {}).items():
+                if where == "model.train" and k == "updates" and v is None:
+                    continue
+                if k not in known:
+                    raise ValueError(f"{where}.{k} is not a training option; known: {', '.join(sorted(known))}")
+                merged[k] = v
+        return cls(**merged)
+
+    @classmethod
+    def of_model(cls, name: str, **overrides) -> "Training":
+        """The model file's training settings (``conf/model/<name>.yaml``: batch size, accumulation, optimiser,
+        schedule, clipping) with ``overrides``; what the GPU tests and benchmarks train the paper's shapes with."""
+        return cls.of(model_config(name)["train"], None, **overrides)

@@ -14,10 +14,10 @@ from leakexp.models.knrm import KNRM
 from leakexp.models.monobert import MonoBERT
 from leakexp.models.monot5 import MonoT5
 from leakexp.models.pacrr import PACRR
+from leakexp.runner.schema import SECTIONS, section
 
 REGISTRY: dict[str, type[Reranker]] = {}
-# each model's settings schema (``models.<name>``) and how tables and captions name it, from the models themselves
-MODEL_SETTINGS: dict[str, type] = {}
+# how tables and captions name each model, from the models themselves (its settings schema: the section models.<name>)
 MODEL_LABEL: dict[str, str] = {}
 
 
@@ -26,15 +26,16 @@ def register(name: str, cls: type[Reranker]) -> None:
     together, so a model registered later (a user's sixth) is known everywhere the first five are."""
     if name in REGISTRY:
         raise ValueError(f"model {name!r} is already registered")
+    section(f"models.{name}")(cls.Settings)
     REGISTRY[name] = cls
-    MODEL_SETTINGS[name] = cls.Settings
     MODEL_LABEL[name] = cls.LABEL
 
 
 def unregister(name: str) -> None:
     """Forget a registered model (tests that add one)."""
-    for table in (REGISTRY, MODEL_SETTINGS, MODEL_LABEL):
+    for table in (REGISTRY, MODEL_LABEL):
         table.pop(name, None)
+    SECTIONS.pop(f"models.{name}", None)
 
 
 def get(name: str) -> type[Reranker]:

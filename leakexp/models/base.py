@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -16,6 +16,20 @@ from leakexp.lib.trainer import ModelTraining, host_mask, pin_batch, to_device
 from leakexp.models.compute import Compute, CudaSettings, compiled
 from leakexp.models.tokens import Tokens, check_source
 from leakexp.runner.schema import Name, Section
+
+
+class ModelInput(NamedTuple):
+    """An artifact a model reads in place of one of its settings: the stage that makes it, the setting it replaces
+    (monoT5's embedded checkpoint: the ``t5vocab`` stage's tokenizer and config)."""
+
+    stage: str
+    setting: str
+
+
+def with_artifacts(cls: type["Reranker"], settings: Any, params: dict, opened: Callable[[str], Any]) -> dict:
+    """``params`` (the model's settings) with each setting an artifact replaces set to that artifact's path
+    (``opened(input name)``: the artifact as the stage received it)."""
+    return {**params, **{a.setting: str(opened(name)) for name, a in cls.artifacts(settings).items()}}
 
 
 class Reranker(nn.Module):
@@ -44,6 +58,13 @@ class Reranker(nn.Module):
         """Whether a model built with ``params`` reads the idf of the collection it ranks (known before it is
         built, so the pipeline can make the collection's df table part of the artifact's config)."""
         return False
+
+    @classmethod
+    def artifacts(cls, settings: Any) -> dict[str, "ModelInput"]:
+        """What a model with ``settings`` (its ``models.<name>`` section) takes from another stage's artifact instead
+        of from a setting: input name -> :class:`ModelInput`. The stages that build, train or encode with the model
+        ask for those artifacts and put each artifact's path in place of its setting."""
+        return {}
 
     @property
     def needs_idf(self) -> bool:

@@ -1,12 +1,15 @@
 """What the Hugging Face re-rankers share to read texts once: their tokenizer loaded from the settings alone,
-an id of its content, texts -> :class:`Tokens` in batched calls, and right-padded batch tensors."""
+an id of its content, texts -> :class:`Tokens` in batched calls, and right-padded batch tensors; and the embedded
+T5's vocabulary, learnt offline from the toy world's text (monoT5's ``checkpoint: embedded``)."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
-from typing import Callable, Sequence
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -90,3 +93,49 @@ def pad_rows(rows: list[np.ndarray], pad: int, multiple: int = 0,
         ids[i, : len(r)] = r
     mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)
     return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+# -- the embedded T5: a vocabulary learnt offline from the toy world's text (the t5vocab stage) -----------------
+# A small T5 for CPUs; `n_positions` stays 512 like t5-base (pyterrier-t5 reads it)
+EMBEDDED_T5 = dict(d_model=128, d_kv=32, d_ff=256, num_layers=2, num_decoder_layers=2, num_heads=4,
+                   relative_attention_num_buckets=32, dropout_rate=0.1, feed_forward_proj="relu",
+                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, n_positions=512)
+# The t5-base architecture (huggingface t5-base config.json), for GPU tests and benchmarks at the paper's shapes
+# without downloading weights: same layers and widths, vocabulary padded to t5-base's 32,128 rows.
+T5_BASE = dict(EMBEDDED_T5, d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_decoder_layers=12, num_heads=12,
+               vocab_size=32128)
+
+
+def train_embedded_tokenizer(texts: Iterable[str], out: Path, vocab_size: int = 4000,
+                             architecture: dict | None = None) -> Path:
+    """A deterministic SentencePiece unigram vocabulary in T5's id layout (pad 0, eos 1, unk 2) in ``out``,
+    with the config of a randomly initialised T5 (``architecture``: EMBEDDED_T5 by default, or T5_BASE).
+
+    ``true``, ``false`` and the prompt words are user-defined pieces, so each is one token.
+    """
+    import sentencepiece as spm
+    from transformers import T5Tokenizer
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(list(texts)), model_writer=model, vocab_size=vocab_size, model_type="unigram",
+        pad_id=0, eos_id=1, unk_id=2, bos_id=-1, num_threads=1, shuffle_input_sentence=False,
+        input_sentence_size=0, character_coverage=1.0, hard_vocab_limit=False, minloglevel=2,
+        user_defined_symbols=["▁true", "▁false", "▁Query:", "▁Document:", "▁Relevant:"],
+    )
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "spiece.model").write_bytes(model.getvalue())
+    tok = T5Tokenizer.from_pretrained(str(out), extra_ids=0)
+    for word in ("true", "false"):
+        ids = tok.encode(word)
+        if len(ids) != 2:  # one piece + </s>
+            raise RuntimeError(f"the embedded T5 vocabulary splits {word!r} into {tok.convert_ids_to_tokens(ids)}")
+    tok.save_pretrained(str(out))
+    from transformers import T5Config
+
+    arch = dict(architecture or EMBEDDED_T5)
+    arch["vocab_size"] = max(int(arch.get("vocab_size", 0)), len(tok))
+    T5Config(**arch).save_pretrained(str(out))
+    (out / "embedded.json").write_text(json.dumps({"random_init": True}) + "\n")
+    return out

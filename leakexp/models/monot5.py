@@ -7,11 +7,9 @@ toy world's text (:func:`train_embedded_tokenizer`), so that ``T5Tokenizer`` and
 
 from __future__ import annotations
 
-import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Literal, Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 import torch
@@ -19,9 +17,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from leakexp.lib import hub
-from leakexp.models.base import HFReranker, ModelSettings, fp32, padding_mask_4d
+from leakexp.models.base import HFReranker, ModelInput, ModelSettings, fp32, padding_mask_4d
 from leakexp.models.compute import WIDTH_MULTIPLE, Compute, T5CudaSettings
-from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
+from leakexp.models.hftokens import (EMBEDDED_T5, T5_BASE, check_rows, encode_texts, load_tokenizer,  # noqa: F401
+                                     pad_rows, tokenizer_id, train_embedded_tokenizer)
 from leakexp.models.tokens import Tokens
 from leakexp.runner.schema import Name, PositiveInt
 
@@ -33,51 +32,6 @@ PROMPT = "Query: {q} Document: {d} Relevant:"
 QUERY_PART = "Query: {} Document:"
 DOC_PART = " {} Relevant:"  # truncation=pygaggle
 DOC_HEAD = " {}"  # truncation=keep_prompt: "Query: q Document: d" is cut, then "Relevant:" </s> appended
-# A small T5 for CPUs; `n_positions` stays 512 like t5-base (pyterrier-t5 reads it)
-EMBEDDED_T5 = dict(d_model=128, d_kv=32, d_ff=256, num_layers=2, num_decoder_layers=2, num_heads=4,
-                   relative_attention_num_buckets=32, dropout_rate=0.1, feed_forward_proj="relu",
-                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, n_positions=512)
-# The t5-base architecture (huggingface t5-base config.json), for GPU tests and benchmarks at the paper's shapes
-# without downloading weights: same layers and widths, vocabulary padded to t5-base's 32,128 rows.
-T5_BASE = dict(EMBEDDED_T5, d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_decoder_layers=12, num_heads=12,
-               vocab_size=32128)
-
-
-def train_embedded_tokenizer(texts: Iterable[str], out: Path, vocab_size: int = 4000,
-                             architecture: dict | None = None) -> Path:
-    """A deterministic SentencePiece unigram vocabulary in T5's id layout (pad 0, eos 1, unk 2) in ``out``,
-    with the config of a randomly initialised T5 (``architecture``: EMBEDDED_T5 by default, or T5_BASE).
-
-    ``true``, ``false`` and the prompt words are user-defined pieces, so each is one token.
-    """
-    import sentencepiece as spm
-    from transformers import T5Tokenizer
-
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(list(texts)), model_writer=model, vocab_size=vocab_size, model_type="unigram",
-        pad_id=0, eos_id=1, unk_id=2, bos_id=-1, num_threads=1, shuffle_input_sentence=False,
-        input_sentence_size=0, character_coverage=1.0, hard_vocab_limit=False, minloglevel=2,
-        user_defined_symbols=["▁true", "▁false", "▁Query:", "▁Document:", "▁Relevant:"],
-    )
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "spiece.model").write_bytes(model.getvalue())
-    tok = T5Tokenizer.from_pretrained(str(out), extra_ids=0)
-    for word in ("true", "false"):
-        ids = tok.encode(word)
-        if len(ids) != 2:  # one piece + </s>
-            raise RuntimeError(f"the embedded T5 vocabulary splits {word!r} into {tok.convert_ids_to_tokens(ids)}")
-    tok.save_pretrained(str(out))
-    from transformers import T5Config
-
-    arch = dict(architecture or EMBEDDED_T5)
-    arch["vocab_size"] = max(int(arch.get("vocab_size", 0)), len(tok))
-    T5Config(**arch).save_pretrained(str(out))
-    (out / "embedded.json").write_text(json.dumps({"random_init": True}) + "\n")
-    return out
-
-
 class MonoT5(HFReranker):
     name = "monot5"
     LABEL = "monoT5"
@@ -110,6 +64,11 @@ class MonoT5(HFReranker):
         check_split(self.tokenizer)  # the prompt's token ids are gathered from stored parts
         # the rows of lm_head that scoring reads, as a device tensor (an index list would be copied every batch)
         self.register_buffer("two_ids", torch.tensor([self.false_id, self.true_id]), persistent=False)
+
+    @classmethod
+    def artifacts(cls, settings) -> dict[str, ModelInput]:
+        """``checkpoint: embedded``: a random T5 whose vocabulary the ``t5vocab`` stage learns from the toy world."""
+        return {"vocab": ModelInput("t5vocab", "checkpoint")} if settings.checkpoint == "embedded" else {}
 
     # -- token ids (leakexp.models.tokens) -------------------------------------------------------------
     ENCODING = ("checkpoint", "max_length", "truncation")

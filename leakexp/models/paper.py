@@ -93,10 +93,7 @@ class PaperModels:
 
     def params(self, name: str) -> dict:
         """The model file's parameters (conf/model/<name>.yaml) with paper-shaped weights substituted."""
-        from omegaconf import OmegaConf
-
-
-        params = OmegaConf.to_container(model_config(name), resolve=True)
+        params = model_config(name)
         for key in ("train", "name", "recipe", "recipes", "cuda"):
             params.pop(key, None)
         if name == "monot5":

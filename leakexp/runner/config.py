@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from pydantic import Field
 
 
-from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section
+from leakexp.runner.schema import Name, NonNegativeFloat, PositiveFloat, PositiveInt, Section, Settings, section
 from leakexp.runner.stage import ConfigError, Runtime  # noqa: F401  (ConfigError: defined beside the stage declarations)
 
 
@@ -31,10 +31,6 @@ def conf_dir() -> Path:
 
 def options(group: str) -> list[str]:
     return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
-
-
-def _group_file(group: str, name: str) -> DictConfig:
-    return OmegaConf.create(_group_raw(group, name)[0])
 
 
 def _group_raw(group: str, name: str) -> tuple[dict, bool]:
@@ -64,16 +60,19 @@ def section_keys() -> list[str]:
     return sorted(k for k in raw.keys() if k != "defaults" and OmegaConf.is_dict(raw[k]))
 
 
-def corpus_config(name: str) -> DictConfig:
-    return _group_file("corpus", name)
+def corpus_config(name: str) -> dict:
+    """``conf/corpus/<name>.yaml``'s values, resolved (a copy)."""
+    return _group_plain("corpus", name)
 
 
-def model_config(name: str) -> DictConfig:
-    return _group_file("model", name)
+def model_config(name: str) -> dict:
+    """``conf/model/<name>.yaml``'s values, resolved (a copy): a model's file as it ships, before any override."""
+    return _group_plain("model", name)
 
 
-def compose(overrides: list[str] | None = None) -> DictConfig:
-    """The config for ``overrides`` (Hydra syntax), checked; unknown group options name the key."""
+def compose_raw(overrides: list[str] | None = None) -> DictConfig:
+    """Hydra's composition of ``overrides`` (Hydra syntax), its values checked together (:func:`validate_config`);
+    unknown group options name the key. ``leakexp.runner.registry.compose`` makes the typed settings of it."""
     from hydra.errors import HydraException
 
     overrides = [_per_name(o) for o in overrides or []]
@@ -196,11 +195,11 @@ def validate_device(device) -> None:
 
 def validate_config(cfg: DictConfig) -> None:
     """Fail early, naming the key, on values that cannot work together. The grid, the cell and the models are
-    checked here; each stage checks its own section (``Stage.check``, run by ``leakexp.grid.registry.check_config``)."""
+    checked here; each stage checks its own section (``Stage.check``, run by ``leakexp.runner.registry.typed``)."""
     for group in ("data", "corpus", "leakage", "model", "grid"):
         if group not in cfg:
             raise ConfigError(f"config has no '{group}'")
-    # leakage.name, grid.* and detect.threshold are checked by their schemas (leakexp.grid.registry.check_config);
+    # leakage.name, grid.* and detect.threshold are checked by their schemas (leakexp.runner.registry.typed);
     # the cell's seed and size are checked here, where the cell's cross-field checks below need them
     for key in ("seed", "size"):
         if not _is_int(cfg.get(key)):
@@ -212,7 +211,7 @@ def validate_config(cfg: DictConfig) -> None:
     for name in cfg.get("corpus_overrides") or {}:
         if name not in options("corpus"):
             raise ConfigError(f"corpus_overrides.{name} names no corpus; available: {', '.join(options('corpus'))}")
-    corpus = resolved_corpus_config(cfg, cfg.corpus.name)
+    corpus = _resolved(cfg, "corpus", cfg.corpus.name)
     fixed = {"msm": corpus.get("fixed_leak_queries"), "test": corpus.get("test_leak_queries")}
     leak = fixed.get(cfg.leakage.name) or 0
     if 2 * leak > size:
@@ -284,21 +283,9 @@ def _resolved(cfg: DictConfig, group: str, name: str) -> dict:
     return _merge(*layers)
 
 
-def resolved_corpus_config(cfg: DictConfig, name: str) -> DictConfig:
-    """A corpus's config: its file, ``corpus_overrides.<name>`` (any corpus of the grid, e.g. the leak counts of a
-    smaller collection), then what the command line changed in ``corpus.*`` for the selected corpus."""
-    return OmegaConf.create(_resolved(cfg, "corpus", name))
-
-
-def resolved_model_config(cfg: DictConfig, name: str) -> DictConfig:
-    """A model's config: its file, ``model_overrides.<name>``, then what the command line changed in ``model.*``
-    for the selected model; with its recipe applied (:func:`apply_recipe`)."""
-    return OmegaConf.create(_resolved_model(cfg, name))
-
-
 def _resolved_model(cfg: DictConfig, name: str) -> dict:
     """What the stages read of a model: its resolved config with its recipe applied, without its ``plan:`` block
-    (what ``leakexp plan`` assumes of it: :func:`model_plan`; a measured figure keys no artifact)."""
+    (what ``leakexp plan`` assumes of it: ``Settings.plan_of``; a measured figure keys no artifact)."""
     out = apply_recipe(_resolved(cfg, "model", name), _group_plain("model", name), name)
     out.pop("plan", None)
     return out
@@ -309,7 +296,7 @@ def model_recipe(cfg: DictConfig, name: str) -> str | None:
     return _resolved(cfg, "model", name).get("recipe")
 
 
-# training settings a model file's `train:` may leave to their defaults (leakexp.stages.train.ModelTraining), which a
+# training settings a model file's `train:` may leave to their defaults (leakexp.lib.trainer.ModelTraining), which a
 # recipe may still set: a model file that does not name one keeps its artifacts' keys
 RECIPE_OPTIONAL_KEYS = frozenset({"updates", "adafactor_start_step", "z_loss"})
 
@@ -348,7 +335,7 @@ def corpus_names(cfg: DictConfig) -> list[str]:
 def resolved_values(cfg: DictConfig) -> dict:
     """The resolved configuration as plain data (what keys hash; ``Settings`` types it): ``corpora.<name>`` and
     ``models.<name>`` hold every corpus and model config the grid or the cell uses (models as
-    ``resolved_model_config`` merges them), ``recipes.<name>`` the recipe each model trains by."""
+    their files, overrides and recipes merge them: :func:`_resolved_model`), ``recipes.<name>`` the recipe each model trains by."""
     out = OmegaConf.to_container(cfg, resolve=True)
     out.pop("hydra", None)
     out["corpora"] = {n: _resolved(cfg, "corpus", n) for n in corpus_names(cfg)}
@@ -356,19 +343,18 @@ def resolved_values(cfg: DictConfig) -> dict:
     out["models"] = {m: _resolved_model(cfg, m) for m in models}
     # the recipe each model trains by, by name (models.<name> holds the train: block it makes, not its name)
     out["recipes"] = {m: model_recipe(cfg, m) for m in models}
+    # what `plan` assumes of each model (its file's plan: block, then model_overrides): no stage reads it
+    out["plans"] = {m: _resolved(cfg, "model", m).get("plan") or {} for m in models}
     return out
 
 
-def runtime(cfg: DictConfig, device: str, values: Mapping | None = None) -> Runtime:
-    """Settings that change how fast, not what, a stage computes (:class:`~leakexp.runner.stage.Runtime`);
-    ``values``: ``resolved_values(cfg)`` where the caller has it already (resolved once at start-up)."""
-    s = values if values is not None else resolved_values(cfg)
-    return Runtime(device=device, verbose=bool(cfg.get("verbose", False)), threads=int(cfg.bm25.threads),
-                   loader_workers=cfg.get("loader_workers", "auto"),
-                   resume_every_s=float(cfg.get("resume_every_s", 300)), cpu_threads=int(cfg.get("cpu_threads", 1)),
-                   cpu_kernels=str(cfg.get("cpu_kernels", "portable")),
-                   embed_batch_size=int(cfg.detect.batch_size),
-                   score_batch_size={m: score_batch_size(c, device) for m, c in s["models"].items()})
+def runtime(s: Settings, device: str) -> Runtime:
+    """Settings that change how fast, not what, a stage computes (:class:`~leakexp.runner.stage.Runtime`)."""
+    run = s.run
+    return Runtime(device=device, verbose=run.verbose, threads=s.bm25.threads, loader_workers=run.loader_workers,
+                   resume_every_s=run.resume_every_s, cpu_threads=run.cpu_threads, cpu_kernels=run.cpu_kernels,
+                   embed_batch_size=s.detect.batch_size,
+                   score_batch_size={m: score_batch_size(c, device) for m, c in s.values["models"].items()})
 
 
 def score_batch_size(model: Mapping, device: str) -> int:
@@ -395,6 +381,7 @@ class RunSettings(Section):
     corpus_overrides: dict[Name, dict] = {}
 
 
+@section("report")
 class ReportSettings(Section):
     """``report``: the model Figure 2 shows."""
 
@@ -408,6 +395,7 @@ class CollectionSize(Section):
     words_per_doc: PositiveFloat
 
 
+@section("plans.*")
 class ModelPlan(Section):
     """A model file's ``plan:`` block: what ``leakexp plan`` assumes of the model until ``make bench`` measures it."""
 
@@ -418,14 +406,7 @@ class ModelPlan(Section):
     data_pipeline_instances_per_s: PositiveFloat
 
 
-def model_plan(cfg: DictConfig, name: str) -> ModelPlan:
-    """``name``'s ``plan:`` block as the configuration resolves it (its file, then ``model_overrides``); no stage
-    reads it, so it keys nothing."""
-    from leakexp.runner.schema import validate
-
-    return validate(f"models.{name}.plan", ModelPlan, _resolved(cfg, "model", name).get("plan") or {})
-
-
+@section("plan")
 class PlanSettings(Section):
     """``plan``: assumed throughput (used until ``make bench`` measures it on the GPU) and topic counts."""
 
@@ -436,3 +417,42 @@ class PlanSettings(Section):
     negatives_queries_per_s: PositiveFloat = 25_000
     df_words_per_s: PositiveFloat = 450_000
     collections: dict[str, CollectionSize] = {}
+
+
+# -- `leakexp fetch` (leakexp.grid.fetch): what it downloads; no stage reads it ---------------------------------
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Commit = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
+
+
+class SourceFile(Section):
+    """A file of a repository at a commit: its name, its sha256 (null: not pinned, refused), and for a run the file of
+    leakexp/data/runs/ that holds its top-100."""
+
+    name: Name
+    sha256: Sha256 | None
+    bundled: Name | None = None
+
+
+class GloveSource(Section):
+    """``fetch.glove``: the GloVe 6B archive (its 50d, 100d, 200d and 300d files) and its sha256."""
+
+    url: Name
+    sha256: Sha256 | None
+
+
+class Spire22Source(Section):
+    """``fetch.spire22``: the SPIRE-22 authors' repository (raw files) at a commit, and the files taken from it."""
+
+    url: Name
+    commit: Commit
+    annotations: list[SourceFile]
+    runs: list[SourceFile]
+
+
+@section("fetch")
+class FetchSettings(Section):
+    """``fetch``: where ``leakexp fetch`` puts files that no other setting places, and what it downloads."""
+
+    dir: Name
+    glove: GloveSource
+    spire22: Spire22Source

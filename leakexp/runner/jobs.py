@@ -49,6 +49,34 @@ def size_torch_threads() -> int:
     return n
 
 
+def resolve_device(device: str = "auto") -> str:
+    """The device a job computes on: ``auto`` is CUDA where a GPU is visible, else the CPU."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device={device} but no CUDA device is available; use device=cpu or device=auto")
+    return device
+
+
+def configure_precision(matmul: str = "highest") -> None:
+    """Set float32 matmul precision once per process, from config ``precision.matmul`` (call at start-up).
+
+    ``highest`` (default): no TF32, fp32 matmuls and convolutions are exact IEEE fp32; ``high`` / ``medium``
+    allow TF32 (faster fp32 matmuls on Ampere+). Training and re-ranking on CUDA run the heavy work under bf16
+    autocast anyway (``precision.train_bf16``, ``precision.rerank_bf16``), so this only touches what stays fp32.
+    Nothing else in leakexp changes these switches, so a re-rank right after training in the same process
+    computes exactly what a re-rank of the stored model computes.
+    """
+    import torch
+
+    if matmul not in ("highest", "high", "medium"):
+        raise ValueError(f"precision.matmul={matmul!r}; use highest, high or medium")
+    torch.set_float32_matmul_precision(matmul)
+    torch.backends.cudnn.allow_tf32 = matmul != "highest"
+
+
 @contextmanager
 def cpu_threads(n: int):
     """PyTorch's intra-op pool at ``n`` threads for the block (at most the job's CPUs), as it was after it."""

@@ -23,14 +23,14 @@ RUNNER = 2  # the key scheme; markers of other schemes are another layout (see `
 
 
 class Runner:
-    """Keys, paths, states and values of the artifacts of one configuration: ``values`` are its resolved settings as
-    plain data (what keys hash), ``settings`` the same typed (:class:`~leakexp.runner.schema.Settings`)."""
+    """Keys, paths, states and values of the artifacts of one configuration: ``settings`` (its typed
+    :class:`~leakexp.runner.schema.Settings`), whose plain ``values`` are what keys hash."""
 
-    def __init__(self, values: Mapping, stages: Iterable[Stage], store: Store, *, runtime: Runtime | None = None,
-                 cuda: bool = False, schemas: Callable[[str], type] | None = None, top: type | None = None):
-        self.values, self.store, self.cuda, self.schemas = values, store, cuda, schemas
-        self.settings = Settings(values, schemas, top) if schemas is not None else None  # the same, typed
-        self.runtime, self.stages = runtime or Runtime(), {s.name: s for s in stages}
+    def __init__(self, settings: Settings | Mapping, stages: Iterable[Stage], store: Store, *,
+                 runtime: Runtime | None = None, cuda: bool = False):
+        known = isinstance(settings, Settings)  # or plain values, untyped (the runner's own tests)
+        self.settings, self.values = (settings, settings.values) if known else (None, settings)  # keys hash values
+        self.store, self.cuda, self.runtime, self.stages = store, cuda, runtime or Runtime(), {s.name: s for s in stages}
         self._got, self._ensured = {}, set()  # what ``get`` returned, what ``ensure`` checked (Ask, computed)
         # per ask, made once (status and plan key every artifact of the grid); _missing: see ``unavailable``
         self._normals, self._configs, self._inputs, self._records, self._keys, self._upstream, self._missing = \

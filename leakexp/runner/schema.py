@@ -1,9 +1,10 @@
 """Typed config sections: every leaf has a type and, where it has one, a domain, checked before any work.
 
 A module that owns a config section declares it as a :class:`Section` (a strict pydantic model: no unknown keys,
-no string for a number, no bool for an int, finite floats); ``leakexp.grid.registry`` registers each section under its
-top-level key and checks the whole composed configuration with :func:`check_sections`, so a setting added to a
-YAML file without a schema is an error too. A section names the files it needs (:meth:`Section.files`); they are
+no string for a number, no bool for an int, finite floats) and registers it under its key where it is declared
+(:func:`section`; a stage's ``Settings`` under the stage's section); ``leakexp.runner.registry`` checks the whole
+composed configuration against them with :func:`check_sections`, so a setting added to a YAML file without a schema
+is an error too. A section names the files it needs (:meth:`Section.files`); they are
 checked before a run that computes, each error naming the setting, the path and the fix.
 """
 
@@ -37,6 +38,24 @@ class Section(BaseModel):
         return ()
 
 
+# the schemas of the config sections that no stage declares, registered where each is declared (:func:`section`): the
+# grid's and the leakage's by the cell, ``models.<name>`` by the models' registry, plan, report and fetch by the
+# configuration; a stage's ``Settings`` is its section's schema (``leakexp.runner.registry.schema_of`` finds both)
+SECTIONS: dict[str, type[Section]] = {}
+
+
+def section(name: str) -> Callable[[type[Section]], type[Section]]:
+    """Register the decorated schema as the one of config section ``name`` (``grid``, ``models.knrm``, ``corpora.*``);
+    another schema for a section already registered is an error (one section, one declaration)."""
+    def add(schema: type[Section]) -> type[Section]:
+        if SECTIONS.get(name, schema) is not schema:
+            raise ValueError(f"config section {name!r} already has a schema ({SECTIONS[name].__qualname__})")
+        SECTIONS[name] = schema
+        return schema
+
+    return add
+
+
 class Settings:
     """A configuration's settings, typed: the one way code reads a setting. Each section is its schema's validated
     object, made once: ``s.evaluate.mfr``, ``s.grid.corpora``; ``s.run`` holds the top-level values (store, size,
@@ -44,8 +63,10 @@ class Settings:
     (``corpora.<name>``, ``models.<name>``: ``s.corpus_of(name)``, ``s.model_of(name)``). A stage reads the same
     objects through ``ctx.settings``, which also holds it to the leaves it declared."""
 
-    def __init__(self, values: Mapping[str, Any], schemas: Callable[[str], type[Section]], top: type[Section]):
+    def __init__(self, values: Mapping[str, Any], schemas: Callable[[str], type[Section]], top: type[Section],
+                 overrides: Iterable[str] = ()):
         self.values, self._schemas, self._top, self._made = values, schemas, top, {}
+        self.overrides = tuple(overrides)  # the command line's overrides it was composed from, where it was
 
     def section(self, dotted: str) -> Section:
         """A section by its dotted place in the settings: ``evaluate``, ``models.knrm``, ``corpora.robust04``."""
@@ -84,6 +105,10 @@ class Settings:
         """The recipe ``model`` trains by (None: its file names none); ``models.<name>`` holds the ``train:`` block
         the recipe makes, not the recipe's name."""
         return self.values.get("recipes", {}).get(model)
+
+    def plan_of(self, model: str) -> Section:
+        """What ``leakexp plan`` assumes of ``model`` (its file's ``plan:`` block, then ``model_overrides``)."""
+        return self.section(f"plans.{model}")
 
     def corpus_of(self, name: str) -> Section:
         return self.section(f"corpora.{name}")

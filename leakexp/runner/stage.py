@@ -1,6 +1,6 @@
 """What a stage declares: its name and version, the config it reads, its inputs, and how it computes.
 
-A stage module builds one :class:`Stage` per artifact kind and hands it to the registry (``leakexp.grid.registry``).
+A stage module builds one :class:`Stage` per artifact kind and hands it to the registry (``leakexp.runner.registry``).
 The runner (``leakexp.runner.pipeline``) derives every key from these declarations alone, Merkle-style: a hash of
 the stage's name and version, its normalised parameters, the config values it reads and its inputs' keys.
 A compute function receives a :class:`Context` holding exactly those, so a key cannot miss a value its
@@ -9,8 +9,11 @@ stage reads. This module names no stage and imports nothing of leakexp.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
-import sys
+import importlib
+import pkgutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +31,30 @@ class ConfigErrors(ConfigError):
     def __init__(self, messages: list[str]):
         self.messages = list(messages)
         super().__init__("; ".join(self.messages))
+
+
+class DataUnavailable(RuntimeError):
+    """A data set that is not on this machine; the message says how to provide it."""
+
+
+_FETCHING = contextvars.ContextVar("leakexp_fetching", default=False)
+
+
+@contextlib.contextmanager
+def fetching():
+    """Within it, a stage's ``require`` fetches what is missing and may be fetched (a pinned Hugging Face model: a
+    command that computes, before any work); outside it, requirements are only checked (plan and status list what a
+    run will need)."""
+    token = _FETCHING.set(True)
+    try:
+        yield
+    finally:
+        _FETCHING.reset(token)
+
+
+def may_fetch() -> bool:
+    """Whether a requirement that is missing may be fetched now (:func:`fetching`)."""
+    return _FETCHING.get()
 
 
 class InputsMissing(FileNotFoundError):
@@ -52,14 +79,6 @@ class Ask:
 
     def __str__(self) -> str:
         return "/".join([self.stage, *(str(v) for _, v in self.items)])
-
-
-def _no_inputs(params: dict, config: "Config") -> dict:
-    return {}
-
-
-def _same(params: dict) -> dict:
-    return params
 
 
 def _declared(dotted: str, declared: tuple[str, ...] | None) -> bool:
@@ -114,7 +133,7 @@ class Config(dict):
         if not _declared(section, self.declared):
             raise KeyError(f"{section!r} is read but not declared in the stage's reads ({', '.join(self.declared)})")
         if self.section is None:
-            raise RuntimeError("these settings have no schemas: build the runner with schemas=")
+            raise RuntimeError("these settings are not typed: build the runner of a Settings")
         return Declared(self.section(section), section, self.declared)
 
     def __deepcopy__(self, memo: dict) -> "Config":
@@ -162,13 +181,18 @@ def select(settings: Mapping, paths: Iterable[str], section: Callable[[str], Any
     return config
 
 
-@dataclass(frozen=True)
 class Stage:
-    """One artifact kind. ``compute(ctx, tmp)`` writes a stored artifact into ``tmp`` and returns its key
-    figures; ``value(ctx)`` instead makes an in-process value (loaded data), memoised by key.
+    """One artifact kind, declared as a class in one module: its name, version, settings, inputs and compute.
 
+    A subclass names the stage (``name``, the word its command, its settings section, its status row and its store
+    folder share) and gives exactly one of ``compute(ctx, tmp)`` (writes a stored artifact into ``tmp`` and returns
+    its key figures) or ``value(ctx)`` (an in-process value, loaded data, memoised by key). The class's docstring
+    says what one artifact is. :func:`register_stage` makes it known to the runner and the command line.
+
+    - ``Settings``: the schema of its config section (``section``: its name, or its family's, the part before a
+      ``/``), validated before any work; stages read other stages' sections too, never an undeclared one.
     - ``reads``: dotted config paths (a section or a leaf); ``{param}`` is filled from the parameters and a
-      leading ``!`` leaves a path out; or a function ``(params, cuda) -> paths``.
+      leading ``!`` leaves a path out; or a method ``reads(params, cuda) -> paths``.
     - ``inputs(params, config)``: name -> :class:`Ask` (or a list of them) of the artifacts it reads.
     - ``normalise(params)``: the parameters the artifact really depends on; equal ones are one artifact.
     - ``path(params, config)``: readable directory parts under the stage's name (default: the values).
@@ -185,32 +209,63 @@ class Stage:
       plan) skip it.
     - ``keyed_as``: the name a renamed stage had when its first artifacts were keyed: its keys hash that name, so a
       store made before the rename keeps its artifacts (a runner that may write moves the old folder once).
+    - ``asks(runner, cells)``: the artifacts of this stage that the configured grid (``cells``) asks for by name:
+      its status row and what its command computes (none: it is computed when another stage reads it).
+    - ``help``: its command's one-line help (``leakexp <name>``, or ``leakexp <family>`` for a family); none: no
+      command of its own. ``per_cell``: the command computes the cells the command line names (sweeps expand), not
+      the grid's. ``demo``: ``leakexp demo`` computes it beside the grid (on the toy world).
     """
 
-    name: str
-    version: int
+    name: str = ""
+    version: int = 1
+    keyed_as: str = ""
+    section: str = ""
+    Settings: type | None = None
     reads: tuple[str, ...] | Callable[[dict, bool], Iterable[str]] = ()
-    inputs: Callable[[dict, Config], Mapping[str, Ask | list[Ask]]] = _no_inputs
     compute: Callable[["Context", Path], dict | None] | None = None
     value: Callable[["Context"], Any] | None = None
-    normalise: Callable[[dict], dict] = _same
     path: Callable[[dict, Config], Iterable[Any]] | None = None
     external: Callable[[dict, Config], Any] | None = None
     missing: Callable[[dict, Config], str | None] | None = None
     opener: Callable[[Path], Any] | None = None
-    device: bool = False
-    verify: bool = False
     check: Callable[[Any], None] | None = None  # (Settings) -> None
     require: Callable[[Any], None] | None = None  # (Settings) -> None
-    describe: str = ""
-    keyed_as: str = ""
-    module: str = field(default="", compare=False)  # where it is declared (filled in); never part of a key
+    device: bool = False
+    verify: bool = False
+    help: str = ""
+    per_cell: bool = False
+    demo: bool = False
 
-    def __post_init__(self):
-        if (self.compute is None) == (self.value is None):
-            raise ValueError(f"stage {self.name}: give exactly one of compute (stored) or value (in-process)")
-        if not self.module:  # the module whose code called Stage(...): dataclass __init__ -> __post_init__
-            object.__setattr__(self, "module", sys._getframe(2).f_globals.get("__name__", ""))
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.name and (cls.compute is None) == (cls.value is None):
+            raise TypeError(f"stage {cls.name}: give exactly one of compute (stored) or value (in-process)")
+        if cls.name and not cls.section:
+            cls.section = cls.name.split("/")[0]
+
+    def inputs(self, params: dict, config: Config) -> Mapping[str, "Ask | list[Ask]"]:
+        return {}
+
+    def normalise(self, params: dict) -> dict:
+        return params
+
+    def asks(self, runner: Any, cells: list) -> list[Ask]:
+        return []
+
+    @property
+    def family(self) -> str:
+        """The word before a ``/`` (``robustness`` of ``robustness/ood``): its command's name."""
+        return self.name.split("/")[0]
+
+    @property
+    def module(self) -> str:
+        """Where it is declared; never part of a key."""
+        return type(self).__module__
+
+    @property
+    def describe(self) -> str:
+        """What one artifact is: the first paragraph of the class's docstring, on one line."""
+        return " ".join((type(self).__doc__ or "").strip().split("\n\n")[0].split())
 
     @property
     def key_name(self) -> str:
@@ -224,6 +279,60 @@ class Stage:
     def read_paths(self, params: dict, cuda: bool) -> list[str]:
         raw = self.reads(params, cuda) if callable(self.reads) else self.reads
         return [r.format(**params) for r in raw]
+
+    def __repr__(self) -> str:
+        return f"<stage {self.name} v{self.version}>"
+
+
+# -- the registry of stages ------------------------------------------------------------------------------------
+STAGE_PACKAGE = "leakexp.stages"  # its modules declare the stages; its PIPELINE orders them (the order data flows)
+_STAGES: dict[str, Stage] = {}
+_LOADED: list[str] = []  # the stage package's modules in their order, once loaded
+
+
+def register_stage(cls: type[Stage]) -> type[Stage]:
+    """Make the stage class ``cls`` known to the runner, the command line and the listings (a class decorator); its
+    ``Settings``, if it declares one, is the schema of its section. A second stage of one name is an error."""
+    stage = cls()
+    if not stage.name:
+        raise ValueError(f"{cls.__qualname__} names no stage (name = ...)")
+    if stage.name in _STAGES:
+        raise ValueError(f"stage {stage.name!r} is already registered ({_STAGES[stage.name].module})")
+    _STAGES[stage.name] = stage
+    return cls
+
+
+def unregister_stage(name: str) -> None:
+    """Forget a registered stage (tests that add one)."""
+    _STAGES.pop(name, None)
+
+
+def load() -> list[str]:
+    """Import every module of the stage package, its ``PIPELINE`` first in that order, once; their names in order."""
+    if not _LOADED:
+        package = importlib.import_module(STAGE_PACKAGE)
+        found = sorted(m.name for m in pkgutil.walk_packages(package.__path__, f"{STAGE_PACKAGE}."))
+        names = list(dict.fromkeys([*(f"{STAGE_PACKAGE}.{m}" for m in getattr(package, "PIPELINE", ())), *found]))
+        for name in names:
+            importlib.import_module(name)
+        _LOADED.extend(names)
+    return _LOADED
+
+
+def stages() -> list[Stage]:
+    """Every registered stage, in the order data flows through them: by their module's place in the stage package's
+    ``PIPELINE``, then in the order they were declared (a stage registered from elsewhere comes last)."""
+    order = {m: i for i, m in enumerate(load())}
+    declared = list(_STAGES.values())
+    return sorted(declared, key=lambda s: (order.get(s.module, len(order)), declared.index(s)))
+
+
+def stage(name: str) -> Stage:
+    load()
+    try:
+        return _STAGES[name]
+    except KeyError:
+        raise ValueError(f"no stage named {name!r}; stages: {', '.join(s.name for s in stages())}") from None
 
 
 @dataclass(frozen=True)

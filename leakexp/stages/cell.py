@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from leakexp.runner.schema import Name, NonNegativeInt, PositiveInt, Section, Settings
+from leakexp.runner.schema import Name, NonNegativeInt, PositiveInt, Section, Settings, section
 from leakexp.runner.stage import Ask
 
 
@@ -48,6 +48,7 @@ def grid_cells(s: Settings) -> list[Cell]:
             for m in g.models for seed in g.seeds]
 
 
+@section("grid")
 class GridSettings(Section):
     """``grid``: the cells a grid run, status, plan and the tables cover."""
 
@@ -58,6 +59,7 @@ class GridSettings(Section):
     seeds: Annotated[list[NonNegativeInt], Field(min_length=1)]
 
 
+@section("leakage")
 class LeakageSettings(Section):
     """``leakage``: the cell's leakage type."""
 

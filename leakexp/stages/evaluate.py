@@ -25,59 +25,70 @@ from pydantic import Field
 
 from leakexp.lib.measures import average, check_mfr, parse_measures, per_query, without_relevant
 from leakexp.runner.schema import Name, NonNegativeInt, Section, Settings
-from leakexp.runner.stage import Ask, ConfigError, Context, Stage
+from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
 from leakexp.stages.cell import rerank_params, rerank_path
 
 
-def check_evaluation(s: Settings) -> None:
-    """The measure names, which only ir_measures can parse (every other domain is :class:`EvaluateSettings`')."""
-    e = s.evaluate
-    try:
-        check_mfr(e.mfr, e.mfr_missing)
-        parse_measures(list(e.measures), mfr_missing=e.mfr_missing)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+@register_stage
+class Evaluate(Stage):
+    """per-query nDCG@10, P@1 and MFR of a re-ranking"""
 
+    name, version, keyed_as = "evaluate", 3, "eval"
+    help = "nDCG@10, P@1 and MFR of the cell(s)"
+    per_cell = True
+    reads = ("evaluate.measures", "evaluate.no_relevant")
 
-def _evaluate(ctx: Context, tmp: Path) -> dict:
-    e = ctx.settings("evaluate")
-    run = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
-    coll = ctx.inputs["collection"]
-    topics = list(coll.topics)
-    pq = per_query(run, coll.qrels, list(e.measures), mfr_missing="infinite", no_relevant=e.no_relevant, topics=topics)
-    pq.to_parquet(tmp / "perquery.parquet", index=False)
-    figures = {}
-    for m, values in pq.groupby("measure").value:
-        if m == "MFR":
-            found = values[values < float("inf")]
-            figures.update({"MFR reciprocal_of_mrr": round(average(values, m, "reciprocal_of_mrr"), 6),
-                            "MFR arithmetic": round(average(found, m, "arithmetic"), 6),
-                            "MFR misses": int(len(values) - len(found))})
-        else:
-            figures[m] = round(average(values, m, "reciprocal_of_mrr"), 6)
-    return {**figures, "without_relevant": without_relevant(coll.qrels, topics)}
+    def inputs(self, p: dict, c: Config) -> dict:
+        return {"run": Ask.of("rerank", **rerank_params(p)), "collection": Ask.of("collection", corpus=p["target"])}
 
+    def normalise(self, p: dict) -> dict:
+        return rerank_params(p)
 
-def _eval_inputs(p: dict, c) -> dict:
-    return {"run": Ask.of("rerank", **rerank_params(p)), "collection": Ask.of("collection", corpus=p["target"])}
+    def path(self, p: dict, c: Config) -> list:
+        return rerank_path(p)
 
+    def compute(self, ctx: Context, tmp: Path) -> dict:
+        e = ctx.settings("evaluate")
+        run = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
+        coll = ctx.inputs["collection"]
+        topics = list(coll.topics)
+        pq = per_query(run, coll.qrels, list(e.measures), mfr_missing="infinite", no_relevant=e.no_relevant,
+                       topics=topics)
+        pq.to_parquet(tmp / "perquery.parquet", index=False)
+        figures = {}
+        for m, values in pq.groupby("measure").value:
+            if m == "MFR":
+                found = values[values < float("inf")]
+                figures.update({"MFR reciprocal_of_mrr": round(average(values, m, "reciprocal_of_mrr"), 6),
+                                "MFR arithmetic": round(average(found, m, "arithmetic"), 6),
+                                "MFR misses": int(len(values) - len(found))})
+            else:
+                figures[m] = round(average(values, m, "reciprocal_of_mrr"), 6)
+        return {**figures, "without_relevant": without_relevant(coll.qrels, topics)}
 
-EVALUATE = Stage(
-    "evaluate", version=3, keyed_as="eval", reads=("evaluate.measures", "evaluate.no_relevant"),
-    inputs=_eval_inputs, compute=_evaluate, normalise=rerank_params, path=lambda p, c: rerank_path(p),
-    opener=lambda path: pd.read_parquet(path / "perquery.parquet"), check=check_evaluation,
-    describe="per-query nDCG@10, P@1 and MFR of a re-ranking",
-)
+    def opener(self, path: Path) -> pd.DataFrame:
+        return pd.read_parquet(path / "perquery.parquet")
 
+    def check(self, s: Settings) -> None:
+        """The measure names, which only ir_measures can parse (every other domain is :class:`Evaluate.Settings`')."""
+        e = s.evaluate
+        try:
+            check_mfr(e.mfr, e.mfr_missing)
+            parse_measures(list(e.measures), mfr_missing=e.mfr_missing)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
-class EvaluateSettings(Section):
-    """``evaluate``: measures, their handling of misses and empty topics, and the cross-validation and test."""
+    def asks(self, r, cells) -> list[Ask]:
+        return [c.ask("evaluate") for c in cells]
 
-    measures: Annotated[list[Name], Field(min_length=1)]
-    mfr: Literal["reciprocal_of_mrr", "arithmetic"]
-    mfr_missing: Literal["skip", "depth", "infinite"]
-    no_relevant: Literal["skip", "zero"]
-    folds: Annotated[int, Field(ge=2)]
-    fold_seed: NonNegativeInt
-    cv_selection: Literal["best", "max_effect"]
-    alpha: Annotated[float, Field(gt=0, lt=1)]
+    class Settings(Section):
+        """``evaluate``: measures, their handling of misses and empty topics, and the cross-validation and test."""
+
+        measures: Annotated[list[Name], Field(min_length=1)]
+        mfr: Literal["reciprocal_of_mrr", "arithmetic"]
+        mfr_missing: Literal["skip", "depth", "infinite"]
+        no_relevant: Literal["skip", "zero"]
+        folds: Annotated[int, Field(ge=2)]
+        fold_seed: NonNegativeInt
+        cv_selection: Literal["best", "max_effect"]
+        alpha: Annotated[float, Field(gt=0, lt=1)]

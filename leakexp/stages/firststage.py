@@ -11,11 +11,11 @@ import pandas as pd
 
 from leakexp.data.files import files_identity
 from leakexp.data.judgments import BUNDLED_RUNS, run_path
-from leakexp.data.irds_files import trec_files
 from leakexp.lib.bm25 import ANSERINI_VERSION, bm25_search
 from leakexp.lib.trec import read_run
-from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage
+from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
 from leakexp.stages.index import BM25, bm25_options
+from leakexp.stages.sources import collection_source
 from leakexp.runner.schema import Settings
 
 
@@ -46,8 +46,8 @@ def first_stage_caption(s: Settings, corpus: str) -> str:
     anserini = b.backend == "anserini"
     tool = f"Anserini {ANSERINI_VERSION}" if anserini else "PISA"
     if anserini and b.collection == "trec":
-        c = s.corpus_of(corpus)
-        if c.kind == "irds" and trec_files(str(c.irds_id)) is not None:
+        c = s.corpus_of(corpus).model_dump()
+        if collection_source(c).raw_trec(c) is not None:
             tool += "'s TrecCollection index of the raw TREC files"
     return (f"First stage: the BM25 top-{depth} of {tool} (k1 {b.k1}, b {b.b}, stemmer {b.stemmer}, "
             f"stop words {b.stopwords})")
@@ -78,35 +78,40 @@ def check_first_stage(s: Settings) -> None:
                           f"with grid.corpora=[{cell}]")
 
 
-def _first_stage_inputs(p: dict, c: Config) -> dict:
-    inputs = {"topics": Ask.of("collection", corpus=p["corpus"])}
-    if first_stage_file(c.settings("rerank").first_stage, p["corpus"]) is None:
-        inputs["index"] = Ask.of("index", name=p["corpus"])
-    return inputs
+@register_stage
+class FirstStage(Stage):
+    """the first-stage top-k of every topic of a corpus that the models re-rank"""
 
+    name, version = "firststage", 1
 
-def _first_stage(ctx: Context, tmp: Path) -> dict:
-    r = ctx.settings("rerank")
-    topics = ctx.inputs["topics"].topics_frame(r.query_field)
-    external = first_stage_file(r.first_stage, ctx.params["corpus"])
-    if external is not None:
-        run = read_run(external, topics, depth=r.depth)
-    else:
-        run = bm25_search(ctx.inputs["index"], topics, depth=r.depth, **bm25_options(ctx))
-    run.to_parquet(tmp / "run.parquet", index=False)
-    return {"queries": int(run.qid.nunique()), "rows": len(run)}
+    def reads(self, p: dict, cuda: bool) -> tuple[str, ...]:
+        return ("rerank.query_field", "rerank.depth", "rerank.first_stage", *BM25)
 
+    def inputs(self, p: dict, c: Config) -> dict:
+        inputs = {"topics": Ask.of("collection", corpus=p["corpus"])}
+        if first_stage_file(c.settings("rerank").first_stage, p["corpus"]) is None:
+            inputs["index"] = Ask.of("index", name=p["corpus"])
+        return inputs
 
-def _first_stage_reads(p: dict, cuda: bool) -> tuple[str, ...]:
-    return ("rerank.query_field", "rerank.depth", "rerank.first_stage", *BM25)
+    def external(self, p: dict, c: Config):
+        f = first_stage_file(c.settings("rerank").first_stage, p["corpus"])
+        return None if f is None else files_identity(f)
 
+    def compute(self, ctx: Context, tmp: Path) -> dict:
+        r = ctx.settings("rerank")
+        topics = ctx.inputs["topics"].topics_frame(r.query_field)
+        external = first_stage_file(r.first_stage, ctx.params["corpus"])
+        if external is not None:
+            run = read_run(external, topics, depth=r.depth)
+        else:
+            run = bm25_search(ctx.inputs["index"], topics, depth=r.depth, **bm25_options(ctx))
+        run.to_parquet(tmp / "run.parquet", index=False)
+        return {"queries": int(run.qid.nunique()), "rows": len(run)}
 
-FIRST_STAGE = Stage(
-    "firststage", version=1, reads=_first_stage_reads, inputs=_first_stage_inputs, compute=_first_stage,
-    external=lambda p, c: (lambda f: None if f is None else files_identity(f))(
-        first_stage_file(c.settings("rerank").first_stage, p["corpus"])),
-    opener=lambda path: pd.read_parquet(path / "run.parquet"), check=check_first_stage,
-    describe="the first-stage top-k of every topic of a corpus that the models re-rank",
-)
+    def opener(self, path: Path) -> pd.DataFrame:
+        return pd.read_parquet(path / "run.parquet")
 
+    check = staticmethod(check_first_stage)
 
+    def asks(self, r, cells) -> list[Ask]:
+        return [Ask.of("firststage", corpus=c) for c in dict.fromkeys(r.settings.grid.corpora)]

@@ -37,7 +37,7 @@ import pandas as pd
 from pydantic import Field
 
 from leakexp.runner.schema import Name, PositiveInt, Section, Settings
-from leakexp.runner.stage import Ask, ConfigError, Context, Stage
+from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
 from leakexp.stages.cell import Cell, cell_path, memorization_params, rerank_params, set_params, train_params
 from leakexp.stages.rerank import load_model, scoring, scoring_reads
 from leakexp.stages.train import reads_idf
@@ -59,7 +59,7 @@ def without_cell(cell: "Cell") -> "Cell":
 
 
 # -- config ---------------------------------------------------------------------------------------------
-def memorization_settings(s: Settings) -> "MemorizationSettings":
+def memorization_settings(s: Settings) -> "Memorization.Settings":
     """The ``memorization`` section, sizes always a list."""
     m = s.memorization
     return m.model_copy(update={"sizes": m.sizes if isinstance(m.sizes, list) else [m.sizes]})
@@ -82,28 +82,6 @@ def wanted(s: Settings, cell: "Cell") -> bool:
     return cell.leakage in LEAKED and s.memorization.enabled
 
 
-# -- the stage ------------------------------------------------------------------------------------------
-def _reads(p: dict, cuda: bool) -> list[str]:
-    # the model's settings say whether it reads idf (then the corpus's df table is an input)
-    return ["rerank.query_field", *scoring_reads(p, cuda)] + (["memorization.msm_query"] if p["leakage"] == "msm"
-                                                               else [])
-
-
-def _inputs(p: dict, c) -> dict:
-    """The leaked cell's training set, both models and their re-rankings of the corpus (with and without
-    leakage), the collection (query texts), the idf the models read, and for MSM the verified leaks."""
-    without = {**p, "leakage": "none"}
-    inputs = {"set": Ask.of("build", **set_params(p)),
-              "model-with": Ask.of("train", **train_params(p)), "model-without": Ask.of("train", **train_params(without)),
-              "run-with": Ask.of("rerank", **rerank_params(p)), "run-without": Ask.of("rerank", **rerank_params(without)),
-              "collection": Ask.of("collection", corpus=p["corpus"])}
-    if reads_idf(c, p["model"]):
-        inputs["df"] = Ask.of("df", name=p["corpus"])
-    if p["leakage"] == "msm":  # MSM leaks map to their topics through the verified annotations
-        inputs["annotations"] = Ask.of("verify")
-    return inputs
-
-
 def _queries(collection, query_field: str, topics: list[str], runs: list[pd.DataFrame]) -> dict[str, str]:
     """The query text re-ranking used per topic (from the runs; the collection for a topic without run)."""
     out: dict[str, str] = {}
@@ -116,55 +94,87 @@ def _queries(collection, query_field: str, topics: list[str], runs: list[pd.Data
     return out
 
 
-def _memorize(ctx: Context, tmp: Path) -> dict:
-    """Scores only documents outside the runs, batched, once per model; ranks in the stored runs otherwise."""
-    p = ctx.params
-    collection = ctx.inputs["collection"]
-    pairs = leaked_pairs(pd.read_parquet(ctx.inputs["set"] / "instances.parquet"), p["leakage"])
-    if p["leakage"] == "test":
-        topics = pairs[["pair"]].assign(topic=pairs.train_qid)
-    else:
-        topics = msm_topics(pairs, verified_leaks(ctx.inputs["annotations"], list(collection.topics)), p["corpus"])
-    docs = leaked_documents(pairs, topics)
-    runs = {v: pd.read_parquet(ctx.inputs[f"run-{v}"] / "run.parquet") for v in VARIANTS}
-    queries = _queries(collection, ctx.settings("rerank").query_field, sorted(set(docs.topic)),
-                       list(runs.values()))
-    how = scoring(ctx)  # scored as the re-ranking scored the run (same precision), so ranks can be compared
-    frames, scored = [], {}
-    for variant in VARIANTS:
-        def score(qs: list[str], texts: list[str], variant: str = variant) -> list[float]:
-            scored[variant] = len(texts)
-            return load_model(ctx, f"model-{variant}").score(qs, texts, **how)
+@register_stage
+class Memorization(Stage):
+    """ranks and scores of a leaked cell's leaked documents with and without leakage (Tables 6-8)"""
 
-        source = ctx.settings("memorization").msm_query if p["leakage"] == "msm" else "topic"
-        ranked = rank_leaked(docs, runs[variant], queries, score, always_score=p["leakage"] == "msm",
-                             query_source=source)
-        frames.append(ranked.assign(variant=variant))
-    rows = pd.concat(frames, ignore_index=True).assign(
-        corpus=p["corpus"], leakage=p["leakage"], size=int(p["size"]), model=p["model"], seed=int(p["seed"]))
-    rows = rows[ROW_COLUMNS]
-    rows.to_parquet(tmp / FILE, index=False)
-    rel = rows[rows.label == 1]
-    figures = {"rows": len(rows), "topics": int(rows.topic.nunique()), "leaked_queries": int(pairs.pair.nunique()),
-               "scored_with": scored.get("with", 0), "scored_without": scored.get("without", 0)}
-    for variant in VARIANTS:
-        figures[f"mean_rank_relevant_{variant}"] = round(macro_average(rel[rel.variant == variant], "rank")[0], 4)
-    log.info("memorization %s: %s", "/".join(cell_path(p)), figures)
-    return figures
+    name, version = "memorization", 1
+    help = ("scores and ranks of the leaked documents with vs without leakage (Tables 6-8); computes what the store "
+            "lacks, then writes the tables")
+    device = True
+    check = staticmethod(validate_settings)
 
+    def reads(self, p: dict, cuda: bool) -> list[str]:
+        # the model's settings say whether it reads idf (then the corpus's df table is an input)
+        return ["rerank.query_field", *scoring_reads(p, cuda)] + (["memorization.msm_query"] if p["leakage"] == "msm"
+                                                                   else [])
 
-MEMORIZATION = Stage(
-    "memorization", version=1, reads=_reads, inputs=_inputs, compute=_memorize, normalise=memorization_params, path=lambda p, c: cell_path(p),
-    device=True, check=validate_settings,
-    describe="ranks and scores of a leaked cell's leaked documents with and without leakage (Tables 6-8)",
-)
+    def inputs(self, p: dict, c: Config) -> dict:
+        """The leaked cell's training set, both models and their re-rankings of the corpus (with and without
+        leakage), the collection (query texts), the idf the models read, and for MSM the verified leaks."""
+        without = {**p, "leakage": "none"}
+        inputs = {"set": Ask.of("build", **set_params(p)),
+                  "model-with": Ask.of("train", **train_params(p)),
+                  "model-without": Ask.of("train", **train_params(without)),
+                  "run-with": Ask.of("rerank", **rerank_params(p)),
+                  "run-without": Ask.of("rerank", **rerank_params(without)),
+                  "collection": Ask.of("collection", corpus=p["corpus"])}
+        if reads_idf(c, p["model"]):
+            inputs["df"] = Ask.of("df", name=p["corpus"])
+        if p["leakage"] == "msm":  # MSM leaks map to their topics through the verified annotations
+            inputs["annotations"] = Ask.of("verify")
+        return inputs
 
+    def normalise(self, p: dict) -> dict:
+        return memorization_params(p)
 
-class MemorizationSettings(Section):
-    """``memorization``: whether Tables 6-8 are computed, and for which training-set sizes."""
+    def path(self, p: dict, c: Config) -> list:
+        return cell_path(p)
 
-    enabled: bool
-    sizes: Annotated[list[Literal["each", "cv", "pooled"] | PositiveInt], Field(min_length=1)] | \
-        Literal["each", "cv", "pooled"] | PositiveInt
-    cv_measure: Name
-    msm_query: Literal["topic", "training"] = "topic"
+    def compute(self, ctx: Context, tmp: Path) -> dict:
+        """Scores only documents outside the runs, batched, once per model; ranks in the stored runs otherwise."""
+        p = ctx.params
+        collection = ctx.inputs["collection"]
+        pairs = leaked_pairs(pd.read_parquet(ctx.inputs["set"] / "instances.parquet"), p["leakage"])
+        if p["leakage"] == "test":
+            topics = pairs[["pair"]].assign(topic=pairs.train_qid)
+        else:
+            topics = msm_topics(pairs, verified_leaks(ctx.inputs["annotations"], list(collection.topics)), p["corpus"])
+        docs = leaked_documents(pairs, topics)
+        runs = {v: pd.read_parquet(ctx.inputs[f"run-{v}"] / "run.parquet") for v in VARIANTS}
+        queries = _queries(collection, ctx.settings("rerank").query_field, sorted(set(docs.topic)),
+                           list(runs.values()))
+        how = scoring(ctx)  # scored as the re-ranking scored the run (same precision), so ranks can be compared
+        frames, scored = [], {}
+        for variant in VARIANTS:
+            def score(qs: list[str], texts: list[str], variant: str = variant) -> list[float]:
+                scored[variant] = len(texts)
+                return load_model(ctx, f"model-{variant}").score(qs, texts, **how)
+
+            source = ctx.settings("memorization").msm_query if p["leakage"] == "msm" else "topic"
+            ranked = rank_leaked(docs, runs[variant], queries, score, always_score=p["leakage"] == "msm",
+                                 query_source=source)
+            frames.append(ranked.assign(variant=variant))
+        rows = pd.concat(frames, ignore_index=True).assign(
+            corpus=p["corpus"], leakage=p["leakage"], size=int(p["size"]), model=p["model"], seed=int(p["seed"]))
+        rows = rows[ROW_COLUMNS]
+        rows.to_parquet(tmp / FILE, index=False)
+        rel = rows[rows.label == 1]
+        figures = {"rows": len(rows), "topics": int(rows.topic.nunique()), "leaked_queries": int(pairs.pair.nunique()),
+                   "scored_with": scored.get("with", 0), "scored_without": scored.get("without", 0)}
+        for variant in VARIANTS:
+            figures[f"mean_rank_relevant_{variant}"] = round(macro_average(rel[rel.variant == variant], "rank")[0], 4)
+        log.info("memorization %s: %s", "/".join(cell_path(p)), figures)
+        return figures
+
+    def asks(self, r, cells) -> list[Ask]:
+        return [c.ask("memorization") for c in cells if wanted(r.settings, c)]
+
+    class Settings(Section):
+        """``memorization``: whether Tables 6-8 are computed, and for which training-set sizes."""
+
+        enabled: bool
+        sizes: Annotated[list[Literal["each", "cv", "pooled"] | PositiveInt], Field(min_length=1)] | \
+            Literal["each", "cv", "pooled"] | PositiveInt
+        cv_measure: Name
+        msm_query: Literal["topic", "training"] = "topic"

@@ -13,7 +13,7 @@ from leakexp.models.compute import Compute
 from leakexp.models.tokens import Tokens
 from leakexp.lib.trec import write_run
 from leakexp.runner.schema import PositiveInt, Section
-from leakexp.runner.stage import Ask, Context, Stage
+from leakexp.runner.stage import Ask, Config, Context, Stage, register_stage
 from leakexp.stages.cell import rerank_params, rerank_path, train_params
 from leakexp.stages.firststage import first_stage_file
 from leakexp.stages.train import reads_idf
@@ -54,16 +54,6 @@ def scoring_reads(p: dict, cuda: bool) -> list[str]:
     return reads + (["precision.rerank_compile"] if get(p["model"]).FAST_PATH else [])
 
 
-def _inputs(p: dict, c) -> dict:
-    target = p["target"]
-    inputs = {"model": Ask.of("train", **train_params(p)), "run": Ask.of("firststage", corpus=target),
-              "collection": Ask.of("collection", corpus=target), "tokens": Ask.of("tokens", docs="run", model=p["model"],
-                                                                               corpus=target)}
-    if reads_idf(c, p["model"]):  # the idf of the collection it ranks
-        inputs["df"] = Ask.of("df", name=target)
-    return inputs
-
-
 def load_model(ctx: Context, name: str = "model", df: str = "df") -> Reranker:
     """The trained model of input ``name`` on the runtime's device, with input ``df``'s idf if it reads idf."""
     model = load_checkpoint(ctx.inputs[name]).to(ctx.runtime.device)
@@ -94,30 +84,50 @@ def scoring(ctx: Context) -> dict:
     return {"batch_size": batch, "device": device, "bf16": bf16, "score_dtype": score_dtype}
 
 
-def _rerank(ctx: Context, tmp: Path) -> dict:
-    p = ctx.params
-    model = load_model(ctx)
-    tokens = ctx.inputs["tokens"] if model.encodes() else ctx.inputs["collection"].docs
-    res = rerank(model, ctx.inputs["run"], tokens, **scoring(ctx))
-    res.to_parquet(tmp / "run.parquet", index=False)
-    write_run(res, tmp / "run.trec.gz", f"leakexp-{p['model']}-{p['leakage']}-{p['size']}-s{p['seed']}")
-    return {"queries": int(res.qid.nunique()), "rows": len(res)}
+@register_stage
+class Rerank(Stage):
+    """a trained model's re-ranking of the first-stage run of a corpus"""
 
+    name, version = "rerank", 3
+    help = "re-rank the BM25 top-100 of the cell(s)' corpus"
+    per_cell = True
+    device = True
+    reads = staticmethod(scoring_reads)
 
-RERANK = Stage(
-    "rerank", version=3, reads=scoring_reads, inputs=_inputs, compute=_rerank, normalise=rerank_params,
-    path=lambda p, c: rerank_path(p), device=True,
-    describe="a trained model's re-ranking of the first-stage run of a corpus",
-)
+    def inputs(self, p: dict, c: Config) -> dict:
+        target = p["target"]
+        inputs = {"model": Ask.of("train", **train_params(p)), "run": Ask.of("firststage", corpus=target),
+                  "collection": Ask.of("collection", corpus=target),
+                  "tokens": Ask.of("tokens", docs="run", model=p["model"], corpus=target)}
+        if reads_idf(c, p["model"]):  # the idf of the collection it ranks
+            inputs["df"] = Ask.of("df", name=target)
+        return inputs
 
+    def normalise(self, p: dict) -> dict:
+        return rerank_params(p)
 
-class RerankSettings(Section):
-    """``rerank``: which first stage the models re-rank, how deep, with which topic field."""
+    def path(self, p: dict, c: Config) -> list:
+        return rerank_path(p)
 
-    query_field: Literal["title", "description", "narrative"]
-    depth: PositiveInt
-    first_stage: dict[str, str | None] | str | None  # corpus -> run (null: BM25), one run, or a '{corpus}' template
+    def compute(self, ctx: Context, tmp: Path) -> dict:
+        p = ctx.params
+        model = load_model(ctx)
+        tokens = ctx.inputs["tokens"] if model.encodes() else ctx.inputs["collection"].docs
+        res = rerank(model, ctx.inputs["run"], tokens, **scoring(ctx))
+        res.to_parquet(tmp / "run.parquet", index=False)
+        write_run(res, tmp / "run.trec.gz", f"leakexp-{p['model']}-{p['leakage']}-{p['size']}-s{p['seed']}")
+        return {"queries": int(res.qid.nunique()), "rows": len(res)}
 
-    def files_for(self, corpora: list[str]) -> list[tuple[str, Path]]:
-        return [("rerank.first_stage", f) for f in dict.fromkeys(first_stage_file(self.first_stage, c) for c in corpora)
-                if f is not None]
+    def asks(self, r, cells) -> list[Ask]:
+        return [c.ask("rerank") for c in cells]
+
+    class Settings(Section):
+        """``rerank``: which first stage the models re-rank, how deep, with which topic field."""
+
+        query_field: Literal["title", "description", "narrative"]
+        depth: PositiveInt
+        first_stage: dict[str, str | None] | str | None  # corpus -> run (null: BM25), one run, or a '{corpus}' template
+
+        def files_for(self, corpora: list[str]) -> list[tuple[str, Path]]:
+            return [("rerank.first_stage", f) for f in dict.fromkeys(first_stage_file(self.first_stage, c) for c in corpora)
+                    if f is not None]

@@ -12,11 +12,12 @@ import pandas as pd
 from pydantic import Field
 
 from leakexp.data.files import files_identity
+from leakexp.data.sources import source_of
 from leakexp.runner.schema import Name, PositiveInt, Section, Settings
-from leakexp.runner.stage import Ask, ConfigError, Stage
+from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
 from leakexp.runner.store import atomic_write_json, read_json
 from leakexp.lib.decisions import ROUNDING, SIMILARITY_STEP, above
-from leakexp.stages.detect import leak_pairs, near_threshold
+from leakexp.lib.candidates import leak_pairs, near_threshold
 from leakexp.lib.training_sets import leaking_queries
 from leakexp.toolkit.annotations import (FINAL_FILES, FINAL_NAMES, SPIRE22_ANNOTATIONS, read_annotations, review_candidates,
                                          to_annotation_records, truth_labels, verified_leaks, write_annotations)
@@ -37,7 +38,7 @@ def missing_annotations(why: str) -> ConfigError:
 def annotation_files(spec, data_kind: str) -> list[Path]:
     """The annotation files ``verify.annotations`` names ([] for the toy world's ground truth, ``truth``)."""
     if spec == "truth":
-        if data_kind != "toy":
+        if not source_of(data_kind).made_by:  # a generated world knows its planted leaks
             raise missing_annotations(f"verify.annotations=truth (the toy world's ground truth) needs data.kind=toy, "
                                       f"not {data_kind}")
         return []
@@ -51,47 +52,9 @@ def annotation_files(spec, data_kind: str) -> list[Path]:
     return files
 
 
-def _files(c) -> list[Path]:
-    return annotation_files(c.settings("verify").annotations, c.settings("data").kind)
-
-
 def require_annotations(s: Settings) -> None:
     """Real data needs annotation files (``verify.annotations``), before any work of a command that verifies."""
     annotation_files(s.verify.annotations, s.data.kind)
-
-
-def _verify_inputs(p: dict, c) -> dict:
-    inputs = {"candidates": Ask.of("detect"),
-              "collections": [Ask.of("collection", corpus=n) for n in c.settings("data").corpora or []]}
-    if not _files(c):
-        inputs["toy"] = Ask.of("toy")
-    return inputs
-
-
-def _verify(ctx, tmp: Path) -> dict:
-    files = annotation_files(ctx.settings("verify").annotations, ctx.settings("data").kind)
-    threshold, top_k = ctx.settings("detect").threshold, ctx.settings("verify").review_top_k
-    pairs = leak_pairs(ctx.inputs["candidates"], threshold)
-    near = near_threshold(ctx.inputs["candidates"], threshold)
-    near.assign(above=above(near.similarity, threshold)).to_parquet(tmp / "near_threshold.parquet", index=False)
-    if len(near):
-        log.warning("%d candidate(s) lie within %g of detect.threshold=%g (listed in near_threshold.parquet): another "
-                    "CPU's float noise could decide them otherwise; %s", len(near), SIMILARITY_STEP, threshold, ROUNDING)
-    collections = ctx.inputs["collections"]
-    review = review_candidates(pairs, top_k)
-    if not files:
-        truth = pd.read_csv(ctx.inputs["toy"] / "truth" / "leaks.tsv", sep="\t", dtype=str)
-        write_annotations(tmp / "annotations.jsonl", to_annotation_records(review, collections,
-                                                                          truth_labels(review, truth)))
-        ann = read_annotations([tmp / "annotations.jsonl"], allow_empty=True)
-    else:
-        write_annotations(tmp / "review.jsonl", to_annotation_records(review, collections))
-        ann = read_annotations(files)
-    ann.assign(labels=ann.labels.map(lambda x: "|".join(x))).to_parquet(tmp / "annotations.parquet", index=False)
-    leaking = {c.name: sorted(verified_leaks(ann, list(c.topics), corpus=c.name, pairs=pairs).topic_qid.unique())
-               for c in collections}
-    atomic_write_json(tmp / "leaking_topics.json", leaking)
-    return {"reviewed": len(review), "annotated": len(ann), "true": int(ann.leak.sum()), "near_threshold": len(near)}
 
 
 def open_annotations(path: Path) -> pd.DataFrame:
@@ -101,43 +64,97 @@ def open_annotations(path: Path) -> pd.DataFrame:
     return ann
 
 
-def _leaks(ctx) -> pd.DataFrame:
-    pairs = leak_pairs(ctx.inputs["candidates"], ctx.settings("detect").threshold)
-    collection = ctx.inputs["collection"]
-    leaks = verified_leaks(ctx.inputs["annotations"], list(collection.topics), corpus=collection.name, pairs=pairs)
-    return leaking_queries(ctx.inputs["pool"], leaks)
+@register_stage
+class Verify(Stage):
+    """the verified candidates (annotations, or the toy world's ground truth)"""
 
-
-VERIFY = Stage(
     # 2: candidates reviewed in an order float noise cannot change (rounded similarity, ids), annotation files named
     # without their folder, the candidates near the threshold recorded
-    "verify", version=2,
-    reads=("detect.threshold", "verify.annotations", "verify.review_top_k", "data.corpora", "data.kind", "data.seed"),
-    inputs=_verify_inputs, compute=_verify, opener=open_annotations,
-    external=lambda p, c: (lambda fs: files_identity(*fs) if fs else None)(_files(c)),
-    path=lambda p, c: [], require=require_annotations,
-    describe="the verified candidates (annotations, or the toy world's ground truth)",
-)
-LEAKS = Stage(
+    name, version = "verify", 2
+    help = "review the top candidates per topic and import annotations; prints verified leaks per corpus"
+    reads = ("detect.threshold", "verify.annotations", "verify.review_top_k", "data.corpora", "data.kind", "data.seed")
+    require = staticmethod(require_annotations)
+    opener = staticmethod(open_annotations)
+
+    @staticmethod
+    def files(c: Config) -> list[Path]:
+        return annotation_files(c.settings("verify").annotations, c.settings("data").kind)
+
+    def inputs(self, p: dict, c: Config) -> dict:
+        inputs = {"candidates": Ask.of("detect"),
+                  "collections": [Ask.of("collection", corpus=n) for n in c.settings("data").corpora or []]}
+        if not self.files(c):  # the ground truth of the world a stage made (the toy world)
+            made = source_of(c.settings("data").kind).made_by
+            inputs[made] = Ask.of(made)
+        return inputs
+
+    def external(self, p: dict, c: Config):
+        files = self.files(c)
+        return files_identity(*files) if files else None
+
+    def path(self, p: dict, c: Config) -> list:
+        return []
+
+    def compute(self, ctx: Context, tmp: Path) -> dict:
+        files = self.files(ctx.config)
+        threshold, top_k = ctx.settings("detect").threshold, ctx.settings("verify").review_top_k
+        pairs = leak_pairs(ctx.inputs["candidates"], threshold)
+        near = near_threshold(ctx.inputs["candidates"], threshold)
+        near.assign(above=above(near.similarity, threshold)).to_parquet(tmp / "near_threshold.parquet", index=False)
+        if len(near):
+            log.warning("%d candidate(s) lie within %g of detect.threshold=%g (listed in near_threshold.parquet): "
+                        "another CPU's float noise could decide them otherwise; %s", len(near), SIMILARITY_STEP,
+                        threshold, ROUNDING)
+        collections = ctx.inputs["collections"]
+        review = review_candidates(pairs, top_k)
+        if not files:
+            source = source_of(ctx.settings("data").kind)
+            truth = source.planted_leaks(ctx.inputs[source.made_by])
+            write_annotations(tmp / "annotations.jsonl", to_annotation_records(review, collections,
+                                                                              truth_labels(review, truth)))
+            ann = read_annotations([tmp / "annotations.jsonl"], allow_empty=True)
+        else:
+            write_annotations(tmp / "review.jsonl", to_annotation_records(review, collections))
+            ann = read_annotations(files)
+        ann.assign(labels=ann.labels.map(lambda x: "|".join(x))).to_parquet(tmp / "annotations.parquet", index=False)
+        leaking = {c.name: sorted(verified_leaks(ann, list(c.topics), corpus=c.name, pairs=pairs).topic_qid.unique())
+                   for c in collections}
+        atomic_write_json(tmp / "leaking_topics.json", leaking)
+        return {"reviewed": len(review), "annotated": len(ann), "true": int(ann.leak.sum()), "near_threshold": len(near)}
+
+    def asks(self, r, cells) -> list[Ask]:
+        return [Ask.of("verify")]
+
+    class Settings(Section):
+        """``verify``: the annotation files (or the toy world's ground truth) and how many candidates are reviewed."""
+
+        annotations: Literal["truth", "???"] | Annotated[list[Name], Field(min_length=1)] | Name | None
+        review_top_k: PositiveInt
+
+        def files(self):
+            if self.annotations in ("truth", "???", None):
+                return []
+            files = self.annotations if isinstance(self.annotations, list) else [self.annotations]
+            return [("verify.annotations", Path(f)) for f in files]
+
+
+@register_stage
+class Leaks(Stage):
+    """the verified leaks of one corpus (training query and topic)"""
+
     # 2: one row per verified leak (a query verified for two topics leaks for each), no longer per query
-    "leaks", version=2, reads=("detect.threshold",),
-    inputs=lambda p, c: {"pool": Ask.of("pool"), "candidates": Ask.of("detect"), "annotations": Ask.of("verify"),
-                         "collection": Ask.of("collection", corpus=p["corpus"])},
-    value=_leaks, describe="the verified leaks of one corpus (training query and topic)",
-)
+    name, version = "leaks", 2
+    reads = ("detect.threshold",)
 
+    def inputs(self, p: dict, c: Config) -> dict:
+        return {"pool": Ask.of("pool"), "candidates": Ask.of("detect"), "annotations": Ask.of("verify"),
+                "collection": Ask.of("collection", corpus=p["corpus"])}
 
-class VerifySettings(Section):
-    """``verify``: the annotation files (or the toy world's ground truth) and how many candidates are reviewed."""
-
-    annotations: Literal["truth", "???"] | Annotated[list[Name], Field(min_length=1)] | Name | None
-    review_top_k: PositiveInt
-
-    def files(self):
-        if self.annotations in ("truth", "???", None):
-            return []
-        files = self.annotations if isinstance(self.annotations, list) else [self.annotations]
-        return [("verify.annotations", Path(f)) for f in files]
+    def value(self, ctx: Context) -> pd.DataFrame:
+        pairs = leak_pairs(ctx.inputs["candidates"], ctx.settings("detect").threshold)
+        collection = ctx.inputs["collection"]
+        leaks = verified_leaks(ctx.inputs["annotations"], list(collection.topics), corpus=collection.name, pairs=pairs)
+        return leaking_queries(ctx.inputs["pool"], leaks)
 
 
 def stored_leaking_topics(runner) -> dict[str, list[str]]:

@@ -3,7 +3,7 @@ budgets, float16 scores, unit-length GloVe rows): one sentence per model, from t
 
 from __future__ import annotations
 
-from leakexp.lib.trainer import TrainConfig
+from leakexp.lib.trainer import Training
 from leakexp.models import MODEL_LABEL
 from leakexp.runner.schema import Settings
 
@@ -34,7 +34,7 @@ def recipe_note(s: Settings, models) -> str:
         recipe = s.recipe_of(model)
         if recipe is None:
             continue
-        t = TrainConfig.from_config(s.model_of(model).train.model_dump(), s.train.model_dump())
+        t = Training.of(s.model_of(model).train.model_dump(), s.train.model_dump())
         budget = (f"{t.updates:,} updates" if t.updates is not None else
                   f"{t.epochs} epoch{'s' if t.epochs != 1 else ''}" + (" (the paper's text)" if t.epochs == 1 else ""))
         text = f"{MODEL_LABEL.get(model, model)}: {RECIPE_TEXT.get(recipe, 'recipe ' + recipe)} ({model}.recipe={recipe}), {t.optimizer}, " \

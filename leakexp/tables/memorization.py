@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig
 
 from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import CORPUS_LABEL, LEAKAGE_LABEL, TABLE_MEASURES, incomplete_note, latex_escape, markdown_table
@@ -15,24 +14,22 @@ from leakexp.lib.stats import evaluate_corpus, seed_average
 from leakexp.runner.schema import Settings
 from leakexp.runner.store import atomic_write_text
 from leakexp.stages.cell import Cell
-from leakexp.grid.registry import settings_of
 from leakexp.grid.work import stored_results
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.tables.captions import recipe_note
-from leakexp.stages.memorization import FILE, MemorizationSettings, memorization_settings
+from leakexp.stages.memorization import FILE, Memorization, memorization_settings
 from leakexp.lib.memorization import LEAKED, VARIANTS, cv_choice, macro_average, offset_increase
 
 log = logging.getLogger(__name__)
 
 
 # -- tables ---------------------------------------------------------------------------------------------
-def stored_cv_sizes(cfg: DictConfig, runner, cells: list[Cell]) -> pd.DataFrame | None:
+def stored_cv_sizes(s: Settings, runner, cells: list[Cell]) -> pd.DataFrame | None:
     """The cross-validation's size choices (as ``tables.paper.write_tables`` makes them for Tables 3-5) from the
     stored evaluations of ``cells``; None when none is finished. For callers outside ``tables.paper.write_tables``."""
     results, _ = stored_results(runner, cells)
     if len(results) == 0:
         return None
-    s = settings_of(cfg)
     e = s.evaluate
     avg = seed_average(results, mfr=e.mfr)
     frames = [evaluate_corpus(avg, corpus, list(TABLE_MEASURES), n_folds=e.folds, fold_seed=e.fold_seed,
@@ -145,7 +142,7 @@ def _counts(long: pd.DataFrame, corpora: list[str]) -> str:
     return "; ".join(parts)
 
 
-def _table_sets(m: MemorizationSettings, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd.DataFrame | None) -> list[tuple]:
+def _table_sets(m: Memorization.Settings, rows: pd.DataFrame, grid_sizes: list[int], cv_sizes: pd.DataFrame | None) -> list[tuple]:
     """(file suffix, sizes sentence, rows, selection of (corpus, leakage, size, model)) per table set."""
     sets, seen = [], set()
     present = sorted(int(x) for x in rows["size"].unique())
@@ -179,16 +176,10 @@ def _table_sets(m: MemorizationSettings, rows: pd.DataFrame, grid_sizes: list[in
     return sets
 
 
-def write_memorization_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[Cell],
-                 cv_sizes: pd.DataFrame | None) -> list[Path]:
+def write_memorization_tables(s: Settings, runner, out_dir: Path, cells: list[Cell],
+                               cv_sizes: pd.DataFrame | None) -> list[Path]:
     """Tables 6-8 per configured size selection and the per-instance CSV, from the stored memorization
     artifacts alone (no scoring). Returns the written files (none when no artifact is finished)."""
-    return write_memorization(settings_of(cfg), runner, out_dir, cells, cv_sizes)
-
-
-def write_memorization(s: Settings, runner, out_dir: Path, cells: list[Cell],
-                       cv_sizes: pd.DataFrame | None) -> list[Path]:
-    """:func:`write_memorization_tables` under the settings ``s``."""
     m = memorization_settings(s)
     if not m.enabled:
         log.info("memorization.enabled is false: Tables 6-8 are not written")

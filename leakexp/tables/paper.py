@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
 
 from leakexp.lib.decisions import MEAN_DECIMALS, SIMILARITY_DECIMALS, SIMILARITY_STEP, rounded
 from leakexp.lib.measures import LOWER_IS_BETTER, mfr_caption, no_relevant_note
@@ -26,16 +25,15 @@ from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import (CORPUS_LABEL, LEAKAGE_LABEL, TABLE_MEASURES, incomplete_note, latex_escape,
                                 markdown_table, save_figure, seed_spread, summary, write_table, write_table as write)
 from leakexp.lib.stats import evaluate_corpus, order_swaps, seed_average
-from leakexp.runner.config import compose
 from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask
 from leakexp.runner.store import Store, atomic_write_text, config_hash
 from leakexp.stages.cell import grid_cells
-from leakexp.stages.detect import leak_pairs, near_threshold, table1, table1_wide
+from leakexp.lib.candidates import leak_pairs, near_threshold, table1, table1_wide
 from leakexp.stages.firststage import first_stage_caption
-from leakexp.grid.robustness import robustness_cells
-from leakexp.grid.work import cell_asks, shared_asks, stored_results
-from leakexp.grid.registry import runner as make_runner, settings_of
+from leakexp.stages.robustness.family import robustness_cells
+from leakexp.grid.work import grid_asks, stored_results
+from leakexp.runner.registry import compose, runner as make_runner
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.lib.trainer import read_history
 from leakexp.tables.captions import recipe_note
@@ -54,8 +52,9 @@ def table_number(corpus: str, position: int) -> int:
     return position
 
 
-def tables_dir(cfg: DictConfig) -> Path:
-    return _tables_dir(settings_of(cfg))
+def tables_dir(s: Settings) -> Path:
+    """The data's tables folder in the store: ``<store>/tables/<data.name>``."""
+    return Store(s.run.store).path("tables", s.data.name)
 
 
 # the settings that change the tables alone (experiments/README.md lists them): no stage reads them, so the tables of
@@ -65,8 +64,11 @@ TABLE_SETTINGS = ("evaluate.mfr", "evaluate.mfr_missing", "evaluate.cv_selection
                   "memorization.cv_measure", "memorization.enabled")
 
 
-def _plain(node):
-    return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+def _leaf(s: Settings, dotted: str):
+    node = s.values
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
 
 
 def _text(value) -> str:
@@ -78,7 +80,7 @@ def _text(value) -> str:
     return re.sub(r"[^\w.@+-]", "-", text)
 
 
-def variant(cfg: DictConfig, overrides: Sequence[str]) -> str:
+def variant(s: Settings, overrides: Sequence[str]) -> str:
     """The name of the tables that ``overrides`` ask for where they set table-only settings (:data:`TABLE_SETTINGS`)
     to other values than the same command line without them: ``evaluate.mfr=arithmetic,evaluate.mfr_missing=skip``,
     as Hydra names a run's overrides; '' for the configuration's own tables."""
@@ -86,21 +88,17 @@ def variant(cfg: DictConfig, overrides: Sequence[str]) -> str:
     if len(own) == len(overrides):
         return ""
     base = compose(own)
-    return ",".join(f"{leaf}={_text(_plain(OmegaConf.select(cfg, leaf)))}" for leaf in TABLE_SETTINGS
-                    if _plain(OmegaConf.select(cfg, leaf)) != _plain(OmegaConf.select(base, leaf)))
+    return ",".join(f"{leaf}={_text(_leaf(s, leaf))}" for leaf in TABLE_SETTINGS
+                    if _leaf(s, leaf) != _leaf(base, leaf))
 
 
-def tables_out(cfg: DictConfig, overrides: Sequence[str], out: str | Path | None = None) -> Path:
+def tables_out(s: Settings, overrides: Sequence[str], out: str | Path | None = None) -> Path:
     """Where a command writes the tables: ``out`` where given, else the data's tables folder, in a folder named by
     the variant (:func:`variant`) when the overrides set table-only settings: a variant never overwrites another's."""
     if out is not None:
         return Path(out)
-    name = variant(cfg, overrides)
-    return tables_dir(cfg) / name if name else tables_dir(cfg)
-
-
-def _tables_dir(s: Settings) -> Path:
-    return Store(s.run.store).path("tables", s.data.name)
+    name = variant(s, overrides)
+    return tables_dir(s) / name if name else tables_dir(s)
 
 
 def _fmt(v: float) -> str:
@@ -311,10 +309,10 @@ class NoResults(RuntimeError):
 TABLES_KEY = "tables.key.json"
 
 
-def _tables_key(cfg: DictConfig, s: Settings, runner) -> str:
+def _tables_key(s: Settings, runner) -> str:
     """What the tables are made of: the settings, the state and key of every artifact of the grid they read, and
     the code of the table writers. Equal keys: the tables on disk are the ones this run would write."""
-    asks = [a for rows in (shared_asks(cfg, runner), cell_asks(s, grid_cells(s))) for v in rows.values() for a in v]
+    asks = [a for v in grid_asks(s, runner).values() for a in v]
     here, lib = Path(__file__).parent, Path(__file__).parents[1] / "lib"
     code = {f.name: f.read_text(encoding="utf-8") for f in (here / "paper.py", here / "memorization.py",
                                                              here / "robustness.py", lib / "report.py", lib / "stats.py")}
@@ -345,15 +343,14 @@ def cv_folds_text(n_folds: int, n_topics: int) -> str:
     return text
 
 
-def write_tables(cfg: DictConfig, runner=None, *, out: str | Path | None = None) -> Path:
+def write_tables(s: Settings, runner=None, *, out: str | Path | None = None) -> Path:
     """Write every table the stored results support into ``out`` (default: the data's tables folder) and return it
     (reads finished artifacts only). Tables already written from the same artifacts, settings and table code are kept
     as they are. The tables are written into a temporary folder beside ``out`` and moved into it once all are
     written: a run that fails changes nothing there."""
-    runner = runner or make_runner(cfg, readonly=True)
-    s = settings_of(cfg)
-    out = Path(out) if out is not None else _tables_dir(s)
-    key = _tables_key(cfg, s, runner)
+    runner = runner or make_runner(s, readonly=True)
+    out = Path(out) if out is not None else tables_dir(s)
+    key = _tables_key(s, runner)
     if _up_to_date(out, key):
         return out
     staging = out.parent / f".{out.name}.tmp-{os.getpid()}"
@@ -443,8 +440,8 @@ def _write_tables(s: Settings, runner, out: Path) -> Path:
     if all_rows:
         atomic_write_text(out / "cv_sizes.csv", pd.concat(all_sizes).to_csv(index=False))
 
-    memorization_tables.write_memorization(s, runner, out, cells, pd.concat(all_sizes) if all_sizes else None)
-    robustness_tables.write_robustness(s, runner, out, robustness_cells(s))
+    memorization_tables.write_memorization_tables(s, runner, out, cells, pd.concat(all_sizes) if all_sizes else None)
+    robustness_tables.write_robustness_tables(s, runner, out, robustness_cells(s))
     write_training_curves(runner, cells, out)
 
     leaking = stored_leaking_topics(runner)
@@ -465,9 +462,8 @@ def _topic_ids(s: Settings, runner) -> dict[str, list[str]]:
     return {c: list(runner.get(Ask.of("collection", corpus=c)).topics) for c in s.data.corpora}
 
 
-def write_table1(cfg: DictConfig, runner) -> Path:
+def write_table1(s: Settings, runner) -> Path:
     """Table 1 from the candidate table (computing detection if the store lacks it)."""
-    s = settings_of(cfg)
     d = s.detect
     cands = runner.get(Ask.of("detect"))
     corpora = _topic_ids(s, runner)
@@ -482,18 +478,17 @@ def write_table1(cfg: DictConfig, runner) -> Path:
                + (f"{near} candidate(s) within {SIMILARITY_STEP:g} of it (another CPU's float noise could decide "
                   f"them otherwise; verify's near_threshold.parquet lists them)." if near else
                   f"none within {SIMILARITY_STEP:g} of it."))
-    out = _tables_dir(s)
+    out = tables_dir(s)
     write(wide, out, "table1", caption)
     return out / "table1.md"
 
 
-def write_table2(cfg: DictConfig, runner) -> Path:
+def write_table2(s: Settings, runner) -> Path:
     """Table 2 (a) and (b) from the verify artifact's annotations."""
-    s = settings_of(cfg)
     ann = runner.get(Ask.of("verify"))
     pairs = leak_pairs(runner.get(Ask.of("detect")), s.detect.threshold)
     a, b = table2(ann, _topic_ids(s, runner), pairs)
-    out = _tables_dir(s)
+    out = tables_dir(s)
     source = "the toy world's ground truth" if s.verify.annotations == "truth" else "the annotation files"
     write(a, out, "table2a", f"Table 2 (a). Reviewed leakage candidates (top-{s.verify.review_top_k} per topic above "
           f"{s.detect.threshold}) judged by {source}: true and false candidates as queries and topics per corpus; "

@@ -1,4 +1,4 @@
-"""The robustness tables (``robustness_<corpus>.{md,tex,csv}``) and the DR_query figure of ``leakexp.stages.robustness``
+"""The robustness tables (``robustness_<corpus>.{md,tex,csv}``) and the DR_query figure of the ``robustness/*`` stages (``leakexp.stages.robustness``)
 (Wu et al.), written from the finished robustness artifacts only: nothing is computed here.
 """
 
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from omegaconf import DictConfig
 
 from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import LEAKAGE_LABEL, incomplete_note, latex_table, markdown_table, save_figure
@@ -21,9 +20,8 @@ from leakexp.runner.store import atomic_write_text
 from leakexp.stages.cell import Cell
 from leakexp.lib import robustness_stats
 from leakexp.lib.robustness_stats import paired_randomization
-from leakexp.stages.robustness import RobustnessSettings, robustness_settings
-from leakexp.grid.registry import settings_of
-from leakexp.grid.robustness import asks, docs_ask, queries_ask
+from leakexp.stages.robustness.family import Robustness, docs_ask, queries_ask, robustness_settings
+from leakexp.stages.robustness.family import parts as robustness_parts
 from leakexp.tables.captions import core_test_leak_note
 from leakexp.tables.captions import recipe_note
 from leakexp.stages.verify import stored_leaking_topics
@@ -43,7 +41,7 @@ def stored_values(s: Settings, runner, cells: list[Cell]) -> tuple[pd.DataFrame,
     measure = robustness_settings(s).measure
     frames, states = [], {}
     for cell in cells:
-        parts = {name: runner.state(ask) for name, ask in asks(s, cell).items()}
+        parts = {name: runner.state(ask) for name, ask in robustness_parts(s, cell).items()}
         st = next((x for x in ("failed", "damaged", "stale", "running", "missing", "data missing")
                    if x in {v[0] for v in parts.values()}), "done")
         if st != "done":
@@ -152,10 +150,10 @@ class Figure:
             return pd.Series(np.nanmean(fn(self.arrays[0]), axis=0), index=self.qids)
 
 
-def figures(values: pd.DataFrame, s: RobustnessSettings, leaked: set[str] | None = None, subset: str = "all") -> dict[str, Figure]:
+def figures(values: pd.DataFrame, s: Robustness.Settings, leaked: set[str] | None = None, subset: str = "all") -> dict[str, Figure]:
     """The figures of one (corpus, size, model, leakage) -> {column: Figure}, on all topics or (``subset``
     leaked / other) on the topics with verified leaks (``leaked``) or the others. An OOD target's topic counts as
-    leaked when it is shared with the own corpus (:func:`leakexp.stages.robustness.shared_topics`) and its id leaked."""
+    leaked when it is shared with the own corpus (:func:`leakexp.lib.robustness_stats.shared_topics`) and its id leaked."""
     seeds = sorted(values.seed.unique())
     out: dict[str, Figure] = {}
 
@@ -213,7 +211,7 @@ def worst_column(fraction: float) -> str:
     return f"worst {round(fraction * 100):g}% (leakexp)"
 
 
-def _compare(figs: dict[str, dict[str, Figure]], col: str, s: RobustnessSettings) -> dict[str, tuple[float, float, int, str]]:
+def _compare(figs: dict[str, dict[str, Figure]], col: str, s: Robustness.Settings) -> dict[str, tuple[float, float, int, str]]:
     """Each leaked type against None on ``col``: (p, Bonferroni-corrected p over the leaked types, topics, test)."""
     base = figs.get("none", {}).get(col)
     leaked = [l for l in ("msm", "test") if col in figs.get(l, {})]
@@ -232,7 +230,7 @@ def _compare(figs: dict[str, dict[str, Figure]], col: str, s: RobustnessSettings
     return {l: (raw[l][0], corrected[l], raw[l][1], raw[l][2]) for l in leaked}
 
 
-def robustness_frame(values: pd.DataFrame, s: RobustnessSettings, alpha: float = 0.05,
+def robustness_frame(values: pd.DataFrame, s: Robustness.Settings, alpha: float = 0.05,
                      leaking: dict[str, list[str]] | None = None) -> pd.DataFrame:
     """Long table: one row per (corpus, size, model, leakage, column, subset) with the mean over seeds of the
     figure, its standard deviation over seeds, the number of seeds and topics, the percentile bootstrap CI over
@@ -275,7 +273,7 @@ LONG_COLUMNS = ["corpus", "size", "model", "leakage", "column", "subset", "mean"
                 "ci_high", "bootstrap", "p", "p_bonferroni", "paired_topics", "test", "significant"]
 
 
-def column_order(s: RobustnessSettings, targets: list[str] = ()) -> list[str]:
+def column_order(s: Robustness.Settings, targets: list[str] = ()) -> list[str]:
     return ([s.measure, "VNAP", "%no", "gMAP"] + [worst_column(f) for f in s.worst]
             + [c for t in targets for c in (f"OOD {t}", f"DR_OOD {t}")]
             + [f"DR {a}" for a in s.query_attacks]
@@ -284,7 +282,7 @@ def column_order(s: RobustnessSettings, targets: list[str] = ()) -> list[str]:
                 + [f"TC {k}", f"KT {k}"])])
 
 
-def _ordered(long: pd.DataFrame, s: RobustnessSettings) -> list[str]:
+def _ordered(long: pd.DataFrame, s: Robustness.Settings) -> list[str]:
     targets = sorted({c[4:] for c in long.column if c.startswith("OOD ")})
     known = column_order(s, targets)
     return [c for c in known if c in set(long.column)] + sorted(set(long.column) - set(known))
@@ -294,7 +292,7 @@ def _fmt(col: str, v: float) -> str:
     return f"{v:.1f}" if col == "%no" or "gain" in col else f"{v:.3f}"
 
 
-def wide_table(long: pd.DataFrame, s: RobustnessSettings, models: list[str], subsets: tuple[str, ...] = ("all",)) -> pd.DataFrame:
+def wide_table(long: pd.DataFrame, s: Robustness.Settings, models: list[str], subsets: tuple[str, ...] = ("all",)) -> pd.DataFrame:
     """One row per (model, [size,] leakage[, subset]); cells "0.123 [0.101, 0.140]" (mean over seeds, bootstrap CI
     over topics) with † where the test against None is significant; "–" where no value exists."""
     long = long[long.subset.isin(subsets)]
@@ -333,7 +331,7 @@ def _model_label(m: str) -> str:
     return MODEL_LABEL.get(m, m)
 
 
-def brittleness_notes(long: pd.DataFrame, s: RobustnessSettings) -> list[str]:
+def brittleness_notes(long: pd.DataFrame, s: Robustness.Settings) -> list[str]:
     """The answer the table gives to "does leakage make a model more brittle?": per leaked type, in how many
     (model, attack) pairs DR_query is lower (a larger drop) than without leakage, and how many significantly;
     the same for the document manipulations' KT."""
@@ -358,7 +356,7 @@ def brittleness_notes(long: pd.DataFrame, s: RobustnessSettings) -> list[str]:
     return notes
 
 
-def figure(long: pd.DataFrame, s: RobustnessSettings, models: list[str], out: Path, caption: str) -> Path | None:
+def figure(long: pd.DataFrame, s: Robustness.Settings, models: list[str], out: Path, caption: str) -> Path | None:
     """DR_query by leakage type per model: one panel per (corpus, attack), bars None / MSM / Test, error bars
     = standard deviation over seeds. PNG, with the plotted values as CSV."""
     import matplotlib
@@ -402,7 +400,7 @@ def figure(long: pd.DataFrame, s: RobustnessSettings, models: list[str], out: Pa
     return out / "robustness_dr_query.png"
 
 
-def _caption(s: RobustnessSettings, corpus: str, seeds: int, alpha: float, depth: int, values: pd.DataFrame,
+def _caption(s: Robustness.Settings, corpus: str, seeds: int, alpha: float, depth: int, values: pd.DataFrame,
              no_relevant: str) -> str:
     first = ("the re-ranker re-scores the original BM25 candidates for the attacked query (BM25 unchanged, as Wu et "
              "al.)" if s.first_stage == "pool" else "BM25 re-run with the attacked query (robustness.first_stage=bm25: "
@@ -455,17 +453,12 @@ def _done(runner, ask) -> Path | None:
     return path if state == "done" else None
 
 
-def write_robustness_tables(cfg: DictConfig, runner, out_dir: Path, cells: list[Cell]) -> list[Path]:
+def write_robustness_tables(settings: Settings, runner, out_dir: Path, cells: list[Cell]) -> list[Path]:
     """The robustness table of every corpus (``robustness_<corpus>.{md,tex,csv}``), the DR_query figure, all
     per-topic values (``robustness_perquery.csv``) and the attacked queries and stuffed documents for reading
     (``robustness_queries_<corpus>.tsv``, ``robustness_documents_<corpus>.tsv``), from the stored artifacts
     only. ``runner`` is the config's :class:`leakexp.runner.pipeline.Runner`; only its ``state`` is used. Returns the
     files written; empty when no robustness artifact of ``cells`` is stored."""
-    return write_robustness(settings_of(cfg), runner, out_dir, cells)
-
-
-def write_robustness(settings: Settings, runner, out_dir: Path, cells: list[Cell]) -> list[Path]:
-    """:func:`write_robustness_tables` under the settings ``settings``."""
     s = robustness_settings(settings)
     out_dir = Path(out_dir)
     values, states = stored_values(settings, runner, cells)

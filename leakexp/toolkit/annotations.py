@@ -196,7 +196,7 @@ def corpus_annotations(annotations: pd.DataFrame, topic_ids: list[str], *, corpu
 
     Core 2017 / 2018 reuse Robust04 topics, so one annotation counts for every corpus with its topic, unless a
     corpus uses the id with another text: given the ``corpus`` name and the candidate ``pairs`` of
-    :func:`leakexp.stages.detect.leak_pairs` (with their ``corpora``), an annotated pair that is a candidate counts
+    :func:`leakexp.lib.candidates.leak_pairs` (with their ``corpora``), an annotated pair that is a candidate counts
     only for the corpora whose text of the topic it matched (by training query id, query text and topic).
     """
     a = annotations[annotations.topic_qid.isin({str(t) for t in topic_ids})]
@@ -275,7 +275,7 @@ def table2(annotations: pd.DataFrame, corpora: dict[str, list[str]],
     """(a) true / false candidates as queries and topics per corpus; (b) queries per reformulation type.
 
     A query counts once per topic it was annotated for (Robust04: 648 true of 642 distinct queries, 172 topics).
-    ``pairs`` (:func:`leakexp.stages.detect.leak_pairs`) attribute a topic id that corpora use with different texts to
+    ``pairs`` (:func:`leakexp.lib.candidates.leak_pairs`) attribute a topic id that corpora use with different texts to
     the corpus whose text the candidate matched, as :func:`verified_leaks` does."""
     rows_a, per_corpus = [], {}
     for corpus, topic_ids in corpora.items():

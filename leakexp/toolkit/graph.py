@@ -495,7 +495,7 @@ def audit_command(*, edges: Sequence[str] = (), wordnet: str | None = None, pos:
         key = _output_key(inputs=inputs, split_by=None if edges else split_by, resplit=resplit, proportions=props,
                           seed=seed, train_split=train_split, antonym_labels=sorted(antonym_labels),
                           synonym_labels=sorted(synonym_labels), columns=cols)
-        out_dir = Path(store or os.environ.get("LEAKEXP_STORE", "store")) / "graph" / name.split(",")[0] / key
+        out_dir = Path(store or os.environ.get("LEAKEXP_STORE", "store")) / "graph-audit" / name.split(",")[0] / key
     if not edges:
         write_edges(data, out_dir / "edges.tsv")
     result = audit_with_resplit(data, out_dir, resplit=resplit, proportions=props, seed=seed,

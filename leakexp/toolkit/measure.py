@@ -46,7 +46,7 @@ class MeasureSettings:
     @classmethod
     def of(cls, evaluate, *, measures: Sequence[str] | None = None, depth: int | None = None,
            complete: bool = True) -> "MeasureSettings":
-        """From a configuration's ``evaluate`` section (``leakexp.stages.evaluate.EvaluateSettings``); ``measures``
+        """From a configuration's ``evaluate`` section (``leakexp.stages.evaluate.Evaluate.Settings``); ``measures``
         (the command line's ``-m``) replace ``evaluate.measures``."""
         s = cls(tuple(measures or evaluate.measures), evaluate.mfr, evaluate.mfr_missing, evaluate.no_relevant,
                 depth, complete)
