@@ -346,7 +346,7 @@ def case_toy_demo(ctx: Ctx, command: str) -> None:
 def case_toy_demo_native(ctx: Ctx, command: str) -> None:
     """The demo with each library's own kernels: the command line asks for them before any library loads (a
     subprocess; this test's process loaded them long ago) and the configuration takes the mode."""
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     argv = words(command)[1:]
     code = ("import os, sys; from leakexp.runner.kernels import pin_environment; "
@@ -354,7 +354,7 @@ def case_toy_demo_native(ctx: Ctx, command: str) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("LEAKEXP_CPU_KERNELS", "ATEN_CPU_CAPABILITY")}
     done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=60)
     assert done.stdout.split() == ["native", "None", "False"], done.stdout + done.stderr
-    assert compose(argv[1:]).cpu_kernels == "native"
+    assert compose(argv[1:]).run.cpu_kernels == "native"
 
 
 def case_toy_stages(ctx: Ctx, command: str) -> None:

@@ -237,10 +237,10 @@ def test_status_why_names_each_setting_as_the_command_line_sets_it(small_run, sm
     """Every value `status --why` lists is named by an override that sets it (models.knrm.train.lr was refused as one),
     and the runner's spelling given on the command line is answered with the override's."""
     from leakexp.cli.main import main
-    from leakexp.runner.config import compose
+    from leakexp.runner.registry import compose
 
     small_run
-    base = [f"store={small_cfg.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
+    base = [f"store={small_cfg.run.store}", *SMALL, "corpus=toy_core17", "leakage=msm", "size=256"]
     assert main(["status", *base, "model_overrides.knrm.train.lr=0.5", "--why", "train"]) == 0
     out = capsys.readouterr().out
     assert "reads model_overrides.knrm.train.lr = 0.5" in out and "model_overrides.knrm.train.lr: 0.01 -> 0.5" in out
