@@ -20,7 +20,8 @@ from leakexp.runner.config import ConfigError, section_keys, top_level_keys
 from leakexp.runner.loop import each
 from leakexp.runner.stage import Ask, stages
 from leakexp.runner.store import Store, atomic_write_text, read_json
-from leakexp.grid import overview
+from leakexp.grid import overview, preflight
+from leakexp.grid.preflight import MissingInputs
 from leakexp.lib import candidates as d
 from leakexp.toolkit import annotations
 from leakexp.stages.cell import cell_from_config, grid_cells
@@ -30,7 +31,7 @@ from leakexp.stages.sources import pool_source
 from leakexp.data.judgments import run_path
 from leakexp.grid.work import (cell_workers, complete, demo_asks, grid_jobs, grid_status, lineage, render_status,
                                run_cell, run_job, run_job_in_worker, scheduler_notes)
-from leakexp.runner.registry import check_requirements, compose, runner, unmet_requirements
+from leakexp.runner.registry import check_requirements, compose, runner
 from leakexp.stages.robustness.family import robustness_cells, robustness_settings
 from leakexp.stages.build import check_size
 from leakexp.lib.training_sets import export_monot5, training_queries
@@ -82,13 +83,16 @@ def cmd_stage(name: str, overrides: list[str], **options) -> int:
     configs = [compose(combo) for combo in (expand_sweeps(overrides) if per_cell else [overrides])]
     for s in configs if per_cell else []:  # bad settings stop before any work, so does a set the pool cannot fill
         check_size(s, s.corpus.name, s.leakage.name, s.run.size, f"size={s.run.size}")
+    if per_cell:  # every input the cells lack, in one report, before any work
+        refuse_missing(configs[0], overrides, [cell_from_config(s) for s in configs])
     work = []
     for s in configs:
         reader = runner(s, readonly=True)
         cells = [cell_from_config(s)] if per_cell else grid_cells(s)
         asks = [a for st in family for a in st.asks(reader, cells)]
         # what the artifacts need from outside (annotations, models in the cache), before any work: their stages'
-        check_requirements(s, needs={u.stage for a in asks for u in reader.upstream(a)})
+        check_requirements(s, needs={u.stage for a in asks for u in reader.upstream(a)},
+                           models={c.model for c in cells} if per_cell else None)
         r = runner(s, files=False)
         r.store.require_writable(f"leakexp {name}")
         work.append((r, cells, asks))
@@ -213,7 +217,9 @@ def report_robustness(r, asks: list[Ask], cells, options) -> None:
 
 def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     start = time.time()
-    s, r = _runner((["experiment=demo"] if demo else []) + overrides)
+    s = compose((["experiment=demo"] if demo else []) + overrides)
+    refuse_missing(s, [], grid_cells(s))  # every input the grid lacks, in one report, before any work
+    r = runner(s)
     r.store.require_writable("leakexp demo" if demo else "leakexp grid")
     s = r.settings
     if s.robustness.enabled:
@@ -277,11 +283,11 @@ def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None
     if why:
         print("\n".join(lineage(s, why)))
         return 0
-    status = grid_status(s, verify=verify)
+    status = grid_status(s, verify=verify, cells=preflight.chosen_cells(s, overrides))  # seed=2: that cell's rows
     print(render_status(status))
     for line in scheduler_notes(s):  # cells a launcher submitted: queued, running, failed (with job ids)
         print(line)
-    _print_unmet(s)
+    _print_unmet(s, overrides)
     return 0 if complete(status) else 1
 
 
@@ -306,12 +312,26 @@ def cmd_diff(store_a: str, store_b: str) -> int:
     return 1 if found.differ else 0
 
 
-def _print_unmet(s) -> None:
-    """What a run will still need (read-only commands list it; only commands that compute refuse)."""
-    unmet = unmet_requirements(s)
-    if unmet:
-        print(f"a run will still need ({len(unmet)}):")
-        print("\n".join(f"  - {line}" for line in unmet))
+def _print_unmet(s, overrides: list[str] = ()) -> None:
+    """What a run will still need, as one block (read-only commands list it; only commands that compute refuse)."""
+    found = preflight.missing(s, preflight.chosen_cells(s, overrides))
+    if found:
+        print(preflight.render(found, overrides, heading="a run will still need"))
+
+
+def cmd_check(overrides: list[str]) -> int:
+    """Every input the grid (or the cells the overrides name) still lacks, in one report; exit 1 when any."""
+    s = compose(preflight.composable(overrides))
+    found, report = preflight.check(s, overrides)
+    print(report)
+    return 1 if found else 0
+
+
+def refuse_missing(s, overrides: list[str], cells=None) -> None:
+    """A command that computes stops before any work with the one report of every missing input."""
+    found, report = preflight.check(s, overrides, cells)
+    if found:
+        raise MissingInputs(report)
 
 
 def cmd_compare_runs(overrides: list[str], *, corpus: str | None, runs: list[str], depth: int) -> int:
@@ -370,7 +390,7 @@ def cmd_plan(overrides: list[str], *, jobs: str | None = None) -> int:
         print(f"  job list ({len(cells)} cells, one per line): {jobs}")
     else:
         print(f"  job list: {len(cells)} cells (--jobs FILE writes them, one per line)")
-    _print_unmet(s)
+    _print_unmet(s, overrides)
     return 0
 
 

@@ -25,6 +25,8 @@ OTHER_COMMANDS = {
     "demo": "the whole pipeline on the embedded toy world (experiment=demo), then the tables",
     "tables": "write the tables from the store alone (no training)",
     "status": "done / running / failed / missing artifacts of the configured grid per stage (exit 1 while incomplete)",
+    "check": "every input the configured grid (or the cell the overrides name) still lacks, with where it comes "
+             "from and where it goes (exit 1 while any is missing)",
     "plan": "job counts, training instances, embedding size and estimated GPU-hours of the configured grid",
     "stages": "every stage with its version, module, the settings and stages it reads under the configuration "
               "(computes nothing); --graph PATH.png|.svg also draws the stage graph",
@@ -35,7 +37,7 @@ OTHER_COMMANDS = {
 # commands come between fetch and the commands that run the grid, in the order data flows through the stages
 PIPELINE_AFTER_STAGES = ("cell", "grid", "demo", "tables")
 TOOLKIT = ("audit", "decontaminate", "resample", "split-eval", "measure", "annotations", "graph-audit")
-INSPECTION = ("status", "plan", "stages", "diff", "compare-runs")
+INSPECTION = ("check", "status", "plan", "stages", "diff", "compare-runs")
 def stage_commands() -> dict[str, str]:
     """Every registered stage's command (a family's, e.g. ``robustness``, once) and its one-line help, in the
     registry's order: what ``leakexp <name>`` computes is the stage's (``leakexp.cli.commands.cmd_stage``)."""
@@ -377,12 +379,15 @@ def main(argv: list[str] | None = None) -> int:
     from leakexp.runner.config import ConfigError
     from leakexp.runner.store import StoreError
 
+    MissingInputs = ()  # raised by the commands that compute (leakexp.grid.preflight)
+
     if args.command == "measure":  # starts as trec_eval does: no grid, no torch (leakexp.cli.measure)
         from leakexp.cli.measure import cmd_measure as c_measure
 
         c, NoResults = None, ()  # no tables: nothing raises NoResults
     else:
         from leakexp.cli import commands as c
+        from leakexp.grid.preflight import MissingInputs
         from leakexp.tables.paper import NoResults
     try:
         out = getattr(args, "out", None)
@@ -412,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
             return c.cmd_grid(args.overrides)
         if args.command == "demo":
             return c.cmd_grid(args.overrides, demo=True)
+        if args.command == "check":
+            return c.cmd_check(args.overrides)
         if args.command == "plan":
             return c.cmd_plan(args.overrides, jobs=args.jobs)
         if args.command == "cell":  # a cell end to end: its evaluation, as `leakexp evaluate`
@@ -430,6 +437,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (DataFormatError, DataUnavailable, FileNotFoundError, FileExistsError, IsADirectoryError,
             NotADirectoryError, PermissionError, StoreError) as exc:
+        print(f"leakexp: {exc}", file=sys.stderr)
+        return 2
+    except MissingInputs as exc:  # every input a computing command lacks, in one report, before any work
         print(f"leakexp: {exc}", file=sys.stderr)
         return 2
     except NoResults as exc:

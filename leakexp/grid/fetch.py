@@ -36,7 +36,7 @@ from leakexp.data.irds_files import LICENSED, dataset_files, home
 from leakexp.data.judgments import BUNDLED, BUNDLED_RUNS
 from leakexp.lib import hub
 from leakexp.lib.download import DownloadError, fetch_file, part_path, unreachable
-from leakexp.runner.config import FetchSettings, SourceFile
+from leakexp.runner.config import FetchSettings, SourceFile, fetched_spire22
 from leakexp.runner.schema import Settings
 from leakexp.runner.stage import ConfigError
 from leakexp.stages.sources import pool_source, require_variants
@@ -60,23 +60,25 @@ class Need:
     here: bool  # already on this machine
     get: Callable[[], str] | None = None
     how: str = ""
+    url: str = ""  # where a fetchable file is downloaded from
 
 
-def _models(s: Settings) -> list[tuple[str, str, bool]]:
-    """(setting, value, is SBERT) of every model setting the configuration's grid and cell read."""
+def _models(s: Settings, models: list[str] | None = None) -> list[tuple[str, str, bool]]:
+    """(setting, value, is SBERT) of every model setting the configuration's grid and cell read (``models``: of
+    those re-rankers only)."""
     out = [("detect.sbert", s.detect.sbert, True)]
-    for model in s.model_names:
+    for model in s.model_names if models is None else models:
         checkpoint = getattr(s.model_of(model), "checkpoint", None)
         if checkpoint is not None:
             out.append((checkpoint_setting(s, model), str(checkpoint), False))
     return out
 
 
-def model_needs(s: Settings) -> list[Need]:
+def model_needs(s: Settings, models: list[str] | None = None) -> list[Need]:
     """The pinned Hugging Face models the settings name; a name that cannot be fetched as it is (no commit, not a hub
     name) is listed with what to change, a model missing where downloads are forbidden fails with today's line."""
     needs, seen = [], set()
-    for setting, name, sbert in _models(s):
+    for setting, name, sbert in _models(s, models):
         if name in hub.SPECIAL or Path(name).expanduser().is_dir() or name in seen:
             continue
         seen.add(name)
@@ -102,10 +104,11 @@ def _refuse(message: str) -> Callable[[], str]:
     return refuse
 
 
-def glove_needs(s: Settings, fs: FetchSettings) -> list[Need]:
-    """One need per GloVe file the models' ``embeddings`` name (several models may share one file)."""
+def glove_needs(s: Settings, fs: FetchSettings, models: list[str] | None = None) -> list[Need]:
+    """One need per GloVe file the models' ``embeddings`` name (several models may share one file; ``models``: of
+    those re-rankers only)."""
     readers: dict[Path, list[str]] = {}
-    for model in s.model_names:
+    for model in s.model_names if models is None else models:
         value = getattr(s.model_of(model), "embeddings", None)
         if value is not None and str(value) != "bundled":
             readers.setdefault(Path(str(value)).expanduser(), []).append(model)
@@ -119,7 +122,7 @@ def glove_needs(s: Settings, fs: FetchSettings) -> list[Need]:
                               f"{path} does not exist and is no file of GloVe 6B (glove.6B.50d.txt … "
                               f"glove.6B.300d.txt, which leakexp fetches): put the file there"))
         else:
-            needs.append(Need("glove", what, str(path), False, lambda path=path: _glove(fs, path)))
+            needs.append(Need("glove", what, str(path), False, lambda path=path: _glove(fs, path), url=fs.glove.url))
     return needs
 
 
@@ -158,8 +161,9 @@ def _spire_file(fs: FetchSettings, folder: str, f: SourceFile, dest: Path) -> st
 
 
 def spire22_dir(fs: FetchSettings) -> Path:
-    """Where ``leakexp fetch`` puts the SPIRE-22 files that no setting places: one folder per commit."""
-    return Path(fs.dir).expanduser().absolute() / f"SPIRE-22@{fs.spire22.commit[:7]}"
+    """Where ``leakexp fetch`` puts the SPIRE-22 files that no setting places: one folder per commit
+    (:func:`leakexp.runner.config.fetched_spire22`, where the readers look too)."""
+    return fetched_spire22(fs).absolute()
 
 
 def annotation_needs(s: Settings, fs: FetchSettings) -> tuple[list[Need], str | None]:
@@ -190,7 +194,7 @@ def annotation_needs(s: Settings, fs: FetchSettings) -> tuple[list[Need], str | 
                               f"({', '.join(known)}): put it there"))
         else:
             needs.append(Need("annotations", what, str(path), False,
-                              lambda f=f, path=path: _spire_file(fs, ANNOTATIONS, f, path)))
+                              lambda f=f, path=path: _spire_file(fs, ANNOTATIONS, f, path), url=_raw(fs, ANNOTATIONS, f)))
     return needs, override
 
 
@@ -247,7 +251,7 @@ def irds_file_needs(requests) -> list[Need]:
                     how = text.format(path=f.path) if text else f"licensed: place it at {f.path} ({told})"
                     needs.append(Need("manual", what, str(f.path), False, None, how))
                 elif f.url is not None and f.source is not None:
-                    needs.append(Need("irds", what, str(f.path), False, lambda f=f: _irds(f)))
+                    needs.append(Need("irds", what, str(f.path), False, lambda f=f: _irds(f), url=str(f.url)))
                 else:
                     needs.append(Need("manual", what, str(f.path), False, None,
                                       f"a file of a locally registered dataset: write it at {f.path}"))
@@ -287,12 +291,13 @@ def variant_needs(s: Settings) -> list[Need]:
     return needs
 
 
-def needs(s: Settings) -> tuple[list[Need], str | None]:
-    """Everything a run of the settings ``s`` reads from outside leakexp and the store, and the ``verify.annotations``
-    override for the annotation files fetched to fetch.dir (None: not needed)."""
+def needs(s: Settings, models: list[str] | None = None) -> tuple[list[Need], str | None]:
+    """Everything a run of the settings ``s`` reads from outside leakexp and the store (``models``: re-ranking with
+    those models only), and the ``verify.annotations`` override for the annotation files fetched to fetch.dir (None:
+    not needed)."""
     fs = s.fetch
     annotations, override = annotation_needs(s, fs)
-    return ([*model_needs(s), *glove_needs(s, fs), *annotations, *run_needs(s, fs), *irds_needs(s),
+    return ([*model_needs(s, models), *glove_needs(s, fs, models), *annotations, *run_needs(s, fs), *irds_needs(s),
              *variant_needs(s)], override)
 
 

@@ -77,12 +77,14 @@ def demo_asks(s: Settings, runner: Runner | None = None) -> list[Ask]:
     return [a for st in stages() if st.demo for a in st.asks(r, [])]
 
 
-def grid_status(s: Settings, *, verify: bool = False, runner: Runner | None = None) -> dict[str, StageStatus]:
-    """Per stage, how many distinct artifacts of the configured grid are in each state (``verify``: re-read
-    every finished artifact's files against their checksums). An artifact several cells share counts once."""
+def grid_status(s: Settings, *, verify: bool = False, runner: Runner | None = None,
+                cells: list[Cell] | None = None) -> dict[str, StageStatus]:
+    """Per stage, how many distinct artifacts of the configured grid (or of ``cells``) are in each state
+    (``verify``: re-read every finished artifact's files against their checksums). An artifact several cells share
+    counts once."""
     r = runner or make_runner(s, readonly=True)
     out: dict[str, StageStatus] = {}
-    rows = grid_asks(s, r)
+    rows = grid_asks(s, r, cells)
     for row, asks in rows.items():
         st = out.setdefault(row, StageStatus())
         seen = set()

@@ -456,3 +456,14 @@ class FetchSettings(Section):
     dir: Name
     glove: GloveSource
     spire22: Spire22Source
+
+
+def fetched_spire22(fs: FetchSettings) -> Path:
+    """The folder ``leakexp fetch`` puts the SPIRE-22 files into (one per pinned commit, under ``fetch.dir`` as the
+    setting spells it), and where a null setting that reads them looks: the one place both agree on."""
+    return Path(fs.dir).expanduser() / f"SPIRE-22@{fs.spire22.commit[:7]}"
+
+
+def fetched_annotations(fs: FetchSettings) -> list[Path]:
+    """The study's four annotation files where ``leakexp fetch`` puts them (whether they are there or not)."""
+    return [fetched_spire22(fs) / "manual-annotations" / f.name for f in fs.spire22.annotations]

@@ -19,7 +19,7 @@ from leakexp.runner.config import resolved_values, runtime
 from leakexp.runner.jobs import configure_precision, resolve_device
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import SECTIONS, Section, Settings, check_files, check_sections, validate
-from leakexp.runner.stage import ConfigError, DataUnavailable, fetching, stages
+from leakexp.runner.stage import ConfigError, DataUnavailable, fetching, reading_models, stages
 from leakexp.runner.store import Store
 
 
@@ -71,6 +71,8 @@ def typed(cfg: DictConfig, overrides: Iterable[str] = ()) -> Settings:
     if plan is not None:
         validate("model.plan", config.ModelPlan, plan)
     values = resolved_values(cfg)
+    for fill in _once(st.fills for st in stages() if st.fills is not None):
+        fill(values)  # e.g. the annotation files `leakexp fetch` placed, for a null verify.annotations
     cell = raw["corpus"]["name"]
     for name, corpus in values["corpora"].items():
         if name != cell or name in (raw.get("corpus_overrides") or {}):
@@ -98,14 +100,15 @@ def compose(overrides: list[str] | None = None) -> Settings:
     return typed(config.compose_raw(overrides), overrides)
 
 
-def _file_entries(s: Settings) -> list:
-    """(setting, path) of every file the configuration names: each section's, each corpus's and each model's."""
+def _file_entries(s: Settings, models: Iterable[str] | None = None) -> list:
+    """(setting, path) of every file the configuration names: each section's, each corpus's and each model's
+    (``models``: those models' only)."""
     corpora = list(dict.fromkeys([*s.grid.corpora, s.corpus.name]))
     top = [k for k in s.values if k in _top_sections() or k == "corpus"]
     cell = s.values["corpus"]["name"]
     sections = [s.section(k) for k in top]
     sections += [s.corpus_of(n) for n in s.corpus_names if n != cell or n in s.run.corpus_overrides]
-    sections += [s.model_of(n) for n in s.model_names]
+    sections += [s.model_of(n) for n in (s.model_names if models is None else models)]
     return [e for x in sections for e in (x.files_for(corpora) if hasattr(x, "files_for") else x.files())]
 
 
@@ -122,12 +125,26 @@ def _once(hooks) -> list:
     return list({getattr(fn, "__func__", fn): fn for fn in hooks}.values())
 
 
-def check_requirements(s: Settings, needs: Iterable[str] | None = None) -> None:
+def missing_files(s: Settings, models: Iterable[str] | None = None) -> list[tuple[str, str, str]]:
+    """(setting, path, the error naming both) of every file the configuration names that cannot be read
+    (``models``: of those models' settings only)."""
+    out = []
+    for setting, path in _file_entries(s, models):
+        try:
+            check_files([(setting, path)])
+        except ConfigError as exc:
+            out.append((setting, str(path), str(exc)))
+    return out
+
+
+def check_requirements(s: Settings, needs: Iterable[str] | None = None, models: Iterable[str] | None = None) -> None:
     """What a run that computes needs before any work: every file the configuration names exists and is readable,
     and the stages named in ``needs`` (None: every stage) have what they require (``Stage.require``: annotation files,
-    models in the Hugging Face cache, fetched first on a connected machine)."""
-    check_files(_file_entries(s))
-    with fetching():  # a pinned Hugging Face model missing from the cache is fetched now, where allowed
+    models in the Hugging Face cache, fetched first on a connected machine); ``models``: the re-rankers the run
+    trains (None: every model of the configuration)."""
+    models = None if models is None else list(models)
+    check_files(_file_entries(s, models))
+    with fetching(), reading_models(models):  # a pinned model missing from the cache is fetched now, where allowed
         for fn in _requirements(needs):
             fn(s)
 

@@ -52,6 +52,26 @@ def fetching():
         _FETCHING.reset(token)
 
 
+_MODELS = contextvars.ContextVar("leakexp_models", default=None)
+
+
+@contextlib.contextmanager
+def reading_models(models):
+    """Within it, a requirement about re-rankers asks only for ``models`` (None: every model of the configuration):
+    a monoT5 cell needs neither GloVe nor another model's weights."""
+    token = _MODELS.set(None if models is None else list(models))
+    try:
+        yield
+    finally:
+        _MODELS.reset(token)
+
+
+def models_read(names):
+    """Of the configuration's model ``names``, those the run at hand reads (:func:`reading_models`)."""
+    wanted = _MODELS.get()
+    return list(names) if wanted is None else [n for n in names if n in wanted]
+
+
 def may_fetch() -> bool:
     """Whether a requirement that is missing may be fetched now (:func:`fetching`)."""
     return _FETCHING.get()
@@ -207,6 +227,8 @@ class Stage:
     - ``require(settings)``: what computing it needs from outside the store and the settings (annotation files, models in
       the Hugging Face cache), checked before any work by commands that compute it; read-only commands (status,
       plan) skip it.
+    - ``fills(values)``: a null setting of its section given a value from what ``leakexp fetch`` placed (the plain
+      values, before they are typed and keyed), so that every command reads the same files under the same key.
     - ``keyed_as``: the name a renamed stage had when its first artifacts were keyed: its keys hash that name, so a
       store made before the rename keeps its artifacts (a runner that may write moves the old folder once).
     - ``asks(runner, cells)``: the artifacts of this stage that the configured grid (``cells``) asks for by name:
@@ -230,6 +252,7 @@ class Stage:
     opener: Callable[[Path], Any] | None = None
     check: Callable[[Any], None] | None = None  # (Settings) -> None
     require: Callable[[Any], None] | None = None  # (Settings) -> None
+    fills: Callable[[dict], None] | None = None  # (plain values) -> None
     device: bool = False
     verify: bool = False
     help: str = ""

@@ -15,7 +15,7 @@ from leakexp.data.sources import Source, source_of
 from leakexp.data.statistics import CHECK_SETTINGS
 from leakexp.data.types import Collection
 from leakexp.runner.schema import Fraction, Name, NonNegativeInt, PositiveInt, Section, Settings
-from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
+from leakexp.runner.stage import Ask, Config, ConfigError, ConfigErrors, Context, Stage, register_stage
 
 log = logging.getLogger(__name__)
 
@@ -133,11 +133,16 @@ class Pool(Stage):
 def require_variants_of_corpora(s: Settings) -> None:
     """Every corpus of the data names the query variants detection searches, before detection runs (a requirement,
     not a check: `plan` and `status` list it instead of refusing)."""
+    missing = []
     for c in ([] if s.data.corpora == "???" else s.data.corpora):
         try:  # variants missing by accident would make detection search without them
             require_variants(s.corpus_of(c).model_dump(), list(s.detect.fields))
         except DataUnavailable as exc:
-            raise ConfigError(str(exc)) from None
+            missing.append(str(exc))
+    if len(missing) == 1:
+        raise ConfigError(missing[0])
+    if missing:  # every corpus at once, not one a run
+        raise ConfigErrors(missing)
 
 
 @register_stage

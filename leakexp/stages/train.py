@@ -13,7 +13,7 @@ from leakexp.models import get
 from leakexp.models.base import with_artifacts
 from leakexp.models.compute import Compute, micro_batch_error
 from leakexp.runner.config import model_config
-from leakexp.runner.stage import Ask, Config, ConfigError, ConfigErrors, Context, Stage, register_stage
+from leakexp.runner.stage import Ask, Config, ConfigError, ConfigErrors, Context, Stage, models_read, register_stage
 from leakexp.runner.store import Store, atomic_write_json
 from leakexp.stages.cell import cell_path, set_params, train_params
 from leakexp.runner.schema import Settings
@@ -69,7 +69,7 @@ def require_checkpoints(s: Settings) -> None:
     """The weights the grid's and the cell's models start from load without a download (leakexp.lib.hub); every
     missing one is named at once, so that a disconnected machine's cache is filled in one trip."""
     missing = []
-    for model in s.model_names:
+    for model in models_read(s.model_names):
         checkpoint = getattr(s.model_of(model), "checkpoint", None)
         if checkpoint is not None:
             try:

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from leakexp.data.files import files_identity
 from leakexp.data.sources import source_of
+from leakexp.runner.config import FetchSettings, fetched_annotations
 from leakexp.runner.schema import Name, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
 from leakexp.runner.store import atomic_write_json, read_json
@@ -52,6 +53,17 @@ def annotation_files(spec, data_kind: str) -> list[Path]:
     return files
 
 
+def fill_annotations(values: dict) -> None:
+    """A null ``verify.annotations`` of real data reads the study's files where ``leakexp fetch`` put them, once all
+    are there: every command then names the same files, so status and tables see the grid's keys."""
+    verify = values.get("verify") or {}
+    if verify.get("annotations") is not None or source_of(values["data"]["kind"]).made_by:
+        return
+    files = fetched_annotations(FetchSettings.model_validate(values["fetch"]))
+    if files and all(f.is_file() for f in files):
+        verify["annotations"] = [str(f) for f in files]
+
+
 def require_annotations(s: Settings) -> None:
     """Real data needs annotation files (``verify.annotations``), before any work of a command that verifies."""
     annotation_files(s.verify.annotations, s.data.kind)
@@ -74,6 +86,7 @@ class Verify(Stage):
     help = "review the top candidates per topic and import annotations; prints verified leaks per corpus"
     reads = ("detect.threshold", "verify.annotations", "verify.review_top_k", "data.corpora", "data.kind", "data.seed")
     require = staticmethod(require_annotations)
+    fills = staticmethod(fill_annotations)
     opener = staticmethod(open_annotations)
 
     @staticmethod

@@ -1,0 +1,118 @@
+"""``leakexp check``: every input from outside leakexp and the store that the configured grid — or the cells the
+command line names — still lacks, all at once, each with where it comes from (the ``leakexp fetch`` kind, its URL, or
+what to place by hand) and where it goes. ``grid`` and ``cell`` refuse with this one report before any work;
+``status`` and ``plan`` print it and go on; a multirun checks its whole sweep with it before it launches a job.
+
+What a cell asks for follows from what its stages and its model declare: the SBERT model detection reads, the
+annotation files verification reads, the query variants and collections of the data, and the files and weights of
+the cell's own model (a monoT5 cell needs no GloVe; KNRM, PACRR and Duet read it through ``embeddings``). The store
+is not touched: nothing is keyed, read or written there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from leakexp.grid.fetch import Need, needs
+from leakexp.runner.registry import missing_files
+from leakexp.runner.schema import Settings
+from leakexp.stages.build import check_size
+from leakexp.stages.cell import Cell, grid_cells
+
+CELL_KEYS = ("corpus", "leakage", "size", "model", "seed")
+# the files that `leakexp fetch` checks the bundled runs against: no stage reads them
+NOT_READ = ("runs",)
+
+
+def cell_filter(overrides: Iterable[str]) -> dict[str, set[str]]:
+    """The cell keys the command line gives (``seed=2``, ``model=knrm,duet``), each with its values."""
+    out: dict[str, set[str]] = {}
+    for o in overrides:
+        key, eq, value = o.partition("=")
+        if eq and key in CELL_KEYS:
+            out[key] = {v.strip() for v in value.split(",")}
+    return out
+
+
+def composable(overrides: Iterable[str]) -> list[str]:
+    """The overrides with each cell key's comma list cut to its first value (one configuration to compose; the
+    others are cells of it, :func:`chosen_cells`)."""
+    return [o if o.partition("=")[0] not in CELL_KEYS else o.split(",")[0] for o in overrides]
+
+
+def chosen_cells(s: Settings, overrides: Iterable[str]) -> list[Cell] | None:
+    """The cells the command line's cell keys choose among the grid's (None: no cell key given, the whole grid);
+    a cell outside the grid is the one the keys name."""
+    wanted = cell_filter(overrides)
+    if not wanted:
+        return None
+    cells = [c for c in grid_cells(s) if all(str(getattr(c, k)) in v for k, v in wanted.items())]
+    if cells:
+        return cells
+    m = s.model.name
+    return [Cell(corpus, leakage, int(size), model, int(seed))
+            for corpus in wanted.get("corpus", {s.corpus.name}) for leakage in wanted.get("leakage", {s.leakage.name})
+            for size in wanted.get("size", {s.run.size}) for model in wanted.get("model", {m})
+            for seed in wanted.get("seed", {s.run.seed})]
+
+
+def missing(s: Settings, cells: list[Cell] | None = None) -> list[Need]:
+    """What the grid (or ``cells``) still lacks from outside, each once: the fetchable inputs and those to place by
+    hand, then the files other settings name that do not exist."""
+    models = None if cells is None else list(dict.fromkeys(c.model for c in cells))
+    if models is None:
+        models = list(dict.fromkeys(s.grid.models))
+    found, _ = needs(s, models)
+    out = [n for n in found if not n.here and n.kind not in NOT_READ]
+    named = {n.where for n in out}
+    for setting, path, message in missing_files(s, models):
+        if str(path) not in named:
+            out.append(Need("setting", setting, str(path), False, None, message))
+    return out
+
+
+def bad_sizes(s: Settings, cells: list[Cell]) -> list[str]:
+    """Each training set of ``cells`` the pool cannot fill, one line each (known before any work)."""
+    lines = []
+    for corpus, leakage, size in dict.fromkeys((c.corpus, c.leakage, c.size) for c in cells):
+        try:
+            check_size(s, corpus, leakage, size, f"size={size}")
+        except Exception as exc:  # a ConfigError naming the size and the largest the pool fills
+            lines.append(str(exc))
+    return list(dict.fromkeys(lines))
+
+
+def source(n: Need, overrides: Iterable[str] = ()) -> str:
+    """Where a missing input comes from: the fetch command (and its URL), or what to do by hand."""
+    if n.get is not None:
+        shown = " ".join(o for o in overrides if o.partition("=")[0] not in CELL_KEYS)
+        return f"leakexp fetch --only {n.kind} {shown}".rstrip() + (f" (from {n.url})" if n.url else "")
+    return " ".join((n.how or "place it there by hand").split())
+
+
+def render(found: list[Need], overrides: Iterable[str] = (), what: str = "the configured grid",
+           heading: str = "missing") -> str:
+    """The one report: every missing input with where it comes from and where it goes; or the all-present line."""
+    if not found:
+        return f"all inputs present for {what}"
+    lines = [f"{len(found)} input(s) {heading} for {what}:"]
+    for n in found:
+        lines += [f"  - {n.what}", f"      from: {source(n, overrides)}", f"      to:   {n.where}"]
+    return "\n".join(lines)
+
+
+def described(cells: list[Cell] | None) -> str:
+    if cells is None:
+        return "the configured grid"
+    return f"cell {cells[0]}" if len(cells) == 1 else f"{len(cells)} cells"
+
+
+def check(s: Settings, overrides: Iterable[str] = (), cells: list[Cell] | None = None) -> tuple[list[Need], str]:
+    """What :func:`missing` finds for the cells the overrides name (or ``cells``; else the grid), and its report."""
+    cells = chosen_cells(s, overrides) if cells is None else cells
+    found = missing(s, cells)
+    return found, render(found, overrides, described(cells))
+
+
+class MissingInputs(RuntimeError):
+    """Inputs a run reads are not on this machine; the message is the one report of all of them."""
