@@ -22,7 +22,8 @@ from leakexp.runner.kernels import pin_environment
 pin_environment(sys.argv[1:])  # the CPU kernels pinned before a math library loads (leakexp.runner.kernels)
 
 import hydra
-from omegaconf import DictConfig
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
 
 from leakexp.runner.config import conf_dir, validate_config
 from leakexp.runner.jobs import record_failure, size_torch_threads
@@ -30,7 +31,7 @@ from leakexp.runner.loop import each
 from leakexp.stages.cell import Cell
 from leakexp.grid.work import robust, run_cell
 from leakexp.stages.robustness.family import robustness_cells
-from leakexp.runner.registry import runner, typed
+from leakexp.runner.registry import compose, runner, typed
 
 log = logging.getLogger("leakexp")
 FAILED: list[str] = []  # "cell: reason" of every cell this process ran that failed
@@ -52,6 +53,31 @@ def job_cell(cfg: DictConfig) -> tuple[Cell, Path]:
     (the launchers' job names) and recorded against its cell."""
     cell = Cell(str(cfg.corpus.name), str(cfg.leakage.name), int(cfg.size), str(cfg.model.name), int(cfg.seed))
     return cell, Path(str(cfg.store)).expanduser().resolve()
+
+
+class CheckSweep(Callback):
+    """Before a multirun launches its first job (any launcher): every job's configuration composed and checked, and
+    every input its cells read looked for (leakexp.grid.preflight); what would fail every job alike is said once and
+    nothing is launched (exit 2)."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        from hydra.core.global_hydra import GlobalHydra
+
+        from leakexp.grid.preflight import check_sweep, sweep_jobs
+
+        params = OmegaConf.to_container(config.hydra.sweeper.get("params") or {}, resolve=False)
+        jobs = sweep_jobs({k: str(v) for k, v in params.items()}, list(config.hydra.overrides.task))
+        jobs = [[o for o in job if not o.lstrip("+~").startswith("hydra")] for job in jobs]
+        held = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
+        try:  # composing here re-initialises Hydra's global state: the multirun's is put back after
+            message = check_sweep(jobs, compose)
+        finally:
+            GlobalHydra.instance().clear()
+            if held is not None:
+                GlobalHydra.instance().initialize(held)
+        if message:
+            print(f"leakexp-run: {message}", file=sys.stderr, flush=True)
+            raise SystemExit(2)
 
 
 @hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")

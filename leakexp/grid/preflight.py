@@ -114,5 +114,50 @@ def check(s: Settings, overrides: Iterable[str] = (), cells: list[Cell] | None =
     return found, render(found, overrides, described(cells))
 
 
+def sweep_jobs(params: dict, arguments: list[str]) -> list[list[str]]:
+    """Every job's overrides of a multirun, as Hydra's basic sweeper makes them: the sweeper's ``params`` (an
+    experiment's grid), then the command line's, every combination of their comma lists."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides([*(f"{k}={v}" for k, v in params.items()), *arguments])
+    return BasicSweeper.split_arguments(parsed, None)[0]
+
+
+def check_sweep(jobs: list[list[str]], compose) -> str | None:
+    """What stops a whole sweep before it launches a job, as one message (None: it may start): each distinct
+    configuration of its jobs composed and checked once (a job differs from another in its cell's size and seed
+    only where nothing else differs), every training set the pool cannot fill, every input its cells lack."""
+    configs: dict[tuple, list[str]] = {}
+    for job in jobs:
+        configs.setdefault(tuple(o for o in job if o.partition("=")[0] not in ("size", "seed")), job)
+    errors: list[str] = []
+    first = None
+    chosen: list[Cell] = []
+    for shape, job in configs.items():
+        try:
+            s = compose(job)
+        except Exception as exc:  # a bad setting: the same for every job of this shape
+            errors.append(f"{' '.join(job)}: {' '.join(str(exc).split())}")
+            continue
+        first = first or s
+        for other in jobs:
+            if tuple(o for o in other if o.partition("=")[0] not in ("size", "seed")) == shape:
+                given = dict(o.partition("=")[::2] for o in other)
+                chosen.append(Cell(s.corpus.name, s.leakage.name, int(given.get("size", s.run.size)), s.model.name,
+                                   int(given.get("seed", s.run.seed))))
+        errors += bad_sizes(s, [c for c in chosen if (c.corpus, c.leakage) == (s.corpus.name, s.leakage.name)])
+    errors = list(dict.fromkeys(errors))
+    found = missing(first, list(dict.fromkeys(chosen))) if first is not None else []
+    if not errors and not found:
+        return None
+    lines = [f"the sweep of {len(jobs)} job(s) was not started: it would fail the same way in every job"]
+    lines += [f"  - {e}" for e in errors]
+    if found:
+        lines.append(render(found, [o for o in jobs[0] if o.partition("=")[0] not in CELL_KEYS],
+                            f"{len(jobs)} job(s)"))
+    return "\n".join(lines)
+
+
 class MissingInputs(RuntimeError):
     """Inputs a run reads are not on this machine; the message is the one report of all of them."""
