@@ -19,7 +19,11 @@ CELL_EXPERIMENT = $(if $(filter toy_%,$(CORPUS)),demo,paper)
 EXPERIMENT ?= demo
 ARGS ?=
 
-.PHONY: help setup lock test test-kernels test-slurm test-slow test-all test-gpu bench-gpu demo fetch grid cell tables status plan bench clean
+# the cell variables given on make's command line or in the environment, as overrides (`make check MODEL=monot5`)
+GIVEN_CELL = $(foreach v,CORPUS LEAKAGE SIZE MODEL SEED,$(if $(filter command line environment,$(origin $(v))),$(shell echo $(v) | tr A-Z a-z)=$($(v))))
+CHECK_EXPERIMENT = $(if $(filter command line environment,$(origin CORPUS)),$(CELL_EXPERIMENT),paper)
+
+.PHONY: help setup lock test test-kernels test-slurm test-slow test-all test-gpu bench-gpu demo fetch check grid cell tables status plan bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -97,6 +101,9 @@ demo: setup ## the whole pipeline on the embedded toy world (CPU, minutes); prin
 
 fetch: setup ## download what the paper's grid reads and is public (models, GloVe, SPIRE-22 files, ir_datasets' public files); lists the rest
 	$(BIN)/leakexp fetch experiment=paper $(ARGS)
+
+check: setup ## every input the paper's grid (or the cell CORPUS=… MODEL=… … names) still lacks, in one report
+	$(BIN)/leakexp check experiment=$(CHECK_EXPERIMENT) $(GIVEN_CELL) $(ARGS)
 
 grid: setup ## the paper's grid (experiment=paper) as a Hydra multirun; add hydra/launcher=gpu_slurm on a cluster
 	$(BIN)/leakexp-run -m experiment=paper $(ARGS)

@@ -413,7 +413,7 @@ def case_paper_plan(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command), [*bare_paper(ctx), *PAPER_TINY])
     assert rc == 0, err
     assert "job list: 9 cells (--jobs FILE writes them, one per line)" in out and "a run will still need" in out
-    assert "verify.annotations is not set" in out and "glove.6B.300d.txt" in out, out
+    assert "(verify.annotations)" in out and "glove.6B.300d.txt" in out, out
 
 
 def case_paper_status(ctx: Ctx, command: str) -> None:
@@ -452,8 +452,23 @@ def case_paper_build(ctx: Ctx, command: str) -> None:
     case_paper_compute(ctx, command)
 
 
+def missing_report(rc: int, out: str, what: str) -> str:
+    """The one report of every missing input: its heading names the grid or the cell, then each input's lines."""
+    assert out.startswith("leakexp: ") or re.match(r"^\d+ input\(s\) missing", out), out
+    assert re.search(rf"^(leakexp: )?\d+ input\(s\) missing for {re.escape(what)}:$", out, re.M), out
+    assert "Traceback" not in out and "from: " in out and "to: " in out, out
+    return out
+
+
 def case_paper_cell(ctx: Ctx, command: str) -> None:
-    case_paper_compute(ctx, command)
+    """On the bare machine the cell refuses with the one report, before any work, asking nothing of what a monoT5
+    cell does not read (GloVe); with every input it passes every check."""
+    argv = words(command)
+    rc, out, err = ctx.run(argv, bare_paper(ctx))
+    assert rc == 2
+    report = missing_report(rc, err, "cell robust04/msm/16000/monot5/seed-3")
+    assert "glove" not in report and "bert-base-uncased" not in report and "t5-base" in report
+    assert not (ctx.tmp / "paper-store").exists()  # refused before any work
     from leakexp.stages.cell import cell_from_config
 
     cfg = checks_before_data([*words(command)[1:], *furnished_paper(ctx)])
@@ -613,6 +628,19 @@ def case_leakexp_run(ctx: Ctx, command: str) -> None:
     if ann:  # the documented annotation files, relative to the working directory
         stand_ins = [s for s in stand_ins if not s.startswith("verify.annotations=")]
     checks_before_data([*job, *stand_ins])
+
+
+def case_paper_check(ctx: Ctx, command: str) -> None:
+    """``leakexp check``: on the bare machine every input the grid (or the cell) lacks, in one report, exit 1."""
+    argv = words(command)
+    rc, out, err = ctx.run(argv, bare_paper(ctx))
+    assert rc == 1, err
+    cell = "model=monot5" in argv
+    report = missing_report(rc, out, "cell robust04/msm/16000/monot5/seed-3" if cell else "the configured grid")
+    for corpus in ("robust04", "core17", "core18"):
+        assert f"query variants of {corpus}" in report
+    assert ("glove.6B.300d.txt" in report) is not cell
+    assert not (ctx.tmp / "paper-store").exists()
 
 
 # -- toolkit commands on small files ------------------------------------------------------------------------------
@@ -1083,8 +1111,10 @@ CASES = {
     "make fetch": ("make", case_make_leakexp),
     "leakexp fetch experiment=paper": ("paper", case_paper_fetch),
     "make plan EXPERIMENT=paper": ("make", case_make_leakexp),
-    'make grid ARGS="verify.annotations=[ann/01.jsonl,ann/02.jsonl,ann/03.jsonl,ann/04.jsonl]"':
-        ("make", case_make_leakexp),
+    "make check": ("make", case_make_leakexp),
+    "leakexp check experiment=paper": ("paper", case_paper_check),
+    "make check CORPUS=robust04 LEAKAGE=msm SIZE=16000 MODEL=monot5 SEED=3": ("make", case_make_leakexp),
+    "make grid": ("make", case_make_leakexp),
     "make status EXPERIMENT=paper": ("make", case_make_leakexp),
     "make tables EXPERIMENT=paper": ("make", case_make_leakexp),
     "leakexp robustness experiment=paper": ("paper", _paper()),
@@ -1111,6 +1141,7 @@ CASES = {
     "--out rs": ("files", case_resttest),
     "leakexp measure": ("name", case_name),
     "leakexp fetch": ("name", case_name),
+    "leakexp check": ("name", case_name),
     "leakexp measure RUN... --qrels QRELS": ("name", lambda ctx, c: case_name(ctx, "leakexp measure")),
     "leakexp split-eval": ("name", lambda ctx, c: case_name(ctx, "leakexp split-eval")),
     "leakexp measure bundled:core17.bm25-anserini.top100.run.gz --qrels bundled:qrels.core17.txt.gz experiment=paper":
@@ -1142,7 +1173,7 @@ CASES = {
     "make bench": ("make", case_make_bench),
     "leakexp status --verify": ("toy", case_toy_status_verify),
     'make grid ARGS="hydra/launcher=gpu_local"': ("make", case_make_leakexp),
-    'LEAKEXP_STORE=/shared/leakexp-store make grid ARGS="hydra/launcher=gpu_slurm verify.annotations=[…]"':
+    'LEAKEXP_STORE=/shared/leakexp-store make grid ARGS="hydra/launcher=gpu_slurm"':
         ("make", case_make_leakexp),
     "leakexp compare-runs --corpus core17 --run bundled:core17.bm25-anserini.top100.run.gz experiment=paper "
     "rerank.first_stage=null": ("paper", case_paper_compare_runs),
@@ -1195,7 +1226,9 @@ RECIPES = {
     "leakexp-run -m experiment=paper verify.annotations=[ann/01.jsonl,ann/02.jsonl,ann/03.jsonl,ann/04.jsonl]":
         ("paper", case_leakexp_run),
     "leakexp-run -m experiment=paper hydra/launcher=gpu_local": ("paper", case_leakexp_run),
-    "leakexp-run -m experiment=paper hydra/launcher=gpu_slurm verify.annotations=[…]": ("paper", case_leakexp_run),
+    "leakexp-run -m experiment=paper hydra/launcher=gpu_slurm": ("paper", case_leakexp_run),
+    "leakexp check experiment=paper corpus=robust04 leakage=msm size=16000 model=monot5 seed=3":
+        ("paper", case_paper_check),
 }
 
 

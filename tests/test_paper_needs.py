@@ -161,10 +161,12 @@ def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_onc
     message = str(err.value)
     assert message.startswith("verify.annotations is not set: ") and "\n" not in message
     assert "webis-de/SPIRE-22 src/main/resources/manual-annotations/" in message
-    assert "`leakexp fetch` with this run's overrides downloads them into fetch.dir and prints this setting" in message
+    assert "downloads them into fetch.dir, where a null verify.annotations finds them" in message
     assert all(name in message for name in FINAL_NAMES)
-    assert main(["grid", *overrides]) == 2
-    assert capsys.readouterr().err == f"leakexp: config error: {message}\n"
+    assert main(["grid", *overrides]) == 2  # refused with the one report of what the grid lacks, before any work
+    err = capsys.readouterr().err
+    assert err.startswith("leakexp: 4 input(s) missing for the configured grid:\n"), err
+    assert all(f"SPIRE-22 annotations {name} (verify.annotations)" in err for name in FINAL_NAMES)
     assert not (tmp_path / "store").exists()
     runner(cfg, needs=("embed",))  # detection and `annotations review` come before the annotations
     with pytest.raises(ConfigError, match="^verify.annotations=truth .* needs data.kind=toy, not irds: the real "
@@ -174,7 +176,7 @@ def test_real_data_without_annotations_refuses_to_compute_and_status_says_it_onc
     assert main(["status", *overrides]) == 1
     out, needs = capsys.readouterr().out.split("a run will still need")
     out = out.splitlines()
-    assert len(out) < 20 and "verify.annotations is not set" in needs  # then the list of what a run needs
+    assert len(out) < 20 and "(verify.annotations)" in needs  # then the list of what a run needs
     rows = {line.split()[0]: [int(x) for x in line.split()[1:]] for line in out[1:12]}
     missing = STATES.index("missing")  # the data is there (the miniature corpora): what lacks is the annotations
     assert rows["build"][-1] == rows["build"][missing] == 56 and rows["index"][-1] == 2  # 3 corpora x 2 types x 8 + 8
@@ -197,8 +199,8 @@ def test_plan_and_status_of_the_paper_run_without_any_input_and_list_what_a_run_
     out = capsys.readouterr().out
     assert "job list: 1800 cells" in out
     needs = out.split("a run will still need (")[1]
-    for setting in ("corpus robust04 has no query variants", "verify.annotations is not set",
-                    "model.embeddings names glove.6B.300d.txt", "detect.sbert="):
+    for setting in ("corpus robust04 has no query variants", "(verify.annotations)",
+                    "word vectors glove.6B.300d.txt (embeddings of knrm, duet, pacrr)", "(detect.sbert)"):
         assert setting in needs, setting
     assert main(["status", "experiment=paper", store]) == 1  # nothing done yet, and it says why
     assert "corpus robust04 has no query variants" in capsys.readouterr().out

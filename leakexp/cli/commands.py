@@ -218,7 +218,7 @@ def report_robustness(r, asks: list[Ask], cells, options) -> None:
 def cmd_grid(overrides: list[str], *, demo: bool = False) -> int:
     start = time.time()
     s = compose((["experiment=demo"] if demo else []) + overrides)
-    refuse_missing(s, [], grid_cells(s))  # every input the grid lacks, in one report, before any work
+    refuse_missing(s, [])  # every input the grid lacks, in one report, before any work
     r = runner(s)
     r.store.require_writable("leakexp demo" if demo else "leakexp grid")
     s = r.settings
@@ -316,7 +316,7 @@ def _print_unmet(s, overrides: list[str] = ()) -> None:
     """What a run will still need, as one block (read-only commands list it; only commands that compute refuse)."""
     found = preflight.missing(s, preflight.chosen_cells(s, overrides))
     if found:
-        print(preflight.render(found, overrides, heading="a run will still need"))
+        print(preflight.report_text(found, overrides, heading="a run will still need"))
 
 
 def cmd_check(overrides: list[str]) -> int:

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from leakexp.grid.fetch import Need, needs
-from leakexp.runner.registry import missing_files
+from leakexp.runner.registry import unreadable_files
 from leakexp.runner.schema import Settings
 from leakexp.stages.build import check_size
 from leakexp.stages.cell import Cell, grid_cells
 
-CELL_KEYS = ("corpus", "leakage", "size", "model", "seed")
+CELL_OVERRIDES = ("corpus", "leakage", "size", "model", "seed")
 # the files that `leakexp fetch` checks the bundled runs against: no stage reads them
 NOT_READ = ("runs",)
 
@@ -29,7 +29,7 @@ def cell_filter(overrides: Iterable[str]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for o in overrides:
         key, eq, value = o.partition("=")
-        if eq and key in CELL_KEYS:
+        if eq and key in CELL_OVERRIDES:
             out[key] = {v.strip() for v in value.split(",")}
     return out
 
@@ -37,7 +37,7 @@ def cell_filter(overrides: Iterable[str]) -> dict[str, set[str]]:
 def composable(overrides: Iterable[str]) -> list[str]:
     """The overrides with each cell key's comma list cut to its first value (one configuration to compose; the
     others are cells of it, :func:`chosen_cells`)."""
-    return [o if o.partition("=")[0] not in CELL_KEYS else o.split(",")[0] for o in overrides]
+    return [o if o.partition("=")[0] not in CELL_OVERRIDES else o.split(",")[0] for o in overrides]
 
 
 def chosen_cells(s: Settings, overrides: Iterable[str]) -> list[Cell] | None:
@@ -65,7 +65,7 @@ def missing(s: Settings, cells: list[Cell] | None = None) -> list[Need]:
     found, _ = needs(s, models)
     out = [n for n in found if not n.here and n.kind not in NOT_READ]
     named = {n.where for n in out}
-    for setting, path, message in missing_files(s, models):
+    for setting, path, message in unreadable_files(s, models):
         if str(path) not in named:
             out.append(Need("setting", setting, str(path), False, None, message))
     return out
@@ -85,17 +85,19 @@ def bad_sizes(s: Settings, cells: list[Cell]) -> list[str]:
 def source(n: Need, overrides: Iterable[str] = ()) -> str:
     """Where a missing input comes from: the fetch command (and its URL), or what to do by hand."""
     if n.get is not None:
-        shown = " ".join(o for o in overrides if o.partition("=")[0] not in CELL_KEYS)
+        shown = " ".join(o for o in overrides if o.partition("=")[0] not in (*CELL_OVERRIDES, "store"))
         return f"leakexp fetch --only {n.kind} {shown}".rstrip() + (f" (from {n.url})" if n.url else "")
     return " ".join((n.how or "place it there by hand").split())
 
 
-def render(found: list[Need], overrides: Iterable[str] = (), what: str = "the configured grid",
-           heading: str = "missing") -> str:
-    """The one report: every missing input with where it comes from and where it goes; or the all-present line."""
+def report_text(found: list[Need], overrides: Iterable[str] = (), what: str = "the configured grid",
+           heading: str | None = None) -> str:
+    """The one report: every missing input with where it comes from and where it goes; or the all-present line.
+    ``heading``: its first words in place of "N input(s) missing" (status and plan: what a run will still need)."""
     if not found:
         return f"all inputs present for {what}"
-    lines = [f"{len(found)} input(s) {heading} for {what}:"]
+    lines = [f"{heading} ({len(found)} input(s)) for {what}:" if heading else
+             f"{len(found)} input(s) missing for {what}:"]
     for n in found:
         lines += [f"  - {n.what}", f"      from: {source(n, overrides)}", f"      to:   {n.where}"]
     return "\n".join(lines)
@@ -111,7 +113,7 @@ def check(s: Settings, overrides: Iterable[str] = (), cells: list[Cell] | None =
     """What :func:`missing` finds for the cells the overrides name (or ``cells``; else the grid), and its report."""
     cells = chosen_cells(s, overrides) if cells is None else cells
     found = missing(s, cells)
-    return found, render(found, overrides, described(cells))
+    return found, report_text(found, overrides, described(cells))
 
 
 def sweep_jobs(params: dict, arguments: list[str]) -> list[list[str]]:
@@ -154,7 +156,7 @@ def check_sweep(jobs: list[list[str]], compose) -> str | None:
     lines = [f"the sweep of {len(jobs)} job(s) was not started: it would fail the same way in every job"]
     lines += [f"  - {e}" for e in errors]
     if found:
-        lines.append(render(found, [o for o in jobs[0] if o.partition("=")[0] not in CELL_KEYS],
+        lines.append(report_text(found, [o for o in jobs[0] if o.partition("=")[0] not in CELL_OVERRIDES],
                             f"{len(jobs)} job(s)"))
     return "\n".join(lines)
 

@@ -125,7 +125,7 @@ def _once(hooks) -> list:
     return list({getattr(fn, "__func__", fn): fn for fn in hooks}.values())
 
 
-def missing_files(s: Settings, models: Iterable[str] | None = None) -> list[tuple[str, str, str]]:
+def unreadable_files(s: Settings, models: Iterable[str] | None = None) -> list[tuple[str, str, str]]:
     """(setting, path, the error naming both) of every file the configuration names that cannot be read
     (``models``: of those models' settings only)."""
     out = []

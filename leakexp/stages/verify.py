@@ -32,8 +32,8 @@ def missing_annotations(why: str) -> ConfigError:
     return ConfigError(
         f"{why}: the real data's candidates are verified by the study's manual annotations; give the four final "
         f"files of {SPIRE22_ANNOTATIONS} as verify.annotations=[DIR/{',DIR/'.join(FINAL_NAMES)}] (DIR: where you "
-        f"saved them; `leakexp fetch` with this run's overrides downloads them into fetch.dir and prints this "
-        f"setting), or your own annotations of `leakexp annotations review`")
+        f"saved them; `leakexp fetch` with this run's overrides downloads them into fetch.dir, where a null "
+        f"verify.annotations finds them), or your own annotations of `leakexp annotations review`")
 
 
 def annotation_files(spec, data_kind: str) -> list[Path]:
