@@ -196,7 +196,8 @@ def test_fetch_puts_glove_the_annotations_and_the_runs_where_the_paper_reads_the
         assert (dl / "run-files" / name).read_bytes() == data
         assert f"the bundled {RUNS[name]} is its top-100" in out
     assert not list(tmp_path.rglob("*.part"))
-    override = re.search(r"^the annotation files are read with: (verify\.annotations=\[.*\])$", out, re.M).group(1)
+    override = re.search(r"^the annotation files are found there by verify.annotations: null, the paper's setting "
+                         r"\(the same as (verify\.annotations=\[.*\])\)$", out, re.M).group(1)
     assert override == f"verify.annotations=[{','.join(str(dl / 'manual-annotations' / n) for n in ANNOTATION_NAMES)}]"
     # what cannot be fetched: the query variants (and the licensed documents not in ir_datasets' home), with where
     manual = out.split("cannot be fetched (")[1]
@@ -213,6 +214,14 @@ def test_fetch_puts_glove_the_annotations_and_the_runs_where_the_paper_reads_the
     runner(compose([*overrides, override, f"store={tmp_path / 'store'}", "detect.fields=[title,description]",
                     "grid.models=[knrm]", f"model_overrides.knrm.embeddings={tmp_path / 'glove.6B.300d.txt'}"]),
            needs=("verify",))
+    # ... and without that override: a null verify.annotations reads the fetched files, under the same key
+    from leakexp.runner.stage import Ask
+
+    plain = [*overrides, f"store={tmp_path / 'store'}", "detect.fields=[title,description]", "grid.models=[knrm]"]
+    s = compose(plain)
+    assert s.verify.annotations == [str(dl / "manual-annotations" / n) for n in ANNOTATION_NAMES]
+    named = runner(compose([*plain, override]), readonly=True)
+    assert runner(s, readonly=True).key(Ask.of("verify")) == named.key(Ask.of("verify"))
     requests = len(served.seen)
     assert main(["fetch", *overrides, "--only", "glove", "annotations", "runs"]) == 0
     assert "fetch: 0 fetched, 7 already here, 0 failed" in capsys.readouterr().out and len(served.seen) == requests

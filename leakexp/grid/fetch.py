@@ -331,7 +331,8 @@ def fetch(s: Settings, *, only: list[str] | None = None, listing: bool = False,
                 say(f"FAILED   {n.what}: {' '.join(str(exc).split())}")
                 failed += 1
     if override and any(n.kind == "annotations" for n in fetchable):
-        say(f"the annotation files are read with: {override}")
+        say(f"the annotation files are found there by verify.annotations: null, the paper's setting (the same as "
+            f"{override})")
     if manual:
         say(f"cannot be fetched ({len(manual)}): place each where it says")
         for n in manual:

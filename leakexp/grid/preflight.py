@@ -11,6 +11,8 @@ is not touched: nothing is keyed, read or written there.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from collections.abc import Iterable
 
 from leakexp.grid.fetch import Need, needs
@@ -46,14 +48,14 @@ def chosen_cells(s: Settings, overrides: Iterable[str]) -> list[Cell] | None:
     wanted = cell_filter(overrides)
     if not wanted:
         return None
-    cells = [c for c in grid_cells(s) if all(str(getattr(c, k)) in v for k, v in wanted.items())]
+    grid = grid_cells(s)
+    cells = [c for c in grid if all(str(getattr(c, k)) in v for k, v in wanted.items())]
     if cells:
         return cells
-    m = s.model.name
-    return [Cell(corpus, leakage, int(size), model, int(seed))
-            for corpus in wanted.get("corpus", {s.corpus.name}) for leakage in wanted.get("leakage", {s.leakage.name})
-            for size in wanted.get("size", {s.run.size}) for model in wanted.get("model", {m})
-            for seed in wanted.get("seed", {s.run.seed})]
+    # values outside the grid (seed=2 of a one-seed grid): the grid's cells with those values
+    out = [dataclasses.replace(c, **{k: type(getattr(c, k))(v) for k, v in zip(wanted, combo)})
+           for c in grid for combo in itertools.product(*(sorted(v) for v in wanted.values()))]
+    return list(dict.fromkeys(out))
 
 
 def missing(s: Settings, cells: list[Cell] | None = None) -> list[Need]:
