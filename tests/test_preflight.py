@@ -241,3 +241,23 @@ def test_readme_paper_recipe_from_nothing_placed_to_a_clean_check(tmp_path):
     after = results["check-after"]
     assert (after["rc"], after["out"]) == (0, "all inputs present for the configured grid\n"), after["out"]
     assert (tmp_path / "glove.6B.300d.txt").read_bytes() == b"the 0.1 0.2 0.3\nnews 0.3 0.2 0.1\n"
+
+
+def test_a_monot5_job_needs_no_glove_where_the_grid_has_knrm(tmp_path, monkeypatch):
+    """The checks a computing job makes before any work ask for the cell's model's files and weights only: a monoT5
+    cell of the paper's grid is not refused for GloVe, which KNRM, PACRR and Duet read."""
+    from conftest import paper_env
+    from test_hub import fake_cache
+    from test_paper_needs import PAPER_MODELS
+
+    from leakexp.runner.registry import check_requirements, compose
+    from leakexp.runner.stage import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    overrides = paper_env(tmp_path, monkeypatch)
+    monkeypatch.delenv("LEAKEXP_GLOVE")
+    monkeypatch.setenv("HF_HUB_CACHE", str(fake_cache(tmp_path / "hub", *PAPER_MODELS)))
+    s = compose([*overrides, f"store={tmp_path / 'store'}", *CELL, "model=monot5"])
+    check_requirements(s, models=["monot5"])
+    with pytest.raises(ConfigError, match="embeddings names glove.6B.300d.txt, which does not exist"):
+        check_requirements(s, models=["knrm"])

@@ -31,7 +31,7 @@ from leakexp.runner.loop import each
 from leakexp.stages.cell import Cell
 from leakexp.grid.work import robust, run_cell
 from leakexp.stages.robustness.family import robustness_cells
-from leakexp.runner.registry import compose, runner, typed
+from leakexp.runner.registry import check_requirements, compose, runner, typed
 
 log = logging.getLogger("leakexp")
 FAILED: list[str] = []  # "cell: reason" of every cell this process ran that failed
@@ -87,7 +87,9 @@ def run(cfg: DictConfig) -> dict:
 
     def work(cell: Cell) -> dict:
         validate_config(cfg)
-        r = runner(typed(cfg))
+        s = typed(cfg)
+        check_requirements(s, models=[cell.model])  # the cell's model's files and weights, not the whole grid's
+        r = runner(s, files=False)
         means = run_cell(r, cell)
         if r.settings.robustness.enabled and cell in robustness_cells(r.settings):
             robust(r, cell)
