@@ -548,7 +548,7 @@ def case_paper_fetch(ctx: Ctx, command: str) -> None:
         repo, commit = pinned.split("@")
         assert f"to fetch Hugging Face model {repo} at {commit}" in out, out
     assert "to fetch word vectors glove.6B.300d.txt" in out and out.count("to fetch SPIRE-22 annotations") == 4
-    assert out.count("to fetch SPIRE-22 run") == 2 and "the annotation files are read with: verify.annotations=[" in out
+    assert out.count("to fetch SPIRE-22 run") == 2 and "the annotation files are found there by verify.annotations: null" in out
     assert "  - query variants of robust04: " in out.split("cannot be fetched (")[1], out
     assert not (ctx.tmp / "downloads").exists()
     rc, out, err = ctx.run(words(command), overrides, ["--only", "models"])

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from leakexp.grid.fetch import Need, needs
 from leakexp.runner.registry import unreadable_files
 from leakexp.runner.schema import Settings
+from leakexp.runner.stage import ConfigError
 from leakexp.stages.build import check_size
 from leakexp.stages.cell import Cell, grid_cells
 
@@ -44,7 +45,7 @@ def composable(overrides: Iterable[str]) -> list[str]:
 
 def chosen_cells(s: Settings, overrides: Iterable[str]) -> list[Cell] | None:
     """The cells the command line's cell keys choose among the grid's (None: no cell key given, the whole grid);
-    a cell outside the grid is the one the keys name."""
+    values the grid does not hold (``seed=2`` of a one-seed grid) give the grid's cells with those values."""
     wanted = cell_filter(overrides)
     if not wanted:
         return None
@@ -79,7 +80,7 @@ def bad_sizes(s: Settings, cells: list[Cell]) -> list[str]:
     for corpus, leakage, size in dict.fromkeys((c.corpus, c.leakage, c.size) for c in cells):
         try:
             check_size(s, corpus, leakage, size, f"size={size}")
-        except Exception as exc:  # a ConfigError naming the size and the largest the pool fills
+        except ConfigError as exc:  # names the size and the largest the pool fills
             lines.append(str(exc))
     return list(dict.fromkeys(lines))
 
@@ -130,8 +131,8 @@ def sweep_jobs(params: dict, arguments: list[str]) -> list[list[str]]:
 
 def check_sweep(jobs: list[list[str]], compose) -> str | None:
     """What stops a whole sweep before it launches a job, as one message (None: it may start): each distinct
-    configuration of its jobs composed and checked once (a job differs from another in its cell's size and seed
-    only where nothing else differs), every training set the pool cannot fill, every input its cells lack."""
+    configuration of its jobs composed and checked once (jobs that differ only in size and seed share one; those are
+    plain numbers the schema checks alike), every training set the pool cannot fill, every input its cells lack."""
     configs: dict[tuple, list[str]] = {}
     for job in jobs:
         configs.setdefault(tuple(o for o in job if o.partition("=")[0] not in ("size", "seed")), job)
