@@ -112,6 +112,7 @@ def test_status_of_one_seed_counts_that_cells_rows_only(tmp_path, capsys):
     assert one["train"][-1] * 2 == grid["train"][-1] > 0  # half the models: those of seed 2
     assert one["evaluate"][-1] * 2 == grid["evaluate"][-1]
     assert one["build"][-1] == grid["build"][-1]  # the training sets do not depend on the seed
+    assert rows("grid.seeds=[1,2]", "seed=1,2") == grid  # a comma list: those cells
     beyond = rows("seed=2")  # the demo's grid has one seed: its cells with seed 2
     assert beyond["train"][-1] == one["train"][-1]
     knrm = rows("grid.seeds=[1,2]", "model=knrm", "seed=2")

@@ -279,7 +279,7 @@ def cmd_status(overrides: list[str], verify: bool = False, why: list[str] | None
     if why:  # `--why build train corpus=...`: the overrides after the stage names are overrides all the same
         overrides = [*overrides, *(w for w in why if "=" in w)]
         why = [w for w in why if "=" not in w]
-    s = compose(overrides)
+    s = compose(preflight.composable(overrides))  # seed=1,2: those cells' rows (preflight.chosen_cells)
     if why:
         print("\n".join(lineage(s, why)))
         return 0
