@@ -6,11 +6,13 @@ intervals and a paired randomization test."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Sequence, TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without it
+    from scipy import stats as sps
 
 
 def vnap(ap: Sequence[float]) -> float:
@@ -201,6 +203,8 @@ def kendall_tau_distance(before: Sequence[str], after: Sequence[str]) -> float:
     Both rankings are strict orders (the pipeline breaks score ties by docno), so no pair is tied and
     scipy's tau-b equals (C - D) / (n(n-1)/2) with C + D = n(n-1)/2, hence KT = (1 - tau) / 2 exactly.
     NaN for fewer than two documents (no pairs)."""
+    from scipy import stats as sps
+
     b, a = list(before), list(after)
     if len(set(b)) != len(b) or len(set(a)) != len(a):
         raise ValueError("a ranking lists a document twice")

@@ -24,11 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
+from typing import TYPE_CHECKING
 
 from leakexp.lib.decisions import MEAN_DECIMALS, rounded
 from leakexp.lib.measures import LOWER_IS_BETTER, SELECTIONS, average, mean_by, tested_values
 
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without it
+    from scipy import stats as sps
 
 
 def assign_folds(qids: list[str], n_folds: int = 5, seed: int = 0) -> dict[str, int]:
@@ -108,6 +110,8 @@ def cross_validate(
 def paired_t(a: pd.Series, b: pd.Series, measure: str | None = None, mfr: str = "reciprocal_of_mrr") -> tuple[float, int]:
     """Two-sided paired Student's t-test (scipy.stats.ttest_rel) on the queries both define; for ``measure`` MFR
     on the values its mean averages (reciprocal ranks for a reciprocal MFR, ``leakexp.lib.measures.tested_values``)."""
+    from scipy import stats as sps
+
     if measure is not None:
         a, b = tested_values(a, measure, mfr), tested_values(b, measure, mfr)
     both = pd.concat([a.rename("a"), b.rename("b")], axis=1).dropna()

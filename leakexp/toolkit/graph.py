@@ -22,12 +22,10 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from leakexp.data.files import DataFormatError
 from leakexp.toolkit.graph_data import (  # the benchmark readers and splits, re-exported as graph.*
@@ -37,6 +35,10 @@ from leakexp.toolkit.graph_data import (  # the benchmark readers and splits, re
     write_edges)
 from leakexp.lib.report import save_figure, write_table
 from leakexp.runner.store import atomic_write_json, atomic_write_text
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without it
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,9 @@ class TrainingGraph:
     (only when all its edges are)."""
 
     def __init__(self, vertices: pd.Index, head: np.ndarray, tail: np.ndarray, antonym: np.ndarray):
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
         n = len(vertices)
         self.vertices, self.n = vertices, n
         ok = head != tail  # a self-loop never lies on a shortest path
@@ -170,6 +175,9 @@ def _split_order(edges: pd.DataFrame, train_split: str) -> list[str]:
 def graph_sizes(edges: pd.DataFrame, train_split: str = "train") -> pd.DataFrame:
     """Table 3: vertices, edges and connected components of each split's graph; for held-out splits also
     their vertices that the training graph lacks (all of them after a vertex split)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
     train_vertices = set(edges.loc[edges.split == train_split, ["head", "tail"]].to_numpy().ravel())
     rows = []
     for name in _split_order(edges, train_split):

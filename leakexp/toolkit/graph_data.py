@@ -8,15 +8,17 @@ import os
 import logging
 import re
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Sequence, TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from leakexp.data.files import DataFormatError
 from leakexp.runner.store import atomic_write_text
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without it
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
 
 log = logging.getLogger(__name__)
 
@@ -313,6 +315,9 @@ def component_split(edges: pd.DataFrame, proportions: Sequence[float] = PAPER_PR
     """The alternative remedy: all edges of a connected component go to one split (no edge is dropped).
     Components are taken largest first (ties in seeded random order) and each goes to the split furthest
     below its share of the edges, so sizes only approximate ``proportions`` when a component is large."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
     check_proportions(proportions)
     vertices, h, t = vertex_index(edges)
     n = len(vertices)
