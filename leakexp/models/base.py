@@ -35,37 +35,23 @@ def with_artifacts(cls: type["Reranker"], settings: Any, params: dict, opened: C
     return {**params, **{a.setting: str(opened(name)) for name, a in cls.artifacts(settings).items()}}
 
 
-_MODULE_CLASSES: dict[type, type] = {}
+class _Declared:
+    """:class:`Module`'s base until a module is built (then torch's ``nn.Module``)."""
 
 
-def _module_class(cls: type) -> type:
-    """``cls`` with torch's ``nn.Module`` mixed in after it, made once per class."""
-    if cls not in _MODULE_CLASSES:
-        from torch import nn
-
-        _MODULE_CLASSES[cls] = type(cls.__name__, (cls, nn.Module),
-                                    {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
-    return _MODULE_CLASSES[cls]
-
-
-def _rebuilt(cls: type, state: dict) -> "Module":
-    obj = object.__new__(_module_class(cls))
-    obj.__setstate__(state)
-    return obj
-
-
-class Module:
-    """A torch module (``nn.Module``) declared without importing torch: building one mixes torch's module into its
-    class (once per class), so a model's module declares, registers and validates its settings without torch and
-    the commands that compute nothing (``--help``, ``status``, ``plan``, ``stages``, ``tables``) start fast.
-    Parameters, state-dict keys, ``isinstance(m, nn.Module)``, copies and pickles are a torch module's."""
+class Module(_Declared):
+    """A torch module (``nn.Module``) declared without importing torch: the first module built makes torch's
+    ``nn.Module`` the base of this class (and so of every model), so a model's module declares, registers and
+    validates its settings without torch, and the commands that compute nothing (``--help``, ``status``, ``plan``,
+    ``stages``, ``tables``) start fast. A built model is a torch module like any other (its class, parameters,
+    state-dict keys, copies and pickles); ``issubclass(cls, nn.Module)`` holds once one was built."""
 
     def __new__(cls, *args, **kwargs):
-        return object.__new__(_module_class(cls))
+        if Module.__bases__ == (_Declared,):
+            from torch import nn
 
-    def __reduce_ex__(self, protocol):
-        declared = next(c for c in type(self).__mro__ if c in _MODULE_CLASSES)
-        return _rebuilt, (declared, self.__getstate__())
+            Module.__bases__ = (nn.Module,)
+        return super().__new__(cls)
 
 
 def inference_mode(fn):
