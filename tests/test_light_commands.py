@@ -1,6 +1,7 @@
 """The commands that compute nothing start without the libraries that compute: ``--help``, ``status``, ``plan``,
 ``check``, ``stages``, ``measure`` and ``tables`` of a finished store import neither torch nor transformers (nor
-SBERT, Faiss or PyTerrier), each run in a fresh process as a user runs it."""
+SBERT, Faiss or PyTerrier; SciPy's statistics only for the tables; ``--help``, ``stages`` and ``status`` not even
+pandas), each run in a fresh process as a user runs it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from conftest import SMALL
 NEVER = ("torch", "transformers", "sentence_transformers", "faiss", "pyterrier")
 # what only writing the tables needs (their t-tests); the other light commands start without it too
 ONLY_TABLES = ("scipy.stats",)
+# what reads runs, tables and data: the commands that read only the configuration and the done markers start without it
+ONLY_DATA = ("pandas",)
 
 # leakexp's main in a fresh interpreter; at exit it prints which of the modules named in LEAKEXP_WATCHED it imported
 WRAPPER = """import os, sys
@@ -70,7 +73,8 @@ def test_light_commands_import_no_torch(command, small_run, small_store, runs, t
             "check": ["check", *grid], "tables": ["tables", *grid, "--out", str(tmp_path / "tables")],
             "measure": ["measure", str(runs / "a.run"), "--qrels", str(runs / "qrels.txt"),
                         f"store={tmp_path / 'store'}"]}[command]
-    watched = NEVER + (() if command == "tables" else ONLY_TABLES)
+    watched = NEVER + (() if command == "tables" else ONLY_TABLES) + \
+        (ONLY_DATA if command in ("help", "stages", "status") else ())
     rc, out, heavy = leakexp(argv, watched)
     assert heavy == [], (command, out[-3000:])
     if command != "check":  # what check finds is its own business; here only what it imports

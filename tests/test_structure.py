@@ -364,7 +364,7 @@ def test_a_data_source_is_asked_not_branched_on():
 # the libraries that compute: a module imports them inside the functions that compute, so the commands that compute
 # nothing (--help, status, plan, stages, tables, measure) start without them (tests/test_light_commands.py)
 HEAVY = ("torch", "transformers", "sentence_transformers", "faiss", "pyterrier", "scipy", "networkx", "matplotlib",
-         "sklearn")
+         "sklearn", "pandas")
 # torch's optimisers subclass torch.optim.Optimizer; only the trainer imports them, inside make_optimizer
 HEAVY_AT_TOP = {"lib/adafactor.py", "lib/bert_adam.py"}
 
@@ -375,7 +375,7 @@ def _top_level_imports(tree: ast.Module) -> list[ast.stmt]:
 
 def test_heavy_libraries_are_imported_where_used():
     """No module imports a library that computes (torch, transformers, SBERT, Faiss, PyTerrier, SciPy, networkx,
-    matplotlib) at its top, where importing the stage registry, the models' declarations or the command line would
+    matplotlib, pandas) at its top, where importing the stage registry, the models' declarations or the command line would
     load it; annotations name them under ``TYPE_CHECKING``."""
     bad, light = [], {f"leakexp.{p.removesuffix('.py').replace('/', '.')}" for p in HEAVY_AT_TOP}
     for path in sorted(ROOT.rglob("*.py")):

@@ -26,7 +26,7 @@ from leakexp.grid.work import demo_asks, grid_asks
 from leakexp.runner.registry import runner as make_runner
 from leakexp.runner.stage import stages
 
-if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without it
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
     import networkx as nx
 
 

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from pydantic import Field, ValidationError, model_validator
 from tqdm.auto import tqdm
 
@@ -38,7 +37,8 @@ from leakexp.runner.jobs import allocated_cpus
 from leakexp.runner.schema import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Section, section
 from leakexp.runner.store import atomic_write_text
 
-if TYPE_CHECKING:  # imported where used: declaring a model imports no torch
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
     import torch
     from torch import nn
 
@@ -225,6 +225,8 @@ class PairBatches:
            docs: Any | None = None) -> "PairBatches":
         """The batches of aligned positive and negative rows; ``docs``: the stored tokens of the set's documents
         (keyed by docno), else the documents are encoded here."""
+        import pandas as pd
+
         if docs is None:
             both = pd.concat([pos, neg]).drop_duplicates("docno").sort_values("docno", kind="mergesort")
             docs = model.encode_docs(both["text"].tolist())
@@ -466,6 +468,8 @@ def train(model: nn.Module, instances: pd.DataFrame, *, seed: int, cfg: Training
     It changes no process-wide switch (precision is set once by :func:`configure_precision`). A model that
     reads idf needs ``model.use_idf(table)`` of the training collection before this call.
     """
+    import pandas as pd
+
     import torch
 
     pos, neg = pairs_of(instances)
@@ -588,6 +592,8 @@ def write_history(history: pd.DataFrame, path: str | Path) -> Path:
 
 
 def read_history(path: str | Path) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.read_csv(path)
 
 

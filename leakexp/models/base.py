@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any, Callable, Literal, NamedTuple, Sequence, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from leakexp.lib.trainer import ModelTraining, host_mask, pin_batch, to_device
 from leakexp.models.compute import Compute, CudaSettings, compiled
 from leakexp.models.tokens import Tokens, check_source
 from leakexp.runner.schema import Name, Section
 
-if TYPE_CHECKING:  # imported where used: declaring a model imports no torch
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
     import torch
     from torch import nn
 
@@ -388,6 +388,8 @@ class RerankTransformer:
 
     def __new__(cls, model: Reranker, *, batch_size: int = 64, device: str | None = None, bf16: bool = True,
                 docs: Tokens | None = None, score_dtype: str = "float32"):
+        import pandas as pd
+
         pt = _pt()
         check_score_dtype(score_dtype)
         rows = docs.index() if docs is not None else None

@@ -22,7 +22,7 @@ from leakexp.runner.schema import Name, PositiveInt
 from leakexp.models.vectors import (TOKENIZER_VERSION, word_tokens, batch_ids, distinct_tokens, load_word_vectors,
                                     word_ids)
 
-if TYPE_CHECKING:  # imported where used: declaring a model imports no torch
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
     import torch
     from torch import nn
 

@@ -15,7 +15,7 @@ from typing import Callable, Literal, TYPE_CHECKING
 
 from leakexp.runner.schema import PositiveInt, Section
 
-if TYPE_CHECKING:  # imported where used: declaring a model imports no torch
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
     import torch
 
 

@@ -18,7 +18,7 @@ from leakexp.lib import hub
 from leakexp.models.compute import bucket_width
 from leakexp.models.tokens import Tokens
 
-if TYPE_CHECKING:  # imported where used: declaring a model imports no torch
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
     import torch
 
 

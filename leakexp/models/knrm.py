@@ -9,7 +9,7 @@ from leakexp.models.base import fp32
 from leakexp.models.capreolus import CapreolusReranker, CapreolusSettings
 from leakexp.models.vectors import similarity_matrix
 
-if TYPE_CHECKING:  # imported where used: declaring a model imports no torch
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
     import torch
 
 

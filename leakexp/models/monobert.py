@@ -15,7 +15,7 @@ from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pa
 from leakexp.models.tokens import Tokens
 from leakexp.runner.schema import Name, PositiveInt
 
-if TYPE_CHECKING:  # imported where used: declaring a model imports no torch
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
     import torch
     from torch.nn import functional as F
 

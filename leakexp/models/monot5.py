@@ -21,7 +21,7 @@ from leakexp.models.hftokens import (EMBEDDED_T5, T5_BASE, check_rows, encode_te
 from leakexp.models.tokens import Tokens
 from leakexp.runner.schema import Name, PositiveInt
 
-if TYPE_CHECKING:  # imported where used: declaring a model imports no torch
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
     import torch
     from torch import nn
     from torch.nn import functional as F

@@ -11,7 +11,7 @@ from leakexp.models.capreolus import CapreolusReranker, CapreolusSettings, WordC
 from leakexp.models.vectors import similarity_matrix
 from leakexp.runner.schema import PositiveInt
 
-if TYPE_CHECKING:  # imported where used: declaring a model imports no torch
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
     import torch
     from torch import nn
     from torch.nn import functional as F

@@ -22,7 +22,7 @@ from leakexp.models.base import autocast_off
 from leakexp.models.tokens import Tokens
 from leakexp.runner.store import config_hash
 
-if TYPE_CHECKING:  # imported where used: declaring a model imports no torch
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
     import torch
 
 
