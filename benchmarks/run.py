@@ -1054,10 +1054,66 @@ def bench_plan(root: Path) -> None:
     emit("startup_measure_exit_code", proc.returncode)
 
 
+def _fresh_seconds(argv: list[str], cwd: Path, env: dict, runs: int = 3) -> tuple[float, int]:
+    """The median wall seconds of ``leakexp ARGV`` in a fresh process (imports included) over ``runs`` runs, and the
+    last run's exit code."""
+    seconds, rc = [], 0
+    for _ in range(runs):
+        start = time.perf_counter()
+        rc = subprocess.run([sys.executable, "-m", "leakexp.cli.main", *argv], cwd=cwd, env=env,
+                            capture_output=True, text=True).returncode
+        seconds.append(time.perf_counter() - start)
+    return sorted(seconds)[len(seconds) // 2], rc
+
+
+def demo_store(root: Path) -> Path:
+    """A finished demo store: $LEAKEXP_BENCH_DEMO_STORE, else the repository's ``store/`` where `make demo` left
+    one, else one made now by `leakexp demo` (minutes)."""
+    named = os.environ.get("LEAKEXP_BENCH_DEMO_STORE")
+    if named:
+        return Path(named)
+    here = Path(__file__).resolve().parents[1] / "store"
+    if (here / "evaluate").is_dir() and (here / "logs" / "computed.tsv").exists():
+        return here
+    store = root / "demo-store"
+    if not (store / "evaluate").is_dir():
+        print(f"startup: no finished demo store; making one in {store} (leakexp demo)", file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, "-m", "leakexp.cli.main", "demo", f"store={store}"], cwd=root, check=True,
+                       capture_output=True)
+    return store
+
+
+def bench_startup(root: Path) -> None:
+    """Each command that computes nothing, from process start to exit as a user runs it (median of three fresh
+    processes): `--help`, `stages`, `plan` and `status` of the demo configuration (`status_demo`: of a finished demo
+    store), `measure` of a 100-topic run, and `tables` of the finished demo store into a folder that holds them
+    already (`tables_write_s_demo`: into an empty folder, the tables computed and written once). Goals: measure
+    of 100 topics within 1 s, status of the demo store within 2 s."""
+    # compiled modules kept, as an installed leakexp has them (the Makefile's setting; the median skips the first run)
+    env = {**os.environ, "LEAKEXP_STORE": str(root / "startup-store"), "PYTHONDONTWRITEBYTECODE": ""}
+    store = demo_store(root)
+    run, qrels = root / "startup.run", root / "startup.qrels"
+    run.write_text("".join(f"{q} Q0 d{d} {d + 1} {100 - d} bench\n" for q in range(100) for d in range(100)))
+    qrels.write_text("".join(f"{q} 0 d{7 * j + q % 7} {j % 3}\n" for q in range(100) for j in range(10)))
+    tables = root / "startup-tables"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "leakexp.cli.main", "tables", f"store={store}", "--out", str(tables)],
+                   cwd=root, env=env, capture_output=True)
+    emit("tables_write_s_demo", round(time.perf_counter() - start, 2))
+    commands = {"help": ["--help"], "stages": ["stages"], "plan": ["plan"], "status_demo": ["status", f"store={store}"],
+                "measure_100_topics": ["measure", str(run), "--qrels", str(qrels)],
+                "tables_demo": ["tables", f"store={store}", "--out", str(tables)]}
+    for name, argv in commands.items():
+        seconds, rc = _fresh_seconds(argv, root, env)
+        emit(f"startup_s_{name}", round(seconds, 2))
+        if rc not in (0, 1):  # status: 1 while a store is incomplete
+            emit(f"startup_{name}_exit_code", rc)
+
+
 SECTIONS = {"detect": bench_detect, "build": bench_build, "rerank": bench_rerank, "train": bench_train,
             "monot5": bench_monot5, "pipeline": bench_pipeline, "graph": bench_graph, "audit": bench_audit,
             "gpu": bench_gpu, "demo": bench_demo, "ties": bench_ties,
-            "plan": bench_plan}
+            "plan": bench_plan, "startup": bench_startup}
 
 
 def main(argv: list[str]) -> int:

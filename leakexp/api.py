@@ -23,7 +23,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.runner.registry import compose, runner as make_runner
 from leakexp.grid.work import counted
@@ -31,6 +31,10 @@ from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import Settings
 from leakexp.runner.stage import Ask, stages
 from leakexp.stages.cell import Cell, grid_cells
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 CELL_FIELDS = ("corpus", "leakage", "size", "model", "seed")
 
@@ -73,6 +77,8 @@ class GridStore:
     def cells(self) -> pd.DataFrame:
         """The configured grid's cells, one row each (corpus, leakage, size, model, seed) with the state of its
         train, rerank and evaluate artifacts: done, missing, running, failed, damaged, stale or data missing."""
+        import pandas as pd
+
         per_cell = [st.name for st in stages() if st.per_cell]  # a cell's own stages: train, rerank, evaluate
         rows = [[*(getattr(c, f) for f in CELL_FIELDS), *(self.runner.state(c.ask(s))[0] for s in per_cell)]
                 for c in grid_cells(self.settings)]
@@ -82,6 +88,8 @@ class GridStore:
         """A cell from keywords (``corpus=…, leakage=…, size=…, model=…, seed=…``), a row of :meth:`cells`, a
         :class:`~leakexp.stages.cell.Cell` or its path ``corpus/leakage/size/model/seed-N``; any cell, in the grid or
         not."""
+        import pandas as pd
+
         if isinstance(cell, Cell):
             return cell
         if isinstance(cell, str):
@@ -123,6 +131,8 @@ class GridStore:
     def first_stage(self, corpus: str):
         """The stored first-stage top-k of the corpus's topics (the run its cells re-rank) as a PyTerrier transformer:
         given topics, their rows (qid, query, docno, score, rank)."""
+        import pandas as pd
+
         import pyterrier as pt
 
         ask = Ask.of("firststage", corpus=corpus)
@@ -170,10 +180,14 @@ class GridStore:
 
     def run(self, cell=None, **fields) -> pd.DataFrame:
         """The cell's stored re-ranking (qid, query, docno, score, rank), as the evaluation read it."""
+        import pandas as pd
+
         return pd.read_parquet(self._done(self.cell(cell, **fields), "rerank") / "run.parquet")
 
     def evaluation(self, cell=None, **fields) -> pd.DataFrame:
         """The cell's per-topic values (qid, measure, value) as the tables average them: MFR's misses counted as
         ``evaluate.mfr_missing`` says (``leakexp.lib.measures.average`` gives a measure's reported mean)."""
+        import pandas as pd
+
         path = self._done(self.cell(cell, **fields), "evaluate")
         return counted(self.settings, pd.read_parquet(path / "perquery.parquet"))

@@ -408,6 +408,43 @@ def case_name(ctx: Ctx, command: str) -> None:
     assert rc == 0 and out.startswith("usage: leakexp " + " ".join(words(command))), out
 
 
+def _user_corpus(ctx: Ctx) -> Path:
+    """docs/data.md's own corpus: a copy of a shipped corpus file under its own name in a LEAKEXP_CONF directory."""
+    conf = ctx.tmp / "my-conf"
+    (conf / "corpus").mkdir(parents=True)
+    text = (ROOT / "conf" / "corpus" / "toy_robust.yaml").read_text()
+    (conf / "corpus" / "mycorpus.yaml").write_text(text.replace("name: toy_robust", "name: mycorpus"))
+    ctx.monkeypatch.setenv("LEAKEXP_CONF", str(conf))
+    ctx.monkeypatch.setenv("XDG_CONFIG_HOME", str(ctx.tmp / "xdg"))
+    return conf
+
+
+def case_user_corpus_cfg(ctx: Ctx, command: str) -> None:
+    import yaml
+
+    _user_corpus(ctx)
+    store = ctx.tmp / "store"
+    rc, out, err = ctx.run(words(command), [f"store={store}", "data.corpora=[toy_robust,mycorpus]"])
+    assert rc == 0, err
+    cfg = yaml.safe_load(out)
+    assert cfg["corpus"]["name"] == "mycorpus" and cfg["store"] == str(store) and not store.exists()
+
+
+def case_user_corpus_info(ctx: Ctx, command: str) -> None:
+    conf = _user_corpus(ctx)
+    rc, out, err = ctx.run(words(command))
+    assert rc == 0, err
+    assert out.splitlines()[1:3] == [f"  {conf}", f"  {ROOT / 'conf'}"], out
+    assert "  corpus: core17, core18, mycorpus, robust04, toy_core17, toy_core18, toy_robust" in out
+
+
+def case_groups_help(ctx: Ctx, command: str) -> None:
+    _user_corpus(ctx)
+    rc, out, err = ctx.run(words(command))
+    assert rc == 0 and "config groups (" in out
+    assert re.search(r"^  corpus +core17, core18, mycorpus, robust04", out, re.M), out
+
+
 # -- experiment=paper --------------------------------------------------------------------------------------------
 def case_paper_plan(ctx: Ctx, command: str) -> None:
     rc, out, err = ctx.run(words(command), [*bare_paper(ctx), *PAPER_TINY])
@@ -1160,6 +1197,10 @@ CASES = {
     # README.md and docs/*.md: inline examples
     "leakexp status --why train rerank corpus=… leakage=… size=… model=… seed=…": ("toy", case_toy_status_why),
     "leakexp stages": ("toy", case_toy_stages),
+    # docs/data.md: your own corpora
+    "leakexp train --help": ("name", case_groups_help),
+    "leakexp cell --cfg job corpus=mycorpus": ("name", case_user_corpus_cfg),
+    "leakexp cell --info": ("name", case_user_corpus_info),
     "leakexp diff STORE_A STORE_B": ("files", case_diff),
     "leakexp tables evaluate.mfr=arithmetic evaluate.mfr_missing=skip": ("toy", case_toy_tables_variant),
     "leakexp diff": ("name", case_name),

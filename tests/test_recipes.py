@@ -9,7 +9,8 @@ from leakexp.lib.adafactor import MeshAdafactor
 from leakexp.runner.config import ConfigError, compose_raw, model_recipe
 from leakexp.runner.registry import compose
 from leakexp.tables.captions import core_test_leak_note
-from leakexp.lib.trainer import Adafactor, PrecisionSettings, Training, make_optimizer
+from leakexp.lib.adafactor import Adafactor
+from leakexp.lib.trainer import PrecisionSettings, Training, make_optimizer
 from leakexp.tables.captions import recipe_note
 
 

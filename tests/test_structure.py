@@ -359,3 +359,31 @@ def test_a_data_source_is_asked_not_branched_on():
                                                      for c in [node.left, *node.comparators]):
                 bad.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}")
     assert bad == []
+
+
+# the libraries that compute: a module imports them inside the functions that compute, so the commands that compute
+# nothing (--help, status, plan, stages, tables, measure) start without them (tests/test_light_commands.py)
+HEAVY = ("torch", "transformers", "sentence_transformers", "faiss", "pyterrier", "scipy", "networkx", "matplotlib",
+         "sklearn", "pandas")
+# torch's optimisers subclass torch.optim.Optimizer; only the trainer imports them, inside make_optimizer
+HEAVY_AT_TOP = {"lib/adafactor.py", "lib/bert_adam.py"}
+
+
+def _top_level_imports(tree: ast.Module) -> list[ast.stmt]:
+    return [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def test_heavy_libraries_are_imported_where_used():
+    """No module imports a library that computes (torch, transformers, SBERT, Faiss, PyTerrier, SciPy, networkx,
+    matplotlib, pandas) at its top, where importing the stage registry, the models' declarations or the command line would
+    load it; annotations name them under ``TYPE_CHECKING``."""
+    bad, light = [], {f"leakexp.{p.removesuffix('.py').replace('/', '.')}" for p in HEAVY_AT_TOP}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node in _top_level_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if rel not in HEAVY_AT_TOP and any(n.split(".")[0] in HEAVY for n in names):
+                bad.append(f"{rel}:{node.lineno}")
+            if any(n in light for n in names) or (isinstance(node, ast.ImportFrom) and node.module in light):
+                bad.append(f"{rel}:{node.lineno}")
+    assert bad == []

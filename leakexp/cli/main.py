@@ -243,6 +243,38 @@ def _take_trailing_overrides(parser, args, extra: list[str]) -> None:
         setattr(args, target, [*getattr(args, target), *words])
 
 
+def _add_hydra_options(sp, command: str, words: list[str]) -> None:
+    """Hydra's ``--cfg`` and ``--info`` on a command that takes overrides, and, for its ``--help``, the config groups
+    and their options as the configuration directories hold them (``leakexp.runner.config.config_groups``)."""
+    sp.add_argument("--cfg", choices=("job", "hydra", "all"), help="print the composed configuration (job: the "
+                    "values the run reads; hydra: Hydra's node; all: both) as YAML and exit, computing nothing")
+    sp.add_argument("--resolve", action="store_true", help="with --cfg: resolve the interpolations")
+    sp.add_argument("--info", action="store_true", help="print the config search path, the defaults as composed "
+                    "and every config group with its options, and exit")
+    if command in words and {"-h", "--help"} & set(words):
+        from leakexp.runner.config import ConfigError, config_groups, user_conf_dirs
+
+        sp.formatter_class = argparse.RawDescriptionHelpFormatter
+        lines = ["config groups (choose one option each: group=option; add your own in $LEAKEXP_CONF or "
+                 "~/.config/leakexp/conf, e.g. corpus/mycorpus.yaml):"]
+        try:
+            lines += [f"  {group:<16} {', '.join(names)}" for group, names in config_groups().items()]
+            if user_conf_dirs():
+                lines.append(f"user configuration: {', '.join(str(d) for d in user_conf_dirs())}")
+        except ConfigError as exc:
+            lines.append(f"  (config error: {exc})")
+        lines.append("any value: key=value (e.g. train.epochs=2); --cfg job shows them all")
+        sp.epilog = "\n".join(lines)
+
+
+def _show_config(args) -> int:
+    """``--cfg`` / ``--info``: the configuration a command would run with, printed; nothing is computed."""
+    from leakexp.runner.config import config_info, config_yaml
+
+    print(config_info(args.overrides) if args.info else config_yaml(args.overrides, args.cfg, args.resolve), end="")
+    return 0
+
+
 def commands_epilog(sub, groups: dict[str, tuple[str, ...]]) -> str:
     """Every command of ``sub`` once, under its group of ``groups``, with its one-line help."""
     import textwrap
@@ -272,11 +304,13 @@ def main(argv: list[str] | None = None) -> int:
     # the commands are listed once, grouped, in the epilog (argparse's own list would be one flat block)
     sub = parser.add_subparsers(dest="command", required=True, metavar="command", help=argparse.SUPPRESS, prog="leakexp")
     # the stages' commands, from the registered stages (measure starts as trec_eval does: without the stages)
-    word = next((w for w in (sys.argv[1:] if argv is None else argv) if not w.startswith("-")), None)
+    words = list(sys.argv[1:] if argv is None else argv)
+    word = next((w for w in words if not w.startswith("-")), None)
     stage_cmds = {} if word == "measure" else stage_commands()
     for name, help_text in {**stage_cmds, **OTHER_COMMANDS}.items():
         sp = sub.add_parser(name, help=help_text, description=help_text)
         sp.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. corpus=toy_core17 seed=2")
+        _add_hydra_options(sp, name, words)
         if name == "build":
             sp.add_argument("--export-monot5", action="store_true",
                             help="also write each set in the monoT5 text format under <store>/exports/monot5/")
@@ -308,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                        "cluster's login node) with the overrides of the runs to come; the runs then need no network. "
                        "Exit 1 when a download failed.")
     f.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. experiment=paper")
+    _add_hydra_options(f, "fetch", words)
     f.add_argument("--only", nargs="+", choices=FETCH_KINDS, metavar="KIND",
                    help=f"fetch only these kinds: {', '.join(FETCH_KINDS)}")
     f.add_argument("--list", action="store_true", help="say what would be fetched and what is here; download nothing")
@@ -393,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
         out = getattr(args, "out", None)
         if out and os.path.isfile(out) and args.command != "measure":  # an output folder cannot be an existing file
             raise FileExistsError(f"--out {out} is an existing file; give a directory (it is created if missing)")
+        if getattr(args, "cfg", None) or getattr(args, "info", False):  # Hydra's --cfg / --info: nothing computed
+            return _show_config(args)
         if args.command == "measure":
             return c_measure(args)
         if args.command in PAIR_COMMANDS:

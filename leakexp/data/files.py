@@ -9,13 +9,15 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Iterable, Iterator
-
-import pandas as pd
+from typing import Iterable, Iterator, TYPE_CHECKING
 
 from leakexp.data.types import Topic
 from leakexp.runner.stage import DataUnavailable  # noqa: F401  (the data readers raise it; the runner's error)
 from leakexp.runner.store import file_digest
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +132,8 @@ def read_topic_ids(path: str | Path) -> list[str]:
 
 def read_qrels(path: str | Path) -> pd.DataFrame:
     """TREC qrels ``qid iter docno label`` -> frame (qid, docno, label)."""
+    import pandas as pd
+
     path = Path(path)
     rows = []
     for n, line in _lines(path):
@@ -184,6 +188,8 @@ def read_queries(path: str | Path) -> pd.DataFrame:
     An id on two lines with different texts is an error (which query would its judgments belong to?); a
     repeated identical line is dropped with a warning that counts them.
     """
+    import pandas as pd
+
     path = Path(path)
     queries = _dedup(_tsv_rows(path, "queries"), path, "queries", "query id")
     return pd.DataFrame(list(queries.items()), columns=["qid", "text"])

@@ -5,15 +5,17 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
-
-import pandas as pd
+from typing import Callable, Iterator, TypeVar, TYPE_CHECKING
 
 from leakexp.data.doctext import document_text
 from leakexp.data.files import DataFormatError, DataUnavailable, file_identity, read_variants
 from leakexp.data.irds_files import dataset_files, home, missing_message, shown
 from leakexp.data.types import Collection, Topic, TrainPool
 from leakexp.runner.store import atomic_write_json
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -262,6 +264,8 @@ def _topic(q, variants: dict[str, list[str]]) -> Topic:
 
 def load_irds_collection(name: str, dataset_id: str, *, variants: str | None = None) -> Collection:
     """A test collection from ir_datasets; query variants come from a separate TSV (not in ir_datasets)."""
+    import pandas as pd
+
     ds = load_dataset(dataset_id)
     require_files(collection_requests(dataset_id))
     variant_map = read_variants(variants) if variants else {}
@@ -283,6 +287,8 @@ def load_irds_collection(name: str, dataset_id: str, *, variants: str | None = N
 
 def load_irds_train_pool(msmarco_id: str, orcas_id: str, *, name: str = "train") -> TrainPool:
     """MS MARCO + ORCAS training queries with their relevant documents (label >= 1), keyed by (source, qid)."""
+    import pandas as pd
+
     for dataset_id in (msmarco_id, orcas_id):
         load_dataset(dataset_id)  # an unknown id first
     require_files(pool_requests(msmarco_id, orcas_id))  # MS MARCO's documents, queries, qrels and ORCAS's: at once

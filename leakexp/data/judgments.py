@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.data.files import read_qrels, read_trec_topics
 from leakexp.data.types import Topic
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 FOLDER = Path(__file__).parent / "trec"
 BUNDLED_RUNS = Path(__file__).parent / "runs"  # runs shipped with leakexp (see its README.md)

@@ -16,11 +16,15 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.data.files import (DataFormatError, files_identity, read_docs, read_qrels, read_queries, read_trec_topics,
                                 read_variants)
 from leakexp.data.types import SOURCES, Collection, DictDocStore, Topic, TrainPool
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +46,8 @@ def load_local_train_pool(
     *, msmarco: Path, orcas: Path, msmarco_qrels: Path, orcas_qrels: Path, docs: Path, name: str = "train"
 ) -> TrainPool:
     """Training queries and their judgments per source (one id may name different queries in the two sources)."""
+    import pandas as pd
+
     frames, judged = [], []
     for source, path, qrels_path in (("msmarco", msmarco, msmarco_qrels), ("orcas", orcas, orcas_qrels)):
         q = read_queries(path)
@@ -140,6 +146,8 @@ class ToySource(Source):
     made_by = "toy"
 
     def planted_leaks(self, made: Path) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.read_csv(Path(made) / "truth" / "leaks.tsv", sep="\t", dtype=str)
 
     def pool_queries(self, data: Mapping) -> tuple[int, str] | None:

@@ -28,11 +28,15 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.data.files import write_docs_jsonl, write_qrels, write_trec_topics
 from leakexp.data.lexicon import BACKGROUND_THEMES, TEST_THEMES
 from leakexp.data.types import Topic
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 LEAK_TYPES = ("Identical", "Specialization", "Generalization", "Reformulation")
 DECOY = "Different Topic"
@@ -197,6 +201,8 @@ def generate(
     doc_words: tuple[int, int] = (60, 120),
 ) -> dict:
     """Write the toy world under ``out`` and return key figures. Same seed, same bytes."""
+    import pandas as pd
+
     out = Path(out)
     rng = random.Random(seed)
     writer = _Writer(rng)

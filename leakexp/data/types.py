@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Protocol
+from typing import Iterator, Mapping, Protocol, TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 TOPIC_FIELDS = ("title", "description", "variant")
 SOURCES = ("msmarco", "orcas")
@@ -65,6 +67,8 @@ class Collection:
 
     def topics_frame(self, field_name: str = "title") -> pd.DataFrame:
         """PyTerrier topics frame (qid, query) for one topic field."""
+        import pandas as pd
+
         return pd.DataFrame(
             [(t.qid, t.text(field_name)) for t in self.topics.values()], columns=["qid", "query"]
         )
@@ -110,6 +114,8 @@ class TrainPool:
         source only), ``ambiguous`` (the id exists in several sources and no text matches: one row per
         source), ``missing`` (no pool query has the id; source, qid and text are empty).
         """
+        import pandas as pd
+
         norm = lambda t: " ".join(str(t).casefold().split())  # noqa: E731
         by_id: dict[str, list[tuple[str, str]]] = {}
         for qid, text, source in zip(self.queries.qid, self.queries.text, self.queries.source):

@@ -14,7 +14,8 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-import networkx as nx
+from typing import TYPE_CHECKING
+
 from leakexp.data.files import DataUnavailable
 from leakexp.runner.pipeline import Runner
 from leakexp.runner.schema import Settings
@@ -24,6 +25,10 @@ from leakexp.stages.sources import pool_source
 from leakexp.grid.work import demo_asks, grid_asks
 from leakexp.runner.registry import runner as make_runner
 from leakexp.runner.stage import stages
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import networkx as nx
+
 
 GRAPH_FORMATS = (".png", ".svg")
 
@@ -103,6 +108,8 @@ def edges(infos: list[StageInfo]) -> list[tuple[str, str]]:
 def stage_graph(infos: list[StageInfo]) -> nx.DiGraph:
     """One node per stage, an edge from each input stage to the stage that reads it; ``layer``: the node's
     topological generation (stages on a cycle, if any, share one)."""
+    import networkx as nx
+
     g = nx.DiGraph()
     for s in infos:
         g.add_node(s.name, used=s.used)
@@ -158,6 +165,8 @@ def draw(infos: list[StageInfo], path: Path) -> Path:
     """The stage graph as ``dvc dag`` draws it: layers top to bottom by topological generation, an arrow from each
     input to the stage that reads it, unused stages grey; PNG or SVG by ``path``'s suffix. In an SVG each arrow's
     id is ``edge:<input>:<stage>`` and each node's ``stage:<name>``."""
+    import networkx as nx
+
     import matplotlib
 
     matplotlib.use("Agg")

@@ -13,13 +13,15 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Iterable, Iterator
-
-import pandas as pd
+from typing import Iterable, Iterator, TYPE_CHECKING
 
 from leakexp.data.files import DataFormatError
 from leakexp.lib.analysis import (DEFAULT_ANALYSIS, _stop_set, analyzed_text, check_analysis, clean_query)
 from leakexp.lib.trec import read_run, refuse_duplicates
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +136,8 @@ def bm25_search(
 
     Queries get the index's analysis and backend (``stemmer`` / ``stopwords`` / ``backend``, when given, must
     match it): PISA's, or Anserini's ``SearchCollection`` (:func:`anserini_search`, in Anserini's order)."""
+    import pandas as pd
+
     repeated = queries.qid.astype(str).value_counts()
     repeated = repeated[repeated > 1]
     if len(repeated):  # results are matched to queries by id: one id per query (MS MARCO and ORCAS may share one)
@@ -389,6 +393,8 @@ def anserini_search(index_path: Path, queries: pd.DataFrame, *, depth: int = 100
                     batch: int = SEARCH_BATCH) -> pd.DataFrame:
     """Top-``depth`` BM25 of Anserini's ``SearchCollection`` (qid, docno, score, rank[0-based]) in Anserini's
     order (its own tie-breaking), topics in batches of ``batch`` queries, ``threads`` in parallel."""
+    import pandas as pd
+
     import tempfile
 
     index_path = Path(index_path)

@@ -5,10 +5,14 @@ Section 3). Every decision on a similarity is made on its rounded value (``leake
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.data.types import Collection
 from leakexp.lib.decisions import above, near, ranked
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 # corpora: the corpora ("|"-joined) whose topic has this text in this field; a topic id that two corpora use
 # with different texts (the Common Core tracks reused Robust04 ids) is a different topic for each.
@@ -21,6 +25,8 @@ def topic_fields(collections: list[Collection], fields: list[str]) -> pd.DataFra
     A text that several corpora share for the same topic id and field is searched once; a topic id that a
     corpus reuses with another text (the Common Core tracks reused Robust04 ids) gets its own rows.
     """
+    import pandas as pd
+
     rows: dict[tuple[str, str, str], list] = {}
     for c in collections:
         for t in c.topics.values():
@@ -72,6 +78,8 @@ def in_corpus(corpora: pd.Series, corpus: str) -> pd.Series:
 
 def table1(cands: pd.DataFrame, corpora: dict[str, list[str]], threshold: float) -> pd.DataFrame:
     """Topics (T) and queries (Q) above the threshold per corpus, field, and source set (paper's Table 1)."""
+    import pandas as pd
+
     hits = above_threshold(cands, threshold)
     rows = []
     for corpus, qids in corpora.items():
@@ -91,6 +99,8 @@ def table1(cands: pd.DataFrame, corpora: dict[str, list[str]], threshold: float)
 
 def table1_wide(t: pd.DataFrame) -> pd.DataFrame:
     """Table 1 in the paper's layout: rows = field, columns = corpus x (MSM, +ORC) x (T, Q)."""
+    import pandas as pd
+
     rows = []
     for field_name in ("Title", "Description", "Variants", "Union"):
         row = {"Candidates": field_name}

@@ -12,7 +12,11 @@ fall on the other side on another machine; the stages that cut there record it.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 SIMILARITY_DECIMALS = 4
 SIMILARITY_STEP = 10.0 ** -SIMILARITY_DECIMALS

@@ -29,7 +29,10 @@ from functools import lru_cache
 
 import ir_measures
 import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
 
 
 MEASURE_ORDER = ("nDCG@10", "P@1", "MFR")
@@ -143,6 +146,8 @@ def reported(mean: float, measure: str, mfr: str) -> float:
 
 def average(values: pd.Series, measure: str, mfr: str) -> float:
     """The reported mean of per-topic values (NaN, e.g. a skipped MFR miss, left out; NaN when none is left)."""
+    import pandas as pd
+
     v = tested_values(pd.Series(values, dtype=float), measure, mfr).dropna()
     return reported(float(v.mean()), measure, mfr) if len(v) else float("nan")
 
@@ -232,6 +237,8 @@ def per_query(run: pd.DataFrame, qrels: pd.DataFrame, names: list[str], *, mfr_m
     0 (``zero``; MFR then follows ``mfr_missing``). :func:`without_relevant` names them. MFR's value is the first
     relevant rank whatever ``evaluate.mfr``: the definition acts where values are averaged (:func:`average`).
     """
+    import pandas as pd
+
     if no_relevant not in NO_RELEVANT:
         raise ValueError(f"evaluate.no_relevant={no_relevant!r} is unknown; use skip or zero")
     measures = parse_measures(names, mfr_missing=mfr_missing, depth=depth)

@@ -5,10 +5,13 @@ topics, and the size the cross-validation chose."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 LEAKED = ("msm", "test")
 ORIGIN = {"msm": "msm-leak", "test": "test-leak"}
@@ -34,6 +37,8 @@ def hypothetical_rank(score: float, docno: str, run_scores: Sequence[float], run
 def leaked_pairs(instances: pd.DataFrame, leakage: str) -> pd.DataFrame:
     """One row per leaked query of a training set: pair, train_qid, train_query, source and the docno and
     text of its relevant (label 1) and non-relevant (label 0) document."""
+    import pandas as pd
+
     if leakage not in LEAKED:
         raise ValueError(f"leakage={leakage!r} has no leaked instances; use msm or test")
     leaked = instances[instances.origin == ORIGIN[leakage]]
@@ -57,6 +62,8 @@ def msm_topics(pairs: pd.DataFrame, verified: pd.DataFrame, corpus: str = "") ->
     (an annotation's text may be normalised differently). A query that leaks for several topics counts
     for each.
     """
+    import pandas as pd
+
     v = verified[["train_qid", "query", "topic_qid"]].astype(str).drop_duplicates()
     by_text = pairs.merge(v, left_on=["train_qid", "train_query"], right_on=["train_qid", "query"])
     rest = pairs[~pairs.pair.isin(by_text.pair)]
@@ -77,6 +84,8 @@ def leaked_documents(pairs: pd.DataFrame, topics: pd.DataFrame) -> pd.DataFrame:
 
     ``topics``: (pair, topic) — for test leakage each pair's own topic, for MSM leakage ``msm_topics``.
     """
+    import pandas as pd
+
     both = pairs.merge(topics, on="pair", validate="one_to_many")
     rows = []
     for label, prefix in ((1, "pos"), (0, "neg")):
@@ -186,6 +195,8 @@ def cv_choice(cv_sizes: pd.DataFrame, measure: str) -> pd.DataFrame:
     """The size the cross-validation chose most often (over folds) per corpus, model and leaked type, for
     ``measure``; ties go to the smaller size (as the CV's own choice). Columns corpus, model, leakage,
     size, folds (how many folds chose it), of (folds in all)."""
+    import pandas as pd
+
     s = cv_sizes[(cv_sizes.measure == measure) & cv_sizes.leakage.isin(LEAKED)]
     rows = []
     for (corpus, model, leakage), g in s.groupby(["corpus", "model", "leakage"], sort=True):

@@ -6,10 +6,14 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.lib.measures import MEASURE_ORDER, mean_by
 from leakexp.runner.store import atomic_write_text
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 LEAKAGE_ORDER = ("none", "msm", "test")
 TABLE_MEASURES = ("nDCG@10", "MFR", "P@1")
@@ -22,6 +26,8 @@ def _is_missing(v) -> bool:
 
 
 def _numeric(col: pd.Series) -> bool:
+    import pandas as pd
+
     return pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
 
 
@@ -31,6 +37,8 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = "{:.3f}") -> str:
     Cells are written as given (so ``**bold**`` and ``<span style="color:red">`` marks render); floats use
     ``floatfmt``, missing values stay empty, ``|`` is escaped and numeric columns are right-aligned.
     """
+    import pandas as pd
+
     def fmt(v) -> str:
         if _is_missing(v):
             return ""
@@ -56,6 +64,8 @@ def per_seed_means(results: pd.DataFrame, *, mfr: str) -> pd.DataFrame:
 def seed_spread(results: pd.DataFrame, keys: list[str], *, mfr: str) -> pd.DataFrame:
     """Per group of ``keys`` (which include ``measure`` but not ``seed``): ``mean`` of the seeds' topic means (for a
     reciprocal MFR 1 / the mean of the seeds' MRRs), ``std`` of the seeds' topic means, and ``count`` of seeds."""
+    import pandas as pd
+
     per_seed = per_seed_means(results, mfr=mfr)
     spread = per_seed.groupby(keys).value.agg(["std", "count"])
     mean = mean_by(per_seed, keys, mfr).set_index(keys).value.rename("mean")
@@ -64,6 +74,8 @@ def seed_spread(results: pd.DataFrame, keys: list[str], *, mfr: str) -> pd.DataF
 
 def summary(results: pd.DataFrame, *, mfr: str) -> pd.DataFrame:
     """One row per (corpus, model, size): each measure x leakage as mean over seeds (+ std, seeds)."""
+    import pandas as pd
+
     agg = seed_spread(results, ["corpus", "model", "size", "measure", "leakage"], mfr=mfr)
     measures = [m for m in MEASURE_ORDER if m in set(agg.measure)] + sorted(set(agg.measure) - set(MEASURE_ORDER))
     rows = []
@@ -109,6 +121,8 @@ def latex_table(df: pd.DataFrame, caption: str, label: str | None = None) -> str
 
     Cells, column names and the caption are escaped with :func:`latex_escape`; floats have three decimals.
     """
+    import pandas as pd
+
     def fmt(v) -> str:
         if _is_missing(v):
             return ""

@@ -6,11 +6,13 @@ intervals and a paired randomization test."""
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Sequence, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-from scipy import stats as sps
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+    from scipy import stats as sps
 
 
 def vnap(ap: Sequence[float]) -> float:
@@ -157,6 +159,8 @@ def drop_rate(new: float, reference: float) -> float:
 def drop_contributions(new: pd.Series, reference: pd.Series | float) -> pd.Series:
     """Per-topic terms whose mean is the drop rate: (new(q) - ref(q)) / mean(ref), or (new(q) - P_ref) / P_ref
     for a scalar reference (DR_OOD). They give the paired tests of leaked vs. no leakage a per-topic value."""
+    import pandas as pd
+
     if isinstance(reference, pd.Series):
         ref_mean = float(reference.mean())
         diff = new - reference
@@ -201,6 +205,8 @@ def kendall_tau_distance(before: Sequence[str], after: Sequence[str]) -> float:
     Both rankings are strict orders (the pipeline breaks score ties by docno), so no pair is tied and
     scipy's tau-b equals (C - D) / (n(n-1)/2) with C + D = n(n-1)/2, hence KT = (1 - tau) / 2 exactly.
     NaN for fewer than two documents (no pairs)."""
+    from scipy import stats as sps
+
     b, a = list(before), list(after)
     if len(set(b)) != len(b) or len(set(a)) != len(a):
         raise ValueError("a ranking lists a document twice")
@@ -222,6 +228,8 @@ def manipulation_effects(run: pd.DataFrame, pairs: pd.DataFrame, relevant: set[t
     Change (TC) and the normalised Kendall-tau distance (KT) of the two rankings (Wu et al. 2022, Eqs. 20-22), and
     for stuffing the stuffed document's ranks, its gain and whether it is judged relevant (``relevant``: (qid,
     docno) pairs)."""
+    import pandas as pd
+
     rows = []
     for qid, g in run.groupby("qid", sort=True):
         changed = pairs[pairs.qid == qid]
@@ -241,6 +249,8 @@ def manipulation_effects(run: pd.DataFrame, pairs: pd.DataFrame, relevant: set[t
 def attack_effects(before: pd.Series, after: pd.Series, applied: set) -> pd.DataFrame:
     """Per topic (``before``: the measure per qid on the stored run; ``after``: on the run with the attacked topics
     re-scored), whether the attack changed its query and the measure before and after."""
+    import pandas as pd
+
     return pd.DataFrame({"qid": before.index, "applied": before.index.isin(applied),
                          "original": before.values, "attacked": after.reindex(before.index).values})
 

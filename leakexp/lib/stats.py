@@ -23,12 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
-from scipy import stats as sps
+from typing import TYPE_CHECKING
 
 from leakexp.lib.decisions import MEAN_DECIMALS, rounded
 from leakexp.lib.measures import LOWER_IS_BETTER, SELECTIONS, average, mean_by, tested_values
 
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+    from scipy import stats as sps
 
 
 def assign_folds(qids: list[str], n_folds: int = 5, seed: int = 0) -> dict[str, int]:
@@ -69,6 +71,8 @@ def cross_validate(
     """CV of one (model, leakage, measure). ``grid``: seed-averaged rows (size, qid, value) of that
     leakage; ``baseline``: the same for ``none`` (needed by ``max_effect``). Means are the reported ones
     (``leakexp.lib.measures.average``: 1/MRR for a reciprocal MFR)."""
+    import pandas as pd
+
     if selection not in SELECTIONS:
         raise ValueError(f"evaluate.cv_selection={selection!r} is unknown; use best or max_effect")
     lower = measure in LOWER_IS_BETTER
@@ -108,6 +112,10 @@ def cross_validate(
 def paired_t(a: pd.Series, b: pd.Series, measure: str | None = None, mfr: str = "reciprocal_of_mrr") -> tuple[float, int]:
     """Two-sided paired Student's t-test (scipy.stats.ttest_rel) on the queries both define; for ``measure`` MFR
     on the values its mean averages (reciprocal ranks for a reciprocal MFR, ``leakexp.lib.measures.tested_values``)."""
+    import pandas as pd
+
+    from scipy import stats as sps
+
     if measure is not None:
         a, b = tested_values(a, measure, mfr), tested_values(b, measure, mfr)
     both = pd.concat([a.rename("a"), b.rename("b")], axis=1).dropna()
@@ -142,6 +150,8 @@ def evaluate_corpus(
     corrects over the non-baseline systems) and a significance flag; sizes lists the chosen size per fold.
     ``mfr`` (``evaluate.mfr``): how MFR's first ranks are averaged and tested.
     """
+    import pandas as pd
+
     a = avg[avg.corpus == corpus]
     folds = assign_folds(a.qid.unique().tolist(), n_folds, fold_seed)
     rows, size_rows = [], []

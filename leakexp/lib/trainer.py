@@ -26,21 +26,22 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import torch
 from pydantic import Field, ValidationError, model_validator
-from torch import nn
 from tqdm.auto import tqdm
 
-from leakexp.lib.adafactor import Adafactor, MeshAdafactor
-from leakexp.lib.bert_adam import BertAdamW
 from leakexp.runner.config import model_config
 from leakexp.runner.jobs import allocated_cpus
 from leakexp.runner.schema import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, Section, section
 from leakexp.runner.store import atomic_write_text
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+    import torch
+    from torch import nn
+
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ OPTIMIZERS = typing.get_args(Optimizer)
 
 
 def set_seed(seed: int) -> None:
+    import torch
+
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -65,6 +68,8 @@ def set_seed(seed: int) -> None:
 def no_decay_parameter_names(model: nn.Module) -> set[str]:
     """Biases and normalisation weights: no weight decay (dl4marco-bert's exclude_from_weight_decay=["LayerNorm",
     "layer_norm", "bias"], google-research/bert optimization.py; HF Trainer.get_decay_parameter_names)."""
+    from torch import nn
+
     out = set()
     for mod_name, module in model.named_modules():
         is_norm = isinstance(module, nn.LayerNorm) or "norm" in type(module).__name__.lower()
@@ -76,6 +81,8 @@ def no_decay_parameter_names(model: nn.Module) -> set[str]:
 
 def make_optimizer(model: nn.Module, cfg: Training) -> torch.optim.Optimizer:
     """The configured optimiser over trainable parameters, in two groups: with and without weight decay."""
+    import torch
+
     skip = no_decay_parameter_names(model)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     groups = [{"params": [p for n, p in named if n not in skip], "weight_decay": cfg.weight_decay},
@@ -85,6 +92,9 @@ def make_optimizer(model: nn.Module, cfg: Training) -> torch.optim.Optimizer:
     # equal to it within float32 rounding: monoBERT's embedding matrix made the step a quarter of its training time;
     # on a GPU PyTorch's default (foreach) is kept
     fused = {"fused": True} if named and all(p.device.type == "cpu" for _, p in named) else {}
+    from leakexp.lib.adafactor import Adafactor, MeshAdafactor  # torch optimisers: imported when one is built
+    from leakexp.lib.bert_adam import BertAdamW
+
     if cfg.optimizer == "adam":
         return torch.optim.Adam(groups, lr=cfg.lr, eps=cfg.adam_eps, **fused)
     if cfg.optimizer == "adamw":
@@ -196,9 +206,10 @@ def pairs_of(instances: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 SYNC_EVERY = 50  # updates between two reads of the losses from the device
 
 
-class PairBatches(torch.utils.data.Dataset):
+class PairBatches:
     """The micro-batches of a run as the model's input tensors, gathered from token ids (documents encoded once,
-    queries once), so that a DataLoader's workers collate them off the training thread.
+    queries once), so that a DataLoader's workers collate them off the training thread: a map-style dataset (its
+    length and items), as a DataLoader takes one, declared without importing torch.
 
     Item ``i`` is micro-batch ``i``: ``{"pos": feats, "neg": feats}`` for a pairwise model, ``{"feats": feats,
     "labels": labels}`` with each query's positive and negative side by side for a pointwise one.
@@ -214,6 +225,8 @@ class PairBatches(torch.utils.data.Dataset):
            docs: Any | None = None) -> "PairBatches":
         """The batches of aligned positive and negative rows; ``docs``: the stored tokens of the set's documents
         (keyed by docno), else the documents are encoded here."""
+        import pandas as pd
+
         if docs is None:
             both = pd.concat([pos, neg]).drop_duplicates("docno").sort_values("docno", kind="mergesort")
             docs = model.encode_docs(both["text"].tolist())
@@ -234,6 +247,8 @@ class PairBatches(torch.utils.data.Dataset):
         return len(self.batches)
 
     def __getitem__(self, i: int) -> dict:
+        import torch
+
         idx = self.batches[i]
         if self.pointwise:  # positive, negative, positive, negative, … (each query's pair adjacent)
             docs = np.column_stack([self.pos[idx], self.neg[idx]]).ravel()
@@ -248,6 +263,8 @@ class PairBatches(torch.utils.data.Dataset):
         batches each), into pinned memory on CUDA so that copies to the device overlap the step. The batches do not
         depend on the workers, and the loader draws its workers' seed from a generator of its own, seeded alike in
         every loader: the global random state (dropout) stays the seed's, and a resumed run needs no loader state."""
+        import torch
+
         data = self if not start else torch.utils.data.Subset(self, range(start, len(self)))
         return torch.utils.data.DataLoader(data, batch_size=None, shuffle=False, num_workers=workers,
                                            pin_memory=pin_memory, prefetch_factor=4 if workers else None,
@@ -301,6 +318,8 @@ class ResumeState:
 
     def load(self) -> dict | None:
         """The saved state of this run, or None (none saved, unreadable, or another run's: each said in the log)."""
+        import torch
+
         if not self.path.exists():
             return None
         try:  # tensors and plain values only: nothing in a state runs code when read
@@ -319,6 +338,8 @@ class ResumeState:
 
     def save(self, state: dict) -> None:
         """Write ``state`` (plus this run's identity) in place of the previous one, atomically."""
+        import torch
+
         start = time.perf_counter()
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f".{self.FILE}.tmp-{os.getpid()}"
@@ -392,6 +413,8 @@ class ResumeState:
 
 
 def _rng_states(device: str) -> dict:
+    import torch
+
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     states = {"python": random.getstate(), "numpy": (kind, keys.tolist(), int(pos), int(has_gauss), float(gauss)),
               "torch": torch.get_rng_state()}
@@ -401,6 +424,8 @@ def _rng_states(device: str) -> dict:
 
 
 def _set_rng_states(states: dict) -> None:
+    import torch
+
     random.setstate(states["python"])
     kind, keys, pos, has_gauss, gauss = states["numpy"]
     np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, gauss))
@@ -443,6 +468,10 @@ def train(model: nn.Module, instances: pd.DataFrame, *, seed: int, cfg: Training
     It changes no process-wide switch (precision is set once by :func:`configure_precision`). A model that
     reads idf needs ``model.use_idf(table)`` of the training collection before this call.
     """
+    import pandas as pd
+
+    import torch
+
     pos, neg = pairs_of(instances)
     lengths = (pos["query"].str.len() + np.maximum(pos["text"].str.len().values, neg["text"].str.len().values)).values
     batches = micro_batches(len(pos), cfg, seed, lengths)
@@ -543,6 +572,8 @@ def batch_loss(model: nn.Module, batch: dict, device: str, amp: bool, z_loss: fl
     TF's term, monoT5 only); copies to the device do not block (the batch is in pinned memory on CUDA). A batch
     without padding goes without its mask (:func:`host_mask`), unless the model computes as before that
     (``compute.legacy``)."""
+    import torch
+
     legacy = getattr(getattr(model, "compute", None), "legacy", False)
     with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp and str(device).startswith("cuda")):
         if "pos" in batch:
@@ -561,6 +592,8 @@ def write_history(history: pd.DataFrame, path: str | Path) -> Path:
 
 
 def read_history(path: str | Path) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.read_csv(path)
 
 
@@ -569,6 +602,8 @@ def host_mask(feats: dict) -> dict:
     collated (a device would have to be asked, and wait): a model then attends without a mask (T5's position bias
     stays (1, H, L, L), BERT gets SDPA's fused kernels) and computes what it computes with an all-ones mask. A padded
     batch keeps its mask."""
+    import torch
+
     mask = feats.get("attention_mask")
     if isinstance(mask, torch.Tensor) and mask.device.type == "cpu" and bool(mask.all()):
         return {k: v for k, v in feats.items() if k != "attention_mask"}
@@ -577,12 +612,16 @@ def host_mask(feats: dict) -> dict:
 
 def pin_batch(feats: dict) -> dict:
     """The CPU tensors of ``feats`` in pinned memory, so that a non-blocking copy to CUDA overlaps compute."""
+    import torch
+
     return {k: v.pin_memory() if isinstance(v, torch.Tensor) and v.device.type == "cpu" else v
             for k, v in feats.items()}
 
 
 def to_device(feats: dict, device: str, non_blocking: bool = False) -> dict:
     """Tensors of ``feats`` on ``device`` (``non_blocking``: from pinned memory, the copy overlaps compute)."""
+    import torch
+
     return {k: v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v
             for k, v in feats.items()}
 

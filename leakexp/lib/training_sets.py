@@ -31,10 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.data.types import SOURCES, Collection, TrainPool
 from leakexp.lib.seeded import draw_two, stable_rng, stable_seeds
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,8 @@ def filler_order(pool: TrainPool, excluded: set[tuple[str, str]], seed: int) -> 
 
     Any prefix is balanced between the sources (±1) until the smaller source runs out.
     """
+    import pandas as pd
+
     per_source = []
     for source in SOURCES:
         q = pool.source_queries(source)
@@ -102,6 +108,8 @@ class Negatives:
     @classmethod
     def from_frames(cls, qrels: pd.DataFrame, run: pd.DataFrame, seed: int) -> "Negatives":
         """``qrels`` (source, qid, docno) and a BM25 ``run`` (source, qid, docno, rank)."""
+        import pandas as pd
+
         for frame, what in ((qrels, "qrels"), (run, "run")):
             if "source" not in frame.columns:
                 raise ValueError(f"training {what} need a 'source' column: queries are keyed by (source, qid)")
@@ -165,6 +173,8 @@ class Negatives:
         """Per row of ``queries`` (source, qid), in order: ``pos`` and ``neg`` docnos (None without a relevant or
         without a candidate negative document) and ``ok``. The draws are those of the seeded generator of
         ``(seed, "pair", source, qid)``: a relevant document, then a candidate negative, uniformly."""
+        import pandas as pd
+
         code = self.codes(queries)
         neg_q, neg_doc = self.run_q[~self.run_rel], self.run_doc[~self.run_rel]
         rel_start = np.searchsorted(self.rel_q, code, "left")
@@ -186,6 +196,8 @@ class Negatives:
 
     def pair(self, source: str, qid: str) -> tuple[str, str] | None:
         """(relevant docno, non-relevant docno) for a query, or None if it has no candidate negative."""
+        import pandas as pd
+
         r = self.pairs(pd.DataFrame({"source": [source], "qid": [qid]})).iloc[0]
         return (r.pos, r.neg) if r.ok else None
 
@@ -332,6 +344,8 @@ def build_set(
     The set holds ``size`` instances unless test leakage skipped topics without judgments: then it is short by
     the lost occurrences (the fillers stay those of the configured leaked part, as in the authors' sets).
     """
+    import pandas as pd
+
     where = f"corpus={corpus} leakage={leakage} size={size}"
     if leakage not in LEAKAGE_TYPES:
         raise BuildError(f"{where}: unknown leakage type; use one of {', '.join(LEAKAGE_TYPES)}")

@@ -8,9 +8,13 @@ import logging
 import math
 from pathlib import Path
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.data.files import DataFormatError
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +73,8 @@ def read_run(path: Path, topics: pd.DataFrame | list[str] | None = None, *, dept
     topic is an error naming the file and line (``duplicate_hint``: what to do about it); so is an empty file, unless
     ``empty_ok`` (a search whose queries matched nothing).
     """
+    import pandas as pd
+
     path = Path(path)
     lines = _run_lines(path, empty_ok)
     first_fields = next((line.split() for line in lines if line.strip()), [])
@@ -148,6 +154,8 @@ def run_overlap(a: pd.DataFrame, b: pd.DataFrame, depth: int = 100) -> pd.DataFr
     """Per topic of either run, how far two first-stage runs (qid, docno, rank 0-based) agree in their top
     ``depth``: the share of shared documents (|A ∩ B| / depth-or-fewer), the top-10 overlap, and the share of
     ranks holding the same document. What a re-ranker sees differs exactly where these fall below 1."""
+    import pandas as pd
+
     rows = []
     for qid in sorted(set(a.qid.astype(str)) | set(b.qid.astype(str))):
         x = a[a.qid.astype(str) == qid].sort_values("rank").docno.astype(str).tolist()[:depth]

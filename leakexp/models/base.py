@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from pathlib import Path
-from typing import Any, Callable, Literal, NamedTuple, Sequence
+from typing import Any, Callable, Literal, NamedTuple, Sequence, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import torch
-from torch import nn
 
 from leakexp.lib.trainer import ModelTraining, host_mask, pin_batch, to_device
 from leakexp.models.compute import Compute, CudaSettings, compiled
 from leakexp.models.tokens import Tokens, check_source
 from leakexp.runner.schema import Name, Section
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+    import torch
+    from torch import nn
 
 
 class ModelInput(NamedTuple):
@@ -32,8 +35,40 @@ def with_artifacts(cls: type["Reranker"], settings: Any, params: dict, opened: C
     return {**params, **{a.setting: str(opened(name)) for name, a in cls.artifacts(settings).items()}}
 
 
-class Reranker(nn.Module):
-    """A scoring model for (query, document) pairs.
+class _Declared:
+    """:class:`Module`'s base until a module is built (then torch's ``nn.Module``)."""
+
+
+class Module(_Declared):
+    """A torch module (``nn.Module``) declared without importing torch: the first module built makes torch's
+    ``nn.Module`` the base of this class (and so of every model), so a model's module declares, registers and
+    validates its settings without torch, and the commands that compute nothing (``--help``, ``status``, ``plan``,
+    ``stages``, ``tables``) start fast. A built model is a torch module like any other (its class, parameters,
+    state-dict keys, copies and pickles); ``issubclass(cls, nn.Module)`` holds once one was built."""
+
+    def __new__(cls, *args, **kwargs):
+        if Module.__bases__ == (_Declared,):
+            from torch import nn
+
+            Module.__bases__ = (nn.Module,)
+        return super().__new__(cls)
+
+
+def inference_mode(fn):
+    """``torch.inference_mode()`` as a decorator that imports torch when the method runs, not when it is declared."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        import torch
+
+        with torch.inference_mode():
+            return fn(*args, **kwargs)
+
+    return run
+
+
+class Reranker(Module):
+    """A scoring model for (query, document) pairs, a torch module (:class:`Module`).
 
     Subclasses implement :meth:`document_tokens` and :meth:`encode_queries` (texts -> token ids, once per text),
     :meth:`collator` (token ids of a batch -> tensors) and :meth:`forward` (tensors -> one score per pair), and say
@@ -113,6 +148,8 @@ class Reranker(nn.Module):
 
     def pair_loss(self, pos: dict, neg: dict) -> torch.Tensor:
         """Capreolus' pairwise hinge: mean(max(0, margin - s+ + s-))."""
+        import torch
+
         return fp32(lambda sp, sn: torch.clamp(self.margin - sp + sn, min=0).mean(), self(**pos), self(**neg))
 
     def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
@@ -140,9 +177,11 @@ class Reranker(nn.Module):
             device = str(first.device) if first is not None else "cpu"
         return device
 
-    @torch.inference_mode()
+    @inference_mode
     def _score_texts(self, queries: list[str], docs: list[str], *, batch_size: int, device: str | None,
                      bf16: bool) -> list[float]:
+        import torch
+
         self.eval()
         device = self._device(device)
         order = sorted(range(len(docs)), key=lambda i: len(docs[i]))
@@ -155,7 +194,7 @@ class Reranker(nn.Module):
                     out[i] = float(v)
         return out
 
-    @torch.inference_mode()
+    @inference_mode
     def score_tokens(self, queries: Tokens, docs: Tokens, *, batch_size: int = 64, device: str | None = None,
                      bf16: bool = True, score_dtype: str = "float32") -> np.ndarray:
         """Scores (float64) of aligned query and document rows, in batches of documents of similar length.
@@ -168,6 +207,8 @@ class Reranker(nn.Module):
         rows, whose scores are dropped). Scores are stored as ``score_dtype`` (:func:`round_scores`: ``float16``
         rounds them as Capreolus stores them).
         """
+        import torch
+
         self.eval()
         device = self._device(device)
         cuda = device.startswith("cuda")
@@ -206,6 +247,8 @@ class Reranker(nn.Module):
         raise NotImplementedError
 
     def save(self, out: Path) -> None:
+        import torch
+
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         torch.save({k: v.detach().cpu() for k, v in self.state_dict().items()}, out / "model.pt")
@@ -289,6 +332,8 @@ def padding_mask_4d(attention_mask: torch.Tensor | None, config) -> torch.Tensor
 
 def as_4d_mask(attention_mask: torch.Tensor, config) -> torch.Tensor:
     """(B, L) 0/1 -> (B, 1, 1, L): boolean for SDPA, additive fp32 for eager attention (see :func:`padding_mask_4d`)."""
+    import torch
+
     keep = attention_mask[:, None, None, :].bool()
     if getattr(config, "_attn_implementation", "sdpa") == "sdpa":
         return keep
@@ -299,6 +344,8 @@ def as_4d_mask(attention_mask: torch.Tensor, config) -> torch.Tensor:
 def autocast_off(device_type: str):
     """A context with autocast disabled on ``device_type`` (nothing to disable where autocast does not exist,
     e.g. the ``meta`` device)."""
+    import torch
+
     if torch.amp.is_autocast_available(device_type):
         return torch.autocast(device_type, enabled=False)
     return contextlib.nullcontext()
@@ -316,6 +363,8 @@ def fp32(fn, *tensors: torch.Tensor) -> torch.Tensor:
 def keep_fp32(module: nn.Module) -> nn.Module:
     """Make ``module`` always run in fp32 with autocast off (its parameters and state-dict keys unchanged);
     for a score head inside a Hugging Face model (e.g. ``BertForSequenceClassification.classifier``)."""
+    import torch
+
     inner = module.forward
 
     def forward(*args, **kwargs):
@@ -339,6 +388,8 @@ class RerankTransformer:
 
     def __new__(cls, model: Reranker, *, batch_size: int = 64, device: str | None = None, bf16: bool = True,
                 docs: Tokens | None = None, score_dtype: str = "float32"):
+        import pandas as pd
+
         pt = _pt()
         check_score_dtype(score_dtype)
         rows = docs.index() if docs is not None else None

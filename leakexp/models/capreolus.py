@@ -11,11 +11,9 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence, TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 from tqdm.auto import tqdm
 
 from leakexp.models.base import ModelSettings, Reranker
@@ -23,6 +21,10 @@ from leakexp.models.tokens import Tokens
 from leakexp.runner.schema import Name, PositiveInt
 from leakexp.models.vectors import (TOKENIZER_VERSION, word_tokens, batch_ids, distinct_tokens, load_word_vectors,
                                     word_ids)
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import torch
+    from torch import nn
 
 
 PARALLEL_FROM = 50_000  # documents a df count takes in its own process before worker processes start
@@ -96,6 +98,8 @@ class IdfTable:
 
     def batch(self, texts: list[str], length: int) -> torch.Tensor:
         """:meth:`weights` as a tensor."""
+        import torch
+
         return torch.from_numpy(self.weights(texts, length))
 
     def __len__(self) -> int:
@@ -171,6 +175,9 @@ class CapreolusReranker(Reranker):
 
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800,
                  finetune: bool = False, unit_vectors: bool = False, **_):
+        import torch
+        from torch import nn
+
         super().__init__()
         vectors = load_word_vectors(embeddings, unit=unit_vectors)  # unit: as pymagnitude gives GloVe to Capreolus
         self.vectors = vectors
@@ -241,6 +248,8 @@ class CapreolusReranker(Reranker):
         return {"embedding.weight"} if not self.embedding.weight.requires_grad else set()
 
     def save(self, out: Path) -> None:
+        import torch
+
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         frozen = self._frozen_keys()
@@ -253,6 +262,8 @@ class CapreolusReranker(Reranker):
 
     @classmethod
     def load(cls, path: Path):
+        import torch
+
         path = Path(path)
         meta = json.loads((path / "model.json").read_text())
         model = cls(**meta["config"])
@@ -292,6 +303,8 @@ class WordCollator:
         return batch_ids(q, d, self.maxqlen, self.maxdoclen, trim=self.trim)
 
     def idf_tensor(self, q: Tokens) -> torch.Tensor:
+        import torch
+
         if q.weights is None:
             raise ValueError("these query tokens have no idf weights; encode the queries with the model's "
                              "encode_queries")

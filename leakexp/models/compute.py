@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Literal
-
-import torch
+from typing import Callable, Literal, TYPE_CHECKING
 
 from leakexp.runner.schema import PositiveInt, Section
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import torch
+
 
 # widths of a compiled model's batches are padded up to a multiple of this (capped at the model's max_length), so
 # a run compiles at most ceil(max_length / 64) widths: 8 at 512 tokens

@@ -6,22 +6,26 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
 from pydantic import Field
-from torch.nn import functional as F
 
 from leakexp.models.base import fp32
 from leakexp.models.capreolus import CapreolusReranker, CapreolusSettings, WordCollator
 from leakexp.models.tokens import Tokens
 from leakexp.runner.schema import PositiveInt
 
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
 
 @lru_cache(maxsize=100_000)
 def _oov_vector(token: str, dim: int) -> torch.Tensor:
+    import torch
+
     seed = int.from_bytes(hashlib.sha256(token.encode()).digest()[:8], "little")
     return torch.from_numpy(np.random.default_rng(seed).normal(0, 0.5, dim).astype(np.float32))
 
@@ -37,6 +41,8 @@ class DuetCollator(WordCollator):
     dim: int = 0
 
     def __call__(self, q: Tokens, d: Tokens) -> dict[str, torch.Tensor]:
+        import torch
+
         qt, dt, shared = self.ids(q, d)
         words = q.oov if len(q.oov) >= len(d.oov) else d.oov  # a query's oov extends its documents'
         oov = (torch.stack([_oov_vector(words[-int(g) - 1], self.dim) for g in shared]) if len(shared)
@@ -51,6 +57,8 @@ class DUET(CapreolusReranker):
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800, nfilters: int = 10,
                  lmhidden: int = 30, nhidden: int = 699, idfweight: bool = True, dropoutrate: float = 0.5,
                  unit_vectors: bool = False, **_):
+        from torch import nn
+
         if nhidden != maxdoclen - 101:
             raise ValueError(f"duet: nhidden={nhidden} must equal maxdoclen - 101 = {maxdoclen - 101} (Capreolus' "
                              "hard-coded coupling of the doc branch's pooling)")
@@ -99,6 +107,8 @@ class DUET(CapreolusReranker):
     def embed(self, ids: torch.Tensor, oov: torch.Tensor) -> torch.Tensor:
         """(B, L) ids -> (B, L, dim) on the model's device: known words by their frozen vector, unknown words
         (id -k) by row k-1 of ``oov``, padding 0."""
+        import torch
+
         out = self.embedding(ids.clamp(min=0))  # unknown and pad ids -> the zero pad row
         if oov.shape[0]:
             table = torch.cat([oov.new_zeros(1, oov.shape[1]), oov]).to(out.dtype)  # row 0: not an unknown word
@@ -107,6 +117,8 @@ class DUET(CapreolusReranker):
 
     def local(self, q: torch.Tensor, d: torch.Tensor, idf: torch.Tensor) -> torch.Tensor:
         """Local model: (B, Q) ids, (B, D) ids, (B, Q) idf -> (B,)."""
+        from torch.nn import functional as F
+
         em = (q.unsqueeze(2) == d.unsqueeze(1)).to(idf.dtype)  # (B, Q, D); pad-vs-pad is zeroed by idf 0 only
         if self.hparams["idfweight"]:
             em = em * idf.unsqueeze(2)
@@ -116,6 +128,8 @@ class DUET(CapreolusReranker):
         return fp32(self.local_mlp, h.reshape(h.shape[0], -1)).squeeze(-1)
 
     def distributed(self, q_emb: torch.Tensor, d_emb: torch.Tensor) -> torch.Tensor:
+        from torch.nn import functional as F
+
         B = q_emb.shape[0]
         qh = self.q_pool(self.dropout(F.relu(self.q_conv(q_emb.unsqueeze(1)))))  # (B, F, 1, 1)
         qv = fp32(self.q_fc, qh.reshape(B, -1))  # (B, F)

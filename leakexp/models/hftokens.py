@@ -9,15 +9,18 @@ import hashlib
 import io
 import json
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence, TYPE_CHECKING
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
 from leakexp.lib import hub
 from leakexp.models.compute import bucket_width
 from leakexp.models.tokens import Tokens
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import torch
+
 
 TEXTS_PER_CALL = 1000  # texts per tokenizer call
 
@@ -86,6 +89,8 @@ def pad_rows(rows: list[np.ndarray], pad: int, multiple: int = 0,
     """(B, width) int64 ids right-padded with ``pad``, and the int64 attention mask; the width is the longest row's,
     padded up to a multiple of ``multiple`` (not beyond ``max_length``) for a compiled model's static shapes
     (:func:`leakexp.models.compute.bucket_width`)."""
+    import torch
+
     lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
     width = bucket_width(int(lengths.max(initial=0)), max_length, multiple)
     ids = np.full((len(rows), width), pad, dtype=np.int64)

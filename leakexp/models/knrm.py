@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import torch
-from torch import nn
+from typing import Literal, TYPE_CHECKING
 
 from leakexp.models.base import fp32
-from typing import Literal
 
 from leakexp.models.capreolus import CapreolusReranker, CapreolusSettings
 from leakexp.models.vectors import similarity_matrix
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import torch
+
 
 MUS = (-0.9, -0.7, -0.5, -0.3, -0.1, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
 
@@ -24,6 +26,8 @@ def kernel_features(sim: torch.Tensor, mus: torch.Tensor, sigmas: torch.Tensor, 
     ``extra_padding`` padded positions (similarity 0) not present in ``sim`` are added analytically, so a
     batch padded to its longest document scores exactly like one padded to maxdoclen.
     """
+    import torch
+
     k = torch.exp(-0.5 * (sim.unsqueeze(-1) - mus) ** 2 / sigmas**2)  # (B, Q, D, K)
     if mask_doc_padding and doc_mask is not None:
         k = k * doc_mask[:, None, :, None]
@@ -42,6 +46,9 @@ class KNRM(CapreolusReranker):
                  gradkernels: bool = True, singlefc: bool = True, scoretanh: bool = False,
                  finetune: bool = False, mask_doc_padding: bool = False, unit_vectors: bool = False, **_):
         # Capreolus: frozen embeddings unless finetune=True
+        import torch
+        from torch import nn
+
         super().__init__(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, finetune=finetune,
                          unit_vectors=unit_vectors)
         self.hparams = dict(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, gradkernels=gradkernels,
@@ -56,6 +63,8 @@ class KNRM(CapreolusReranker):
                         else nn.Sequential(nn.Linear(len(MUS), 30), nn.Tanh(), nn.Linear(30, 1)))
 
     def forward(self, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        import torch
+
         sim = similarity_matrix(self.embedding, q, d)  # (B, Q, D), fp32: kernels need it (sigma 0.001)
 
         def head(sim: torch.Tensor) -> torch.Tensor:  # kernels, log soft-TF and the score layer: all fp32

@@ -4,11 +4,9 @@ the log-probability of "relevant" (PyGaggle's inference, dl4marco-bert's trainin
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal, Sequence, TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch.nn import functional as F
 
 from leakexp.lib import hub
 from leakexp.models.base import HFReranker, ModelSettings, fp32, keep_fp32, padding_mask_4d
@@ -16,6 +14,10 @@ from leakexp.models.compute import WIDTH_MULTIPLE, CudaSettings
 from leakexp.models.hftokens import check_rows, encode_texts, load_tokenizer, pad_rows, tokenizer_id
 from leakexp.models.tokens import Tokens
 from leakexp.runner.schema import Name, PositiveInt
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import torch
+    from torch.nn import functional as F
 
 
 def resolve_checkpoint(name: str) -> str:
@@ -37,6 +39,8 @@ class MonoBERT(HFReranker):
 
     def __init__(self, *, checkpoint: str = "bundled", max_length: int = 512, attn_implementation: str = "sdpa",
                  layers: int | None = None, **_):
+        import torch
+
         super().__init__()
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -88,17 +92,23 @@ class MonoBERT(HFReranker):
         return self.bert(**feats).logits  # (B, 2)
 
     def forward(self, **feats) -> torch.Tensor:
+        from torch.nn import functional as F
+
         return fp32(lambda z: F.log_softmax(z, dim=-1)[:, 1], self.logits(**feats))
 
     def pointwise_loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
         return self._core("loss", self._loss)(feats, labels)
 
     def _loss(self, feats: dict, labels: torch.Tensor) -> torch.Tensor:
+        from torch.nn import functional as F
+
         return fp32(lambda z: F.cross_entropy(z, labels.long()), self.logits(**feats))
 
     def cast_for_scoring(self) -> None:
         """Every part but the classifier (the score head, fp32 under :func:`keep_fp32`) in bf16: embeddings,
         encoder, pooler."""
+        import torch
+
         for name, child in self.bert.named_children():
             if name != "classifier":
                 child.to(torch.bfloat16)
@@ -160,6 +170,8 @@ class PairCollator:
     multiple: int = 0  # widths padded up to a multiple of it (a compiled model's static shapes); 0: the longest row
 
     def __call__(self, q: Tokens, d: Tokens) -> dict[str, torch.Tensor]:
+        import torch
+
         if len(q) != len(d):
             raise ValueError(f"{len(q)} query rows but {len(d)} document rows")
         k1, k2 = longest_first(q.full, d.full, self.max_length - SPECIAL_TOKENS)

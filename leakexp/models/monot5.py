@@ -9,20 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal, Sequence, TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
-from torch.nn import functional as F
 
 from leakexp.lib import hub
-from leakexp.models.base import HFReranker, ModelInput, ModelSettings, fp32, padding_mask_4d
+from leakexp.models.base import HFReranker, ModelInput, ModelSettings, Module, fp32, padding_mask_4d
 from leakexp.models.compute import WIDTH_MULTIPLE, Compute, T5CudaSettings
 from leakexp.models.hftokens import (EMBEDDED_T5, T5_BASE, check_rows, encode_texts, load_tokenizer,  # noqa: F401
                                      pad_rows, tokenizer_id, train_embedded_tokenizer)
 from leakexp.models.tokens import Tokens
 from leakexp.runner.schema import Name, PositiveInt
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
 
 PROMPT = "Query: {q} Document: {d} Relevant:"
 # The prompt in two parts, split between "Document:" and the space that follows it: ':' then ' ' is always a
@@ -41,6 +44,8 @@ class MonoT5(HFReranker):
 
     def __init__(self, *, checkpoint: str = "t5-base", max_length: int = 512, truncation: str = "pygaggle",
                  attn_implementation: str = "sdpa", **_):
+        import torch
+
         super().__init__()
         from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
         from transformers.utils import logging as hf_logging
@@ -97,6 +102,8 @@ class MonoT5(HFReranker):
         """(B, L, d_model) encoder states. ``compute.bias_once``: the relative position bias (1, H, L, L) merged with a
         padded batch's mask into one (B, H, L, L) bias, once, then every layer reads it (transformers' SDPA path
         merges them in each layer: integrations/sdpa_attention.py ``create_position_bias_mask``); the same sums."""
+        import torch
+
         enc = self.t5.encoder
         if not self.compute.bias_once:
             return enc(input_ids=input_ids, attention_mask=padding_mask_4d(attention_mask, self.t5.config)).last_hidden_state
@@ -125,12 +132,17 @@ class MonoT5(HFReranker):
 
     def _two_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
         """(B, 2) fp32 logits of ``false`` and ``true`` at the first decoder step, without the full vocabulary."""
+        import torch
+        from torch.nn import functional as F
+
         start = torch.full((input_ids.shape[0], 1), self.t5.config.decoder_start_token_id, device=input_ids.device)
         h = self._decoder_states(input_ids, attention_mask, start)[:, 0]
         w = self.t5.lm_head.weight.index_select(0, self.two_ids)
         return fp32(F.linear, h, w)  # the score layer in fp32 (bf16 logits would tie documents)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        from torch.nn import functional as F
+
         return fp32(lambda z: F.log_softmax(z, dim=-1)[:, 1], self._two_logits(input_ids, attention_mask))  # log P(true)
 
     def pointwise_loss(self, feats: dict, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
@@ -146,6 +158,9 @@ class MonoT5(HFReranker):
         return self._core("loss", self._loss)(feats, labels, z_loss)
 
     def _loss(self, feats: dict, labels: torch.Tensor, z_loss: float) -> torch.Tensor:
+        import torch
+        from torch.nn import functional as F
+
         ids = feats["input_ids"]
         word = torch.where(labels.to(ids.device).bool(), self.true_id, self.false_id)
         target = torch.stack([word, torch.full_like(word, self.eos_id)], dim=1)  # (B, 2)
@@ -180,6 +195,9 @@ class MonoT5(HFReranker):
         score head, stays fp32 (its residual stream, norms and feed-forward at one position cost little; in bf16
         they made the scores of a small T5 drift 1.0-1.9x as far from fp32 as bf16 autocast does: docs/models.md,
         "How monoT5 and monoBERT compute on a GPU")."""
+        import torch
+        from torch import nn
+
         enc = self.t5.encoder
         enc.embed_tokens = nn.Embedding.from_pretrained(enc.embed_tokens.weight.detach().to(torch.bfloat16))
         enc.block.to(torch.bfloat16)
@@ -190,19 +208,25 @@ class MonoT5(HFReranker):
             cross.k, cross.v = Bf16Projection(cross.k), Bf16Projection(cross.v)
 
 
-class Bf16Projection(nn.Module):
+class Bf16Projection(Module):
     """A bias-free projection computed in bf16 (a frozen bf16 copy of the weight, a bf16 input), its output in fp32:
     the keys and values of monoT5's cross-attention over every encoder position, inside its fp32 decoder step."""
 
     def __init__(self, linear: nn.Linear):
+        import torch
+        from torch import nn
+
         super().__init__()
         self.weight = nn.Parameter(linear.weight.detach().to(torch.bfloat16), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import torch
+        from torch.nn import functional as F
+
         return F.linear(x.to(torch.bfloat16), self.weight).float()
 
 
-class SingleQueryCrossAttention(nn.Module):
+class SingleQueryCrossAttention(Module):
     """T5's cross-attention (``attn``, a ``T5Attention`` without position bias) computed from its queries: per head,
     scores = (q W_k) . enc and output = (p . enc) W_v, so the keys and values of every encoder position, (B, L, H *
     d_kv) each, are never formed. For monoT5's one decoder query that is 2 H L d_model multiply-adds per layer instead
@@ -214,6 +238,9 @@ class SingleQueryCrossAttention(nn.Module):
         self.train(attn.training)  # dropout as the module it wraps (a model in eval mode stays so)
 
     def forward(self, hidden_states, mask=None, key_value_states=None, position_bias=None, cache=None, **kwargs):
+        import torch
+        from torch.nn import functional as F
+
         a = self.attn
         b, t, _ = hidden_states.shape
         heads, d_kv = a.n_heads, a.key_value_proj_dim

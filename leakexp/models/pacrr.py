@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TYPE_CHECKING
 
 import numpy as np
-import torch
-from torch import nn
-from torch.nn import functional as F
 
 from leakexp.models.base import fp32
 from leakexp.models.capreolus import CapreolusReranker, CapreolusSettings, WordCollator
 from leakexp.models.vectors import similarity_matrix
 from leakexp.runner.schema import PositiveInt
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
 
 
 def kmax_pooling(x: torch.Tensor, k: int) -> torch.Tensor:
@@ -27,6 +29,8 @@ class PACRR(CapreolusReranker):
     def __init__(self, *, embeddings: str = "bundled", maxqlen: int = 4, maxdoclen: int = 800, mingram: int = 1,
                  maxgram: int = 3, nfilters: int = 32, kmax: int = 2, combine: int = 32, idf: bool = True,
                  idf_zero_quirk: bool = True, unit_vectors: bool = False, **_):
+        from torch import nn
+
         super().__init__(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, unit_vectors=unit_vectors)
         self.hparams = dict(embeddings=embeddings, maxqlen=maxqlen, maxdoclen=maxdoclen, mingram=mingram,
                             maxgram=maxgram, nfilters=nfilters, kmax=kmax, combine=combine, idf=idf,
@@ -60,6 +64,9 @@ class PACRR(CapreolusReranker):
         windows whose value (max over filters of ReLU(bias)) is added to the k-max candidates, so the result
         equals Capreolus' unmasked padding to maxdoclen exactly.
         """
+        import torch
+        from torch.nn import functional as F
+
         B, Q, W = sim.shape
         extra = self.maxdoclen - W
         out = []
@@ -74,6 +81,9 @@ class PACRR(CapreolusReranker):
         return torch.cat(out, dim=-1)
 
     def forward(self, q: torch.Tensor, d: torch.Tensor, idf: torch.Tensor | None = None) -> torch.Tensor:
+        import torch
+        from torch.nn import functional as F
+
         sim = similarity_matrix(self.embedding, q, d)  # (B, Q, W), fp32
         feats = self.ngram_features(sim)  # (B, Q, grams * k)
         if idf is not None:

@@ -15,13 +15,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.models import get
 from leakexp.models.base import Reranker
 from leakexp.models.capreolus import IdfTable
 from leakexp.models.monot5 import EMBEDDED_T5, T5_BASE, train_embedded_tokenizer
 from leakexp.runner.config import model_config
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 # bert-base-uncased's config.json (huggingface bert-base-uncased)
 BERT_BASE = dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -33,6 +37,8 @@ VOCAB = [f"w{i}" for i in range(5000)]  # the synthetic vocabulary of the word-v
 def synthetic_pairs(n: int, *, doc_words: int = 700, query_words: int = 3, seed: int = 0) -> pd.DataFrame:
     """n training pairs (a positive and a negative per query) over :data:`VOCAB`; the positive repeats the
     query's words. Documents of ``doc_words`` words reach the 512 / 800 token limits."""
+    import pandas as pd
+
     rng = np.random.default_rng(seed)
     rows = []
     for i in range(n):

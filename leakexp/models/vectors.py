@@ -11,17 +11,20 @@ from array import array
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, TYPE_CHECKING
 
 import numpy as np
 import regex
-import torch
 from tqdm.auto import tqdm
 
 from leakexp.data.files import file_identity
 from leakexp.models.base import autocast_off
 from leakexp.models.tokens import Tokens
 from leakexp.runner.store import config_hash
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import torch
+
 
 # Capreolus' `anserini` tokenizer (tokenizer/anserini.py at v0.2.6, keepstops=True, stemmer=none) runs Anserini's
 # DefaultEnglishAnalyzer (src/main/java/io/anserini/analysis/DefaultEnglishAnalyzer.java, createComponents):
@@ -327,6 +330,8 @@ def batch_ids(q: Tokens, d: Tokens, maxqlen: int, maxdoclen: int, *,
     on the other texts encoded with them. Also returns the shared (encoded) id of each batch id: entry k belongs
     to batch id -(k + 1).
     """
+    import torch
+
     width = maxdoclen
     if trim:
         width = max(1, min(maxdoclen, int(d.lengths.max(initial=0))))
@@ -355,6 +360,8 @@ def similarity_matrix(embedding: torch.nn.Embedding, q: torch.Tensor, d: torch.T
 
 
 def _similarity_matrix(embedding: torch.nn.Embedding, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    import torch
+
     qe, de = embedding(q.clamp(min=0)), embedding(d.clamp(min=0))  # OOV -> pad (zero) vector
     qe, de = qe.float(), de.float()
     qn = qe / (qe.norm(dim=-1, keepdim=True) + 1e-9)

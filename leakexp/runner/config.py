@@ -21,21 +21,61 @@ from leakexp.runner.stage import ConfigError, Runtime  # noqa: F401  (ConfigErro
 
 
 def conf_dir() -> Path:
-    """``conf/`` of the source tree (or ``$LEAKEXP_CONF``)."""
-    env = os.environ.get("LEAKEXP_CONF")
-    path = Path(env) if env else Path(__file__).resolve().parents[2] / "conf"
+    """leakexp's own ``conf/`` (the packaged configuration; :func:`conf_dirs` adds the user's before it)."""
+    path = Path(__file__).resolve().parents[2] / "conf"
     if not (path / "config.yaml").exists():
-        raise ConfigError(f"no config.yaml in {path}; set LEAKEXP_CONF to leakexp's conf/ directory")
+        raise ConfigError(f"no config.yaml in {path}: leakexp's conf/ directory is missing from the installation")
     return path
 
 
+def user_conf_dirs() -> list[Path]:
+    """The user's configuration directories, first found wins: ``$LEAKEXP_CONF`` (one directory, or several joined
+    by ``os.pathsep``), then ``$XDG_CONFIG_HOME/leakexp/conf`` (default ``~/.config/leakexp/conf``) where it exists.
+    Their ``corpus/*.yaml``, ``model/*.yaml``, ``experiment/*.yaml`` ... add options to leakexp's groups or replace
+    those of the same name, and a ``config.yaml`` replaces leakexp's, so a custom corpus or training pool needs no
+    edit of the source tree; ``leakexp`` and ``leakexp-run`` (Hydra's search path) read the same."""
+    out = []
+    for entry in filter(None, os.environ.get("LEAKEXP_CONF", "").split(os.pathsep)):
+        path = Path(entry).expanduser().resolve()
+        if not path.is_dir():
+            raise ConfigError(f"LEAKEXP_CONF={entry}: no such directory (a directory of config groups such as "
+                              "corpus/<name>.yaml that add to or replace leakexp's conf/)")
+        out.append(path)
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").expanduser() / "leakexp" / "conf"
+    if xdg.is_dir():
+        out.append(xdg.resolve())
+    return list(dict.fromkeys(out))
+
+
+def conf_dirs() -> list[Path]:
+    """Where the configuration is searched, first found wins: the user's directories, then leakexp's conf/."""
+    return [*user_conf_dirs(), conf_dir()]
+
+
+def conf_file(relative: str) -> Path:
+    """The file ``relative`` (``config.yaml``, ``corpus/robust04.yaml``) of the first directory of :func:`conf_dirs`
+    that holds it (leakexp's own where none does)."""
+    dirs = conf_dirs()
+    return next((d / relative for d in dirs if (d / relative).is_file()), dirs[-1] / relative)
+
+
 def options(group: str) -> list[str]:
-    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+    """A config group's options: its YAML files' names in every configuration directory."""
+    return sorted({p.stem for d in conf_dirs() for p in (d / group).glob("*.yaml")})
+
+
+def config_groups() -> dict[str, list[str]]:
+    """Every config group (a folder of YAML files in a configuration directory, ``hydra/launcher`` too) and its
+    options, read from the directories as they are."""
+    groups: set[str] = set()
+    for d in conf_dirs():
+        groups |= {p.parent.relative_to(d).as_posix() for p in d.rglob("*.yaml") if p.parent != d}
+    return {g: options(g) for g in sorted(groups)}
 
 
 def _group_raw(group: str, name: str) -> tuple[dict, bool]:
     """(the file's content, unresolved; whether it holds an interpolation)."""
-    path = conf_dir() / group / f"{name}.yaml"
+    path = conf_file(f"{group}/{name}.yaml")
     if not path.exists():
         raise ConfigError(f"{group}={name} is unknown; available: {', '.join(options(group))}")
     return _parsed_yaml(str(path), path.stat().st_mtime_ns)
@@ -51,12 +91,12 @@ def _parsed_yaml(path: str, mtime_ns: int) -> tuple[dict, bool]:
 
 def top_level_keys() -> list[str]:
     """The names a Hydra override can start with: the config groups and the keys of conf/config.yaml."""
-    return list(GROUPS) + sorted(k for k in OmegaConf.load(conf_dir() / "config.yaml").keys() if k != "defaults")
+    return list(GROUPS) + sorted(k for k in OmegaConf.load(conf_file("config.yaml")).keys() if k != "defaults")
 
 
 def section_keys() -> list[str]:
     """The keys of conf/config.yaml that hold a section (a mapping), not a value: ``train``, ``bm25``, ``detect``, ..."""
-    raw = OmegaConf.load(conf_dir() / "config.yaml")
+    raw = OmegaConf.load(conf_file("config.yaml"))
     return sorted(k for k in raw.keys() if k != "defaults" and OmegaConf.is_dict(raw[k]))
 
 
@@ -108,8 +148,8 @@ def _compose(overrides: list[str]) -> DictConfig:
     parsed = OverridesParser.create().parse_overrides(overrides=overrides)
     if set_values is None or any(o.is_sweep_override() or o.key_or_group.startswith("hydra") for o in parsed):
         return copy.deepcopy(_composed(tuple(overrides), version))
-    root = Path(version[0])
-    groups = [o for o in parsed if o.package is not None or (root / o.key_or_group).is_dir()]
+    roots = conf_dirs()
+    groups = [o for o in parsed if o.package is not None or any((r / o.key_or_group).is_dir() for r in roots)]
     cfg = copy.deepcopy(_composed(tuple(o.input_line for o in groups), version))
     for o in parsed:
         if o not in groups:
@@ -124,12 +164,14 @@ def _compose(overrides: list[str]) -> DictConfig:
 
 
 def _conf_version() -> tuple[str, str]:
-    """What a composition reads: ``conf/``'s place and a digest of its YAML files' names and contents."""
-    root = conf_dir()
+    """What a composition reads: leakexp's conf/ and a digest of every configuration directory's place and YAML
+    files' names and contents (the user's first)."""
     digest = hashlib.blake2b(digest_size=16)
-    for path in sorted(root.rglob("*.yaml")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return str(root), digest.hexdigest()
+    for root in conf_dirs():
+        digest.update(str(root).encode() + b"\0")
+        for path in sorted(root.rglob("*.yaml")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return str(conf_dir()), digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=64)
@@ -143,6 +185,57 @@ def _composed(overrides: tuple[str, ...], conf_version: tuple[str, str]) -> Dict
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=conf_version[0], version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(overrides))
+
+
+def config_yaml(overrides: list[str], part: str = "job", resolve: bool = False) -> str:
+    """What Hydra's ``--cfg`` prints: the composed configuration of ``overrides`` as YAML, ``job`` (the values the
+    run reads), ``hydra`` (Hydra's own node) or ``all`` (both); ``resolve``: interpolations resolved."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if part == "job":
+        cfg = compose_raw(overrides)
+    else:
+        compose_raw(overrides)  # the same checks as any command
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=[_per_name(o) for o in overrides],
+                                return_hydra_config=True)
+        if part == "hydra":
+            cfg = OmegaConf.create({"hydra": OmegaConf.to_container(cfg.hydra, resolve=False)})
+    if resolve:  # the job's values; Hydra's node keeps the run-time ones (a job's number) it lacks before a run
+        resolved = OmegaConf.to_container(cfg, resolve=False)
+        for key in [k for k in resolved if k != "hydra"]:
+            resolved[key] = OmegaConf.to_container(cfg[key], resolve=True) if OmegaConf.is_config(cfg[key]) \
+                else OmegaConf.select(cfg, key)
+        cfg = OmegaConf.create(resolved)
+    return OmegaConf.to_yaml(cfg)
+
+
+def config_info(overrides: list[str]) -> str:
+    """What Hydra's ``--info`` says of a composition: the configuration search path (first found wins), the
+    defaults list as composed (each group's choice and the file it came from), and every group with its options."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    compose_raw(overrides)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=[_per_name(o) for o in overrides],
+                            return_hydra_config=True)
+    lines = ["Config search path (first found wins; $LEAKEXP_CONF and ~/.config/leakexp/conf before leakexp's):"]
+    lines += [f"  {d}" for d in conf_dirs()]
+    lines += ["", "Defaults (group: choice, from file):"]
+    for group, choice in sorted(OmegaConf.to_container(cfg.hydra.runtime.choices).items()):
+        if choice is not None and not group.startswith("hydra/"):
+            where = conf_file(f"{group}/{choice}.yaml")
+            lines.append(f"  {group}: {choice}  ({where})")
+    lines += ["", "Config groups (options):"]
+    lines += [f"  {g}: {', '.join(o)}" for g, o in config_groups().items()]
+    lines += ["", f"Overrides: {' '.join(overrides) or '(none)'}"]
+    return "\n".join(lines) + "\n"
 
 
 PER_NAME = ("model_overrides.", "corpus_overrides.")

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -49,8 +50,24 @@ def size_torch_threads() -> int:
     return n
 
 
+def no_gpu_driver() -> bool:
+    """True where CUDA cannot be available (Linux without an NVIDIA driver loaded: no ``/dev/nvidiactl``, no
+    ``/proc/driver/nvidia``, no WSL GPU ``/dev/dxg``; or macOS), known without importing torch, so the commands
+    that compute nothing start fast on a CPU machine; False where torch must be asked."""
+    if "torch" in sys.modules:
+        return False
+    if sys.platform == "darwin":
+        return True
+    return sys.platform.startswith("linux") and not any(
+        os.path.exists(p) for p in ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/dxg"))
+
+
 def resolve_device(device: str = "auto") -> str:
     """The device a job computes on: ``auto`` is CUDA where a GPU is visible, else the CPU."""
+    if device in ("auto", "cpu") and no_gpu_driver():
+        return "cpu"
+    if device == "cpu":
+        return device
     import torch
 
     if device == "auto":
@@ -60,19 +77,22 @@ def resolve_device(device: str = "auto") -> str:
     return device
 
 
-def configure_precision(matmul: str = "highest") -> None:
+def configure_precision(matmul: str = "highest", device: str = "cuda") -> None:
     """Set float32 matmul precision once per process, from config ``precision.matmul`` (call at start-up).
 
     ``highest`` (default): no TF32, fp32 matmuls and convolutions are exact IEEE fp32; ``high`` / ``medium``
     allow TF32 (faster fp32 matmuls on Ampere+). Training and re-ranking on CUDA run the heavy work under bf16
     autocast anyway (``precision.train_bf16``, ``precision.rerank_bf16``), so this only touches what stays fp32.
     Nothing else in leakexp changes these switches, so a re-rank right after training in the same process
-    computes exactly what a re-rank of the stored model computes.
+    computes exactly what a re-rank of the stored model computes. On a CPU ``highest`` is torch's default, set
+    without importing torch (``device``: where the runner computes).
     """
-    import torch
-
     if matmul not in ("highest", "high", "medium"):
         raise ValueError(f"precision.matmul={matmul!r}; use highest, high or medium")
+    if matmul == "highest" and device == "cpu" and "torch" not in sys.modules:
+        return  # torch starts so, and TF32 is a GPU's: nothing to set, torch need not be imported for it
+    import torch
+
     torch.set_float32_matmul_precision(matmul)
     torch.backends.cudnn.allow_tf32 = matmul != "highest"
 

@@ -177,5 +177,5 @@ def runner(s: Settings, *, readonly: bool = False, files: bool | None = None,
     device = resolve_device(s.run.device)
     r = Runner(s, stages(), Store(s.run.store, create=not readonly), runtime=runtime(s, device),
                cuda=device.startswith("cuda"))
-    configure_precision(s.precision.matmul)  # process-wide, from config, before any model runs
+    configure_precision(s.precision.matmul, device)  # process-wide, from config, before any model runs
     return r

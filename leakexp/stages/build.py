@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from leakexp.lib.bm25 import bm25_search
 from leakexp.runner.schema import NonNegativeInt, PositiveInt, Section, Settings
@@ -22,6 +21,10 @@ from leakexp.stages.sources import pool_source
 
 from leakexp.lib.training_sets import (Negatives, build_set, excluded_queries, filler_order, query_key, split_query_key,
                                       write_set)
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +72,8 @@ class NegativeRuns(Stage):
         return {"queries": queries, "index": Ask.of("index", name="train")}
 
     def compute(self, ctx: Context, tmp: Path) -> dict:
+        import pandas as pd
+
         part = ctx.params["part"]
         if part == "leaks":
             queries = pd.concat(ctx.inputs["queries"], ignore_index=True)[["qid", "text", "source"]]
@@ -92,6 +97,8 @@ class NegativeRuns(Stage):
         return {"queries": len(frame), "rows": len(run)}
 
     def opener(self, path: Path) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.read_parquet(path / "run.parquet")
 
 
@@ -165,6 +172,8 @@ class Build(Stage):
         return set_params(p)
 
     def compute(self, ctx: Context, tmp: Path) -> dict:
+        import pandas as pd
+
         p, b = ctx.params, ctx.settings("build")
         corpus, leakage, size = p.get("corpus", "any"), p["leakage"], int(p["size"])
         # a set reads the settings of its own leakage type only (see reads): the others do not apply to it

@@ -14,10 +14,9 @@ import logging
 import shutil
 import time
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from pydantic import Field
 
 from leakexp.data.types import SOURCES
@@ -28,6 +27,10 @@ from leakexp.runner.schema import Name, PositiveInt, Section, Settings
 from leakexp.runner.stage import Ask, Config, Context, Stage, register_stage
 from leakexp.runner.store import atomic_write_json, read_json
 from leakexp.stages.sources import check_variants, require_variants_of_corpora
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,8 @@ class Detect(Stage):
         return [sbert_slug(c.settings("detect").sbert)]
 
     def compute(self, ctx: Context, tmp: Path) -> dict:
+        import pandas as pd
+
         d = ctx.settings("detect")
         fields, k = list(d.fields), d.k
         collections = ctx.inputs["collections"]  # missing variants files are a config error (leakexp.runner.config)
@@ -121,6 +126,8 @@ class Detect(Stage):
         return {"rows": len(cands), "topic_fields": len(topics)}
 
     def opener(self, path: Path) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.read_parquet(path / "candidates.parquet")
 
     def asks(self, r, cells) -> list[Ask]:

@@ -18,15 +18,17 @@ mean of the ranks found, and the number of misses.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TYPE_CHECKING
 
-import pandas as pd
 from pydantic import Field
 
 from leakexp.lib.measures import average, check_mfr, parse_measures, per_query, without_relevant
 from leakexp.runner.schema import Name, NonNegativeInt, Section, Settings
 from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, register_stage
 from leakexp.stages.cell import rerank_params, rerank_path
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
 
 
 @register_stage
@@ -48,6 +50,8 @@ class Evaluate(Stage):
         return rerank_path(p)
 
     def compute(self, ctx: Context, tmp: Path) -> dict:
+        import pandas as pd
+
         e = ctx.settings("evaluate")
         run = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
         coll = ctx.inputs["collection"]
@@ -67,6 +71,8 @@ class Evaluate(Stage):
         return {**figures, "without_relevant": without_relevant(coll.qrels, topics)}
 
     def opener(self, path: Path) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.read_parquet(path / "perquery.parquet")
 
     def check(self, s: Settings) -> None:

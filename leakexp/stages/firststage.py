@@ -5,9 +5,7 @@ or from an external TREC run (e.g. the SPIRE-22 authors' Anserini runs, bundled 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
-
-import pandas as pd
+from typing import Mapping, TYPE_CHECKING
 
 from leakexp.data.files import files_identity
 from leakexp.data.judgments import BUNDLED_RUNS, run_path
@@ -17,6 +15,9 @@ from leakexp.runner.stage import Ask, Config, ConfigError, Context, Stage, regis
 from leakexp.stages.index import BM25, bm25_options
 from leakexp.stages.sources import collection_source
 from leakexp.runner.schema import Settings
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
 
 
 def first_stage_file(spec: str | Mapping | None, corpus: str) -> Path | None:
@@ -109,6 +110,8 @@ class FirstStage(Stage):
         return {"queries": int(run.qid.nunique()), "rows": len(run)}
 
     def opener(self, path: Path) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.read_parquet(path / "run.parquet")
 
     check = staticmethod(check_first_stage)

@@ -31,9 +31,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TYPE_CHECKING
 
-import pandas as pd
 from pydantic import Field
 
 from leakexp.runner.schema import Name, PositiveInt, Section, Settings
@@ -44,6 +43,10 @@ from leakexp.stages.train import reads_idf
 from leakexp.toolkit.annotations import verified_leaks
 
 from leakexp.lib.memorization import leaked_pairs, msm_topics, leaked_documents, rank_leaked, macro_average, LEAKED, VARIANTS
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +136,8 @@ class Memorization(Stage):
 
     def compute(self, ctx: Context, tmp: Path) -> dict:
         """Scores only documents outside the runs, batched, once per model; ranks in the stored runs otherwise."""
+        import pandas as pd
+
         p = ctx.params
         collection = ctx.inputs["collection"]
         pairs = leaked_pairs(pd.read_parquet(ctx.inputs["set"] / "instances.parquet"), p["leakage"])

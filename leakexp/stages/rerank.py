@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
-
-import pandas as pd
+from typing import Literal, TYPE_CHECKING
 
 from leakexp.models import get, load_checkpoint
 from leakexp.models.base import Reranker, rank_with_docno_ties
@@ -17,6 +15,9 @@ from leakexp.runner.stage import Ask, Config, Context, Stage, register_stage
 from leakexp.stages.cell import rerank_params, rerank_path, train_params
 from leakexp.stages.firststage import first_stage_file
 from leakexp.stages.train import reads_idf
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
 
 
 def rerank(model: Reranker, bm25: pd.DataFrame, docs, *, batch_size: int = 64, device: str = "cpu",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.lib import hub
 from leakexp.lib.trainer import ResumeState, TrainBudget, Training, loader_workers, set_seed, train, write_history
@@ -17,6 +17,9 @@ from leakexp.runner.stage import Ask, Config, ConfigError, ConfigErrors, Context
 from leakexp.runner.store import Store, atomic_write_json
 from leakexp.stages.cell import cell_path, set_params, train_params
 from leakexp.runner.schema import Settings
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
 
 
 def reads_idf(config, model: str) -> bool:
@@ -116,6 +119,8 @@ class Train(Stage):
         return cell_path(p)
 
     def compute(self, ctx: Context, tmp: Path) -> dict:
+        import pandas as pd
+
         p, model_name, seed = ctx.params, ctx.params["model"], int(ctx.params["seed"])
         declared = ctx.settings(f"models.{model_name}")
         model = declared.dump()

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TYPE_CHECKING
 
-import pandas as pd
 from pydantic import Field
 
 from leakexp.data.files import files_identity
@@ -22,6 +21,10 @@ from leakexp.lib.candidates import leak_pairs, near_threshold
 from leakexp.lib.training_sets import leaking_queries
 from leakexp.toolkit.annotations import (FINAL_FILES, FINAL_NAMES, SPIRE22_ANNOTATIONS, read_annotations, review_candidates,
                                          to_annotation_records, truth_labels, verified_leaks, write_annotations)
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,8 @@ def require_annotations(s: Settings) -> None:
 
 def open_annotations(path: Path) -> pd.DataFrame:
     """The verify artifact's annotations (labels back as lists)."""
+    import pandas as pd
+
     ann = pd.read_parquet(Path(path) / "annotations.parquet")
     ann["labels"] = ann.labels.str.split("|")
     return ann

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import CORPUS_LABEL, LEAKAGE_LABEL, TABLE_MEASURES, incomplete_note, latex_escape, markdown_table
@@ -20,6 +20,10 @@ from leakexp.tables.captions import recipe_note
 from leakexp.stages.memorization import FILE, Memorization, memorization_settings
 from leakexp.lib.memorization import LEAKED, VARIANTS, cv_choice, macro_average, offset_increase
 
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
+
 log = logging.getLogger(__name__)
 
 
@@ -27,6 +31,8 @@ log = logging.getLogger(__name__)
 def stored_cv_sizes(s: Settings, runner, cells: list[Cell]) -> pd.DataFrame | None:
     """The cross-validation's size choices (as ``tables.paper.write_tables`` makes them for Tables 3-5) from the
     stored evaluations of ``cells``; None when none is finished. For callers outside ``tables.paper.write_tables``."""
+    import pandas as pd
+
     results, _ = stored_results(runner, cells)
     if len(results) == 0:
         return None
@@ -51,6 +57,8 @@ def _labels():
 def table_rows(rows: pd.DataFrame, corpora: list[str], models: list[str]) -> dict[str, pd.DataFrame]:
     """Long numeric frames of Tables 6 (rank), 7 (score) and 8 (offset increase): one row per leakage,
     model, corpus (and variant), with mean, std, topics, leaked queries and seeds."""
+    import pandas as pd
+
     out = {"table6": [], "table7": [], "table8": []}
     increase = offset_increase(rows) if len(rows) else pd.DataFrame(columns=["corpus", "leakage", "model", "topic", "increase"])
     for leakage in LEAKED:
@@ -76,6 +84,8 @@ def table_rows(rows: pd.DataFrame, corpora: list[str], models: list[str]) -> dic
 
 
 def _display(long: pd.DataFrame, table: str, corpora: list[str], models: list[str]) -> pd.DataFrame:
+    import pandas as pd
+
     corpus_label, model_label = _labels()
     idx = long.set_index(["leakage", "model", "corpus", "variant"])
     digits = (3, 2) if table == "table8" else (2, 2)
@@ -180,6 +190,8 @@ def write_memorization_tables(s: Settings, runner, out_dir: Path, cells: list[Ce
                                cv_sizes: pd.DataFrame | None) -> list[Path]:
     """Tables 6-8 per configured size selection and the per-instance CSV, from the stored memorization
     artifacts alone (no scoring). Returns the written files (none when no artifact is finished)."""
+    import pandas as pd
+
     m = memorization_settings(s)
     if not m.enabled:
         log.info("memorization.enabled is false: Tables 6-8 are not written")

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.lib.decisions import MEAN_DECIMALS, SIMILARITY_DECIMALS, SIMILARITY_STEP, rounded
 from leakexp.lib.measures import LOWER_IS_BETTER, mfr_caption, no_relevant_note
@@ -41,6 +41,9 @@ from leakexp.stages.verify import stored_leaking_topics
 from leakexp.toolkit.annotations import table2
 from leakexp.tables import memorization as memorization_tables, robustness as robustness_tables
 from leakexp.toolkit.split_eval import split_eval
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
 
 
 def table_number(corpus: str, position: int) -> int:
@@ -111,6 +114,8 @@ def cv_table(summary_rows: pd.DataFrame, models: list[str]) -> tuple[pd.DataFram
     Under ``max_effect`` selection (the summary's ``selection`` column) a leaked cell also shows, in
     parentheses, its difference to None at the same sizes (``effect``): that is what its † is about.
     """
+    import pandas as pd
+
     s = summary_rows.set_index(["model", "measure", "leakage"])
     present = [m for m in models if m in s.index.get_level_values(0)]
     show_effect = "selection" in s.columns and "effect" in s.columns and (s["selection"] == "max_effect").any()
@@ -156,6 +161,8 @@ def cv_table(summary_rows: pd.DataFrame, models: list[str]) -> tuple[pd.DataFram
 def cv_latex(marks: dict, caption: str, label: str) -> str:
     """A booktabs table (pandas ``Styler.to_latex``) with bold, $^\\dagger$ and \\textcolor{red}
     (needs booktabs and xcolor); measures span their three leakage columns."""
+    import pandas as pd
+
     columns = pd.MultiIndex.from_product([TABLE_MEASURES, [LEAKAGE_LABEL[l] for l in ("none", "msm", "test")]],
                                          names=["Model", ""])
     body = []
@@ -186,6 +193,8 @@ def cv_latex(marks: dict, caption: str, label: str) -> str:
 
 def figure2(results: pd.DataFrame, leaking: dict[str, list[str]], model: str, out: Path, caption: str) -> Path | None:
     """nDCG@10 of ``model`` on the topics with leakage vs. training-set size; one panel per corpus."""
+    import pandas as pd
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -250,6 +259,8 @@ def write_leaked_vs_other(heldout: pd.DataFrame, leaking: dict[str, list[str]], 
 def write_training_curves(runner, cells: list, out: Path) -> list[Path]:
     """Loss and learning rate along every stored training run, one figure per model (``training_curves_<model>``)
     and all runs in ``training_curves.csv``, so a reader sees whether and how each model learned."""
+    import pandas as pd
+
     by_model: dict[str, dict[str, pd.DataFrame]] = {}
     for cell in cells:
         state, path, _ = runner.state(cell.ask("train"))
@@ -368,6 +379,8 @@ def write_tables(s: Settings, runner=None, *, out: str | Path | None = None) -> 
 
 
 def _write_tables(s: Settings, runner, out: Path) -> Path:
+    import pandas as pd
+
     cells = grid_cells(s)
     results, states = stored_results(runner, cells)
     if len(results) == 0:

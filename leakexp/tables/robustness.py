@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.models import MODEL_LABEL
 from leakexp.lib.report import LEAKAGE_LABEL, incomplete_note, latex_table, markdown_table, save_figure
@@ -27,6 +27,10 @@ from leakexp.tables.captions import recipe_note
 from leakexp.stages.verify import stored_leaking_topics
 from leakexp.toolkit.attacks import defined_by_wu as wu
 
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
+
 SUBSETS = ("all", "leaked", "other")
 
 
@@ -38,6 +42,8 @@ def stored_values(s: Settings, runner, cells: list[Cell]) -> tuple[pd.DataFrame,
     own corpus), relevant_target (stuffing: the stuffed document is judged relevant). Document parts give TC and
     KT per topic, stuffing also ``gain`` (ranks climbed) and ``top10`` (1 if the stuffed document reaches the top
     10). Also the state of every cell lacking a part. Reads finished artifacts only."""
+    import pandas as pd
+
     measure = robustness_settings(s).measure
     frames, states = [], {}
     for cell in cells:
@@ -142,6 +148,8 @@ class Figure:
 
     def per_topic(self) -> pd.Series | None:
         """Seed-mean per-topic terms (t-test) or values (randomization test), by qid."""
+        import pandas as pd
+
         fn = self.terms if self.terms is not None else (lambda x: x[..., 0]) if self.randomization else None
         if fn is None:
             return None
@@ -213,6 +221,8 @@ def worst_column(fraction: float) -> str:
 
 def _compare(figs: dict[str, dict[str, Figure]], col: str, s: Robustness.Settings) -> dict[str, tuple[float, float, int, str]]:
     """Each leaked type against None on ``col``: (p, Bonferroni-corrected p over the leaked types, topics, test)."""
+    import pandas as pd
+
     base = figs.get("none", {}).get(col)
     leaked = [l for l in ("msm", "test") if col in figs.get(l, {})]
     if base is None or not leaked or base.per_topic() is None:
@@ -240,6 +250,8 @@ def robustness_frame(values: pd.DataFrame, s: Robustness.Settings, alpha: float 
     re-selects each model's own worst topics per permutation; Bonferroni over the leaked types of that model,
     column and subset. ``subset``: all topics, or (with ``leaking``, corpus -> topics with verified leaks) the
     leaked topics and the others."""
+    import pandas as pd
+
     rows = []
     for (corpus, size, model), g in values.groupby(["corpus", "size", "model"], sort=True):
         leaked_q = {str(q) for q in (leaking or {}).get(corpus, [])} if leaking is not None else None
@@ -295,6 +307,8 @@ def _fmt(col: str, v: float) -> str:
 def wide_table(long: pd.DataFrame, s: Robustness.Settings, models: list[str], subsets: tuple[str, ...] = ("all",)) -> pd.DataFrame:
     """One row per (model, [size,] leakage[, subset]); cells "0.123 [0.101, 0.140]" (mean over seeds, bootstrap CI
     over topics) with † where the test against None is significant; "–" where no value exists."""
+    import pandas as pd
+
     long = long[long.subset.isin(subsets)]
     sizes = sorted(long["size"].unique())
     cols = _ordered(long, s)
@@ -335,6 +349,8 @@ def brittleness_notes(long: pd.DataFrame, s: Robustness.Settings) -> list[str]:
     """The answer the table gives to "does leakage make a model more brittle?": per leaked type, in how many
     (model, attack) pairs DR_query is lower (a larger drop) than without leakage, and how many significantly;
     the same for the document manipulations' KT."""
+    import pandas as pd
+
     notes = []
     long = long[long.subset == "all"]
     for leakage in ("msm", "test"):
@@ -459,6 +475,8 @@ def write_robustness_tables(settings: Settings, runner, out_dir: Path, cells: li
     (``robustness_queries_<corpus>.tsv``, ``robustness_documents_<corpus>.tsv``), from the stored artifacts
     only. ``runner`` is the config's :class:`leakexp.runner.pipeline.Runner`; only its ``state`` is used. Returns the
     files written; empty when no robustness artifact of ``cells`` is stored."""
+    import pandas as pd
+
     s = robustness_settings(settings)
     out_dir = Path(out_dir)
     values, states = stored_values(settings, runner, cells)

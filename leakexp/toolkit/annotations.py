@@ -21,11 +21,15 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.data.files import DataFormatError
 from leakexp.lib.decisions import SIMILARITY_DECIMALS, SIMILARITY_STEP, above, ranked, rounded
 from leakexp.data.types import Collection
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +136,8 @@ def read_annotations(paths: list[Path], *, allow_empty: bool = False) -> pd.Data
     study). A binary or non-UTF-8 file is an error, and so is an empty one unless ``allow_empty`` (the toy
     world's ground truth when no candidate passed the threshold).
     """
+    import pandas as pd
+
     rows, seen = [], {}
     repeated = 0
     for path in map(Path, paths):
@@ -251,6 +257,8 @@ def calibrate(judged: pd.DataFrame, target: float) -> tuple[float | None, pd.Dat
     lists, for each candidate threshold (one rounding step below each judged similarity, as detection rounds
     similarities: leakexp.lib.decisions), precision and recall.
     """
+    import pandas as pd
+
     j = judged.sort_values("similarity", kind="mergesort").reset_index(drop=True)
     total_true = int(j.leak.sum())
     rows = []
@@ -277,6 +285,8 @@ def table2(annotations: pd.DataFrame, corpora: dict[str, list[str]],
     A query counts once per topic it was annotated for (Robust04: 648 true of 642 distinct queries, 172 topics).
     ``pairs`` (:func:`leakexp.lib.candidates.leak_pairs`) attribute a topic id that corpora use with different texts to
     the corpus whose text the candidate matched, as :func:`verified_leaks` does."""
+    import pandas as pd
+
     rows_a, per_corpus = [], {}
     for corpus, topic_ids in corpora.items():
         a = corpus_annotations(annotations, topic_ids, corpus=corpus, pairs=pairs)

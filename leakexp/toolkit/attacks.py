@@ -46,7 +46,11 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import pandas as pd
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 CHAR_EDITS = ("insert", "delete", "substitute", "swap")
 WU_WORD_ATTACKS = ("word-add", "word-delete", "word-substitute", "word-any")  # Wu et al., Sec. 5.3.2
@@ -294,6 +298,8 @@ def query_rng(seed: int, name: str, key: str) -> random.Random:
 
 def attack_queries(topics: pd.DataFrame, attack: str, seed: int, lists: WordLists | None = None) -> pd.DataFrame:
     """Attacked versions of a (qid, query) frame: qid, original, attacked, applied, edits."""
+    import pandas as pd
+
     lists = lists or WordLists.load()
     rows = []
     for qid, query in zip(topics.qid, topics["query"]):
@@ -335,6 +341,8 @@ def noise_document(text: str, rate: float, rng: random.Random) -> tuple[str, int
 def stuffing_targets(pool: pd.DataFrame, from_rank: int, seed: int) -> pd.DataFrame:
     """One lower-ranked document per topic of a first-stage run (qid, query, docno, rank): drawn uniformly
     from ranks ``from_rank`` (0-based) and below, or the last document when the run is shorter."""
+    import pandas as pd
+
     rows = []
     for qid, g in pool.sort_values(["qid", "rank"], kind="mergesort").groupby("qid", sort=False):
         if len(g) < 2:
@@ -359,6 +367,8 @@ def stuffed_documents(run: pd.DataFrame, docs, seed: int, repeats: int, from_ran
 def noisy_documents(run: pd.DataFrame, docs, seed: int, rate: float) -> pd.DataFrame:
     """Every document of the first-stage ``run``'s pools with seeded character noise at ``rate`` (docno,
     edited_words, text); documents the noise left unchanged are left out."""
+    import pandas as pd
+
     rows = []
     for d in sorted(set(run.docno)):
         text, n = noise_document(docs[d], rate, query_rng(seed, "noise", str(d)))

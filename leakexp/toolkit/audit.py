@@ -30,10 +30,9 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol, Sequence, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from leakexp.lib.decisions import above
 from leakexp.lib.dense import embedded, encode, sbert_slug
@@ -41,6 +40,10 @@ from leakexp.lib.report import markdown_table, save_figure, write_table
 from leakexp.runner.store import Store, atomic_write_json, atomic_write_text
 from leakexp.toolkit.overlap import STOPLIST_NAME, best_per_key, label_overlap, lexical_overlap, nearest
 from leakexp.toolkit.queries import QuerySide, load_side
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,8 @@ class Embedder(Protocol):
 
 def texts_digest(texts: Sequence[str]) -> str:
     """Content hash of a text list (order matters), for cache keys."""
+    import pandas as pd
+
     h = hashlib.sha256(str(len(texts)).encode())
     if len(texts):
         h.update(pd.util.hash_pandas_object(pd.Series(list(texts), dtype=object), index=False).values.tobytes())
@@ -137,6 +142,8 @@ def _pct(n: int, m: int) -> float:
 
 def query_table(train: QuerySide, test: QuerySide, sims: np.ndarray, ids: np.ndarray, threshold: float) -> pd.DataFrame:
     """Per test query: its best training match over its texts and how many top-k neighbours are above."""
+    import pandas as pd
+
     q = test.queries.copy()
     owner = test.owner
     nq = len(q)
@@ -232,6 +239,8 @@ def audit(train: QuerySide, test: QuerySide, embed: Embedder, out_dir: Path,
 
 
 def _neighbour_frame(train: QuerySide, test: QuerySide, sims: np.ndarray, ids: np.ndarray) -> pd.DataFrame:
+    import pandas as pd
+
     k = sims.shape[1]
     rows = np.repeat(np.arange(len(sims)), k)
     flat_i, flat_s = ids.ravel(), sims.ravel()
@@ -247,6 +256,8 @@ def _neighbour_frame(train: QuerySide, test: QuerySide, sims: np.ndarray, ids: n
 
 def summary_table(figures: dict) -> pd.DataFrame:
     """The audit's headline figures: overlap, out of how many queries, and the percentage."""
+    import pandas as pd
+
     rows = []
     t = figures["options"]["threshold"]
     if figures.get("mode") == "queries":

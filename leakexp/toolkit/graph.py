@@ -22,12 +22,9 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from leakexp.data.files import DataFormatError
 from leakexp.toolkit.graph_data import (  # the benchmark readers and splits, re-exported as graph.*
@@ -37,6 +34,12 @@ from leakexp.toolkit.graph_data import (  # the benchmark readers and splits, re
     write_edges)
 from leakexp.lib.report import save_figure, write_table
 from leakexp.runner.store import atomic_write_json, atomic_write_text
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,11 @@ class TrainingGraph:
     (only when all its edges are)."""
 
     def __init__(self, vertices: pd.Index, head: np.ndarray, tail: np.ndarray, antonym: np.ndarray):
+        import pandas as pd
+
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
         n = len(vertices)
         self.vertices, self.n = vertices, n
         ok = head != tail  # a self-loop never lies on a shortest path
@@ -121,6 +129,8 @@ def held_out_paths(edges: pd.DataFrame, train_split: str = "train",
     the undirected training graph (NA: none; 0: a self-pair of a training vertex), A on the first-found
     shortest path, whether shortest paths of both parities exist, and the A-parity prediction (antonym iff
     A is odd) against the gold label. One BFS per distinct head vertex."""
+    import pandas as pd
+
     from tqdm.auto import tqdm
 
     # canonical order: vertices numbered in sorted order, each held-out pair searched from its smaller vertex,
@@ -163,6 +173,8 @@ def held_out_paths(edges: pd.DataFrame, train_split: str = "train",
 
 def _split_order(edges: pd.DataFrame, train_split: str) -> list[str]:
     """Training split first, then val and test, then other splits in order of first appearance."""
+    import pandas as pd
+
     rest = [s for s in pd.unique(edges.split) if s != train_split]
     return [train_split] + sorted(rest, key=lambda s: (SPLITS.index(s) if s in SPLITS else 3, rest.index(s)))
 
@@ -170,6 +182,11 @@ def _split_order(edges: pd.DataFrame, train_split: str) -> list[str]:
 def graph_sizes(edges: pd.DataFrame, train_split: str = "train") -> pd.DataFrame:
     """Table 3: vertices, edges and connected components of each split's graph; for held-out splits also
     their vertices that the training graph lacks (all of them after a vertex split)."""
+    import pandas as pd
+
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
     train_vertices = set(edges.loc[edges.split == train_split, ["head", "tail"]].to_numpy().ravel())
     rows = []
     for name in _split_order(edges, train_split):
@@ -188,6 +205,8 @@ def _bin(length: pd.Series) -> pd.Series:
 
 def path_length_table(paths: pd.DataFrame) -> pd.DataFrame:
     """Table 4: held-out edges per shortest-path length in the training graph (rows 0-3, 4+, NA, total)."""
+    import pandas as pd
+
     table = pd.crosstab(_bin(paths.path_length), paths.split).reindex(LENGTH_BINS, fill_value=0)
     table = table.reindex(columns=list(pd.unique(paths.split)), fill_value=0)
     table.loc["total"] = table.sum()
@@ -197,6 +216,8 @@ def path_length_table(paths: pd.DataFrame) -> pd.DataFrame:
 def a_parity_table(paths: pd.DataFrame) -> pd.DataFrame:
     """Table 5: A-parity accuracy over applicable edges, applicability, the majority-class rate on the
     applicable edges (the bar the heuristic must clear), and how often shortest paths disagree on parity."""
+    import pandas as pd
+
     rows = []
     for name in pd.unique(paths.split):
         p = paths[paths.split == name]
@@ -220,6 +241,8 @@ BALANCE_MARGIN = 0.10  # a split whose antonym share departs from the whole grap
 def accuracy_by_length(paths: pd.DataFrame) -> pd.DataFrame:
     """A-parity accuracy per held-out split and path length (0-3, 4+): one figure over all applicable edges
     hides that reverse edges (length 1) are nearly always right and longer paths much less so."""
+    import pandas as pd
+
     p = paths[paths.applicable].assign(length=lambda d: _bin(d.path_length))
     rows = []
     for name in pd.unique(paths.split):
@@ -235,6 +258,8 @@ def class_balance(edges: pd.DataFrame, antonym_labels: Sequence[str] = ANTONYM_L
                   train_split: str = "train") -> tuple[pd.DataFrame, list[str]]:
     """Edges and antonym share of every split (train, val and test always), and a warning for each split that
     is empty or whose antonym share departs from the whole graph's by more than ``BALANCE_MARGIN``."""
+    import pandas as pd
+
     antonym = edges.label.str.lower().isin([a.lower() for a in antonym_labels])
     overall = float(antonym.mean()) if len(edges) else float("nan")
     names = list(dict.fromkeys([train_split, *SPLITS, *_split_order(edges, train_split)]))
@@ -254,6 +279,8 @@ def class_balance(edges: pd.DataFrame, antonym_labels: Sequence[str] = ANTONYM_L
 def cross_split_pairs(edges: pd.DataFrame, train_split: str = "train") -> pd.DataFrame:
     """Held-out edges whose pair is also in another split, as the same pair (duplicate) or reversed (the WN18
     kind: (a, b) in test, (b, a) in train), with the other split's label."""
+    import pandas as pd
+
     held = edges[edges.split != train_split].reset_index(drop=True)
     other = edges.rename(columns={"split": "other split", "label": "other label"})
     found = []
@@ -267,6 +294,8 @@ def cross_split_pairs(edges: pd.DataFrame, train_split: str = "train") -> pd.Dat
 
 def cross_split_table(edges: pd.DataFrame, pairs: pd.DataFrame, train_split: str = "train") -> pd.DataFrame:
     """Per held-out split and other split: edges found there as duplicates or reverses (same / other label)."""
+    import pandas as pd
+
     order = _split_order(edges, train_split)
     rows = []
     for name in order[1:]:
@@ -372,6 +401,8 @@ def graph_audit(edges: pd.DataFrame, out_dir: Path, *, train_split: str = "train
 
 def _num(x) -> float | None:
     """A rate for JSON: None (null) where there is nothing to count."""
+    import pandas as pd
+
     return None if pd.isna(x) else float(x)
 
 

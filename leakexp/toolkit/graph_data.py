@@ -8,15 +8,18 @@ import os
 import logging
 import re
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Sequence, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from leakexp.data.files import DataFormatError
 from leakexp.runner.store import atomic_write_text
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,8 @@ def read_edges(specs: Sequence[str | Path], columns: Sequence[str] = ("head", "t
     (WN18's files are ``head label tail``). Empty lines and lines starting with ``#`` are skipped.
     ``labels``: the accepted labels (case-insensitive); any other, a header line included, is an error naming
     the file and line, since an unknown label would silently count as a synonym."""
+    import pandas as pd
+
     accepted = {x.lower() for x in labels} if labels is not None else None
     if sorted(columns) != ["head", "label", "tail"]:
         raise DataFormatError(f"--columns must order head, tail and label, got {','.join(columns)}")
@@ -165,6 +170,8 @@ def wordnet_pairs(path: Path = DEFAULT_WORDNET, pos: str = "adj", *, antonyms: s
     as synonyms. ``vocabulary`` chooses the synonym pairs: "antonyms" (both words have an antonym: the task's
     words), "any" (one word has one) or "all". ``balance`` downsamples the larger class (seeded). The default
     split of such a benchmark is a random edge split (``graph-audit --wordnet``)."""
+    import pandas as pd
+
     if vocabulary not in ("antonyms", "any", "all"):
         raise DataFormatError(f"vocabulary must be antonyms, any or all, got {vocabulary!r}")
     if antonyms not in ("synsets", "lemmas"):
@@ -228,6 +235,8 @@ def synthetic_graph(seed: int = 0, concepts: int = 150, size: tuple[int, int] = 
     into larger components, as in WordNet); with probability ``contradictions`` a pair also gets a synonym edge
     across it (a word with a sense on each side), so that some cycles disagree on parity. A share
     ``reverses`` of the pairs is listed a second time as (tail, head), as in the released AntSynNET files."""
+    import pandas as pd
+
     rng = np.random.default_rng(seed)
     rows: list[tuple[str, str, str]] = []
     clusters: list[list[str]] = []
@@ -289,6 +298,8 @@ def edge_split(edges: pd.DataFrame, proportions: Sequence[float] = PAPER_PROPORT
 
 def vertex_index(edges: pd.DataFrame) -> tuple[pd.Index, np.ndarray, np.ndarray]:
     """Vertices in order of first appearance (head, then tail, row by row) and the edges as index pairs."""
+    import pandas as pd
+
     both = np.column_stack([edges["head"].to_numpy(), edges["tail"].to_numpy()]).ravel()
     vertices = pd.Index(pd.unique(both))
     return vertices, vertices.get_indexer(edges["head"]), vertices.get_indexer(edges["tail"])
@@ -313,6 +324,9 @@ def component_split(edges: pd.DataFrame, proportions: Sequence[float] = PAPER_PR
     """The alternative remedy: all edges of a connected component go to one split (no edge is dropped).
     Components are taken largest first (ties in seeded random order) and each goes to the split furthest
     below its share of the edges, so sizes only approximate ``proportions`` when a component is large."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
     check_proportions(proportions)
     vertices, h, t = vertex_index(edges)
     n = len(vertices)

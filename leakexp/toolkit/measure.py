@@ -17,9 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
-
-import pandas as pd
+from typing import Sequence, TYPE_CHECKING
 
 from leakexp.data.files import DataFormatError, read_qrels
 from leakexp.data.judgments import qrels_path, run_path
@@ -29,6 +27,9 @@ from leakexp.lib.report import markdown_table
 from leakexp.lib.trec import read_run
 from leakexp.runner.stage import ConfigError
 from leakexp.toolkit.queries import source_name
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,8 @@ def measure_runs(runs: Sequence[str], qrels: str, settings: MeasureSettings) -> 
 
 def per_topic_frame(scored: list[Scored]) -> pd.DataFrame:
     """Every run's per-topic values: run, qid, measure, value (``--out``)."""
+    import pandas as pd
+
     return pd.concat([s.per_topic.assign(run=s.name)[["run", "qid", "measure", "value"]] for s in scored],
                      ignore_index=True)
 
@@ -171,6 +174,8 @@ def compare(scored: list[Scored], baseline: str, settings: MeasureSettings, alph
     """Each run against ``baseline`` per measure: the topics both average, their means, the difference, the paired
     t-test's p (none with fewer than two topics) and its Bonferroni correction over the compared runs, as the tables
     correct over the leakage types."""
+    import pandas as pd
+
     from leakexp.lib.stats import bonferroni, paired_t  # scipy and statsmodels: only when runs are compared
 
     base = next(s for s in scored if s.name == baseline)

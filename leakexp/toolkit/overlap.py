@@ -10,14 +10,17 @@ import sys
 import time
 import unicodedata
 from functools import lru_cache
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from tqdm.auto import tqdm
 
 from leakexp.lib.decisions import above, rounded
 from leakexp.lib.dense import exact_topk
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +136,8 @@ def lexical_overlap(
     (``stopwords()``) are left out on both sides. As lm-evaluation-harness does,
     the test n-grams are indexed and the training side is streamed, so memory follows the test side.
     """
+    import pandas as pd
+
     ngrams = sorted(set(int(n) for n in ngrams), reverse=True)
     if any(n < 1 for n in ngrams):
         raise ValueError(f"n-gram sizes {ngrams}: must be >= 1")

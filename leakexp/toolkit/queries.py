@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 
 from leakexp.data.files import (DataFormatError, DataUnavailable, read_qrels, read_trec_topics, read_tsv_pairs,
                                 read_variants)
 from leakexp.data.irds import _guard, load_dataset
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
     from leakexp.data.types import Collection, TrainPool
+
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +57,15 @@ class QuerySide:
     @cached_property
     def owner(self) -> np.ndarray:
         """For every text row, the index of its query in ``queries``."""
+        import pandas as pd
+
         index = pd.MultiIndex.from_frame(self.queries[["source", "qid"]])
         return index.get_indexer(pd.MultiIndex.from_frame(self.texts[["source", "qid"]])).astype(np.int64)
 
 
 def _side(texts: list[tuple], qrels: list[pd.DataFrame], sources: list[str]) -> QuerySide:
+    import pandas as pd
+
     t = pd.DataFrame(texts, columns=TEXT_COLUMNS)
     t["variant_index"] = t["variant_index"].astype(np.int64)
     q = pd.concat(qrels, ignore_index=True) if qrels else pd.DataFrame(columns=QREL_COLUMNS)
@@ -119,6 +124,8 @@ def _read_query_file(path: Path, source: str, fields: Sequence[str], variants: M
 
 
 def _irds_source(dataset_id: str, source: str, fields: Sequence[str], variants: Mapping[str, list[str]]):
+    import pandas as pd
+
     ds = load_dataset(dataset_id)
     if not ds.has_queries():
         raise DataUnavailable(f"ir_datasets '{dataset_id}' has no queries; give a dataset id with queries "
@@ -167,6 +174,8 @@ def load_side(
     (paired in order) or one for all of them; with no ``specs`` at all they form a qrels-only side (label
     overlap alone). ``variants``: TSV ``qid<TAB>variant`` files (the ``variant`` field).
     """
+    import pandas as pd
+
     fields = _check_fields(fields)
     variant_map: dict[str, list[str]] = {}
     for v in variants:

@@ -24,10 +24,9 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from tqdm.auto import tqdm
 
 from leakexp.lib.decisions import above, ranked, rounded
@@ -37,6 +36,10 @@ from leakexp.runner.store import Store, atomic_write_json, atomic_write_text
 from leakexp.toolkit.audit import AuditOptions, Embedder, SbertEmbedder
 from leakexp.toolkit.overlap import label_pairs, nearest, normalize, train_best_match
 from leakexp.toolkit.queries import QuerySide, load_side
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,8 @@ def _select_qrels(side: QuerySide, rows: np.ndarray, source: str) -> pd.DataFram
 
 def _eligible(train: QuerySide, train_rel: int) -> np.ndarray:
     """Training queries that can be trained on: those with a judged relevant document."""
+    import pandas as pd
+
     if train.qrels.empty:
         raise ValueError("the training side has no qrels; ReSTrain and ReSTTest write training qrels, so give "
                          "--train-qrels (or an ir_datasets id with qrels)")
@@ -82,6 +87,8 @@ def pairs_above(train_emb: np.ndarray, test_emb: np.ndarray, sims: np.ndarray, i
     The top-k holds them all unless a text's k-th neighbour is still above the threshold; such texts are
     compared with every training query (in chunks), so that match counts are never capped at k.
     """
+    import pandas as pd
+
     n = len(train_emb)
     if n == 0 or len(test_emb) == 0 or sims.size == 0:
         return pd.DataFrame({"text": np.zeros(0, np.int64), "train": np.zeros(0, np.int64)})
@@ -101,6 +108,8 @@ def pairs_above(train_emb: np.ndarray, test_emb: np.ndarray, sims: np.ndarray, i
 def exact_pairs(train: QuerySide, test: QuerySide) -> pd.DataFrame:
     """Every (test text row, training row) pair whose texts are equal after normalisation (NFKC, case folding,
     punctuation): an exact duplicate is a leak whatever its embedding similarity."""
+    import pandas as pd
+
     test_norm = pd.DataFrame({"norm": [normalize(t) for t in test.texts.text], "text": np.arange(len(test.texts))})
     train_norm = pd.DataFrame({"norm": [normalize(t) for t in train.texts.text], "train": np.arange(len(train.texts))})
     m = test_norm[test_norm.norm != ""].merge(train_norm, on="norm")
@@ -123,6 +132,8 @@ def decontaminate(
     relative to its own folder (inside a store artifact, which must not depend on where the store is), not by
     their absolute paths.
     """
+    import pandas as pd
+
     if train.texts.empty or test.texts.empty:
         raise ValueError("decontaminate needs queries on both sides (--train and --test)")
     out_dir = Path(out_dir)
@@ -269,6 +280,8 @@ def interpolation_order(
     larger one, and whether a test query's list ran out before ``size`` was reached (then deepen the
     search and call again).
     """
+    import pandas as pd
+
     k = sims.shape[1]
     n_train = len(eligible)
     flat = pd.DataFrame({"q": np.repeat(owner, k), "t": ids.ravel(), "s": sims.ravel()})
@@ -356,6 +369,8 @@ SIZE_UNITS = ("queries", "qrels")
 
 def _qrels_lines(side: QuerySide) -> np.ndarray:
     """Qrels lines per query of ``side.queries`` (what a written training file holds for it)."""
+    import pandas as pd
+
     counts = side.qrels.groupby(["source", "qid"], sort=False).size()
     index = pd.MultiIndex.from_frame(side.queries[["source", "qid"]])
     return counts.reindex(index, fill_value=0).to_numpy().astype(np.int64)
@@ -385,6 +400,8 @@ def restrain(
     set does not hold (so the two kinds are disjoint, as in the released files). Only training queries with
     a relevant document (label >= train_rel) are drawn.
     """
+    import pandas as pd
+
     if unit not in SIZE_UNITS:
         raise ValueError(f"--size-unit {unit}: use queries (training queries) or qrels (qrels lines)")
     what = "training queries" if unit == "queries" else "qrels lines"
@@ -508,6 +525,8 @@ def resttest(
     bucket of every query in ``resttest/buckets.csv``; a summary table. A test query is clustered by its
     first compared text (its first field).
     """
+    import pandas as pd
+
     if buckets < 2:
         raise ValueError(f"--buckets {buckets}: give at least 2 buckets (train on K-1, extrapolate to 1; "
                          "extrapolate-eval: 5)")

@@ -5,16 +5,18 @@ over the other systems; ``leakexp split-eval`` re-scores run files on an audit's
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Collection as CollectionT, Hashable, Mapping, Sequence
+from typing import Collection as CollectionT, Hashable, Mapping, Sequence, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from leakexp.lib.measures import average, mean_by, mfr_caption, per_query
 from leakexp.lib.report import write_table
 from leakexp.lib.stats import bonferroni, paired_t
 from leakexp.lib.trec import read_run
 from leakexp.toolkit.queries import read_qrels_file, source_name
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
 
 
 LEAK_RULES = ("semantic", "exact", "label", "any")
@@ -43,6 +45,8 @@ def split_eval(
     are averaged and tested as ``mfr`` says (``evaluate.mfr``; ``leakexp.lib.measures.average``); its delta is
     the difference of the reported means.
     """
+    import pandas as pd
+
     df = perquery.copy()
     df["qid"] = df["qid"].astype(str)
     systems = list(systems) if systems is not None else [c for c in df.columns if c not in ("qid", "measure", "value")]
@@ -111,6 +115,8 @@ def split_eval(
 def read_leaked(audit_dir: Path, *, rule: str = "semantic", source: str | None = None) -> set[str]:
     """The test qids an audit found leaked: by ``semantic`` similarity, ``exact`` duplicate, ``label`` overlap,
     or ``any`` of them; ``source`` picks one test source when qids repeat across sources."""
+    import pandas as pd
+
     path = Path(audit_dir) / "per_query.csv"
     if not path.exists():
         raise FileNotFoundError(f"{path}: no audit here; run `leakexp audit ... --out {audit_dir}` first")
@@ -155,6 +161,8 @@ def run_split_eval(
     mfr_missing: str = "infinite", depth: int = 100, alpha: float = 0.05, mfr: str = "reciprocal_of_mrr",
 ) -> pd.DataFrame:
     """``leakexp split-eval``: re-score TREC runs on the audit's leaked vs other test queries."""
+    import pandas as pd
+
     leaked = read_leaked(audit_dir, rule=leaked_by, source=source)
     judgments = read_qrels_file(qrels, "--qrels")
     if not leaked & set(judgments.qid.astype(str)):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from leakexp.lib.measures import per_query
 from leakexp.lib.robustness_stats import attack_effects, drop_rate, manipulation_effects, pct_no, shared_topics, vnap
@@ -39,6 +39,10 @@ from leakexp.stages.cell import rerank_params, rerank_path, train_params
 from leakexp.stages.rerank import load_model, rerank, scoring, scoring_reads
 from leakexp.stages.robustness.family import DOC, DOCS, OOD, OWN, QUERIES, QUERY, Robustness
 from leakexp.stages.train import reads_idf
+
+if TYPE_CHECKING:  # imported where used: the commands that compute nothing start without them
+    import pandas as pd
+
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +97,8 @@ class OwnCorpus(Robustness):
     def compute(self, ctx: Context, tmp: Path) -> dict:
         """The model on its own corpus's test topics (the corpus whose leaked queries a leaked model saw; Wu et al.'s
         P_I.I.D., though nothing here is an i.i.d. test split: the models are trained on MS MARCO / ORCAS)."""
+        import pandas as pd
+
         m = ctx.settings("robustness").measure
         pq = _values(ctx, pd.read_parquet(ctx.inputs["run"] / "run.parquet"), _own_measures(ctx))
         pq.to_parquet(tmp / "perquery.parquet", index=False)
@@ -120,6 +126,8 @@ class OutOfDomain(Robustness):
     def compute(self, ctx: Context, tmp: Path) -> dict:
         """The model on another corpus (P_OOD, Eq. 13), per topic, with ``shared``: whether the topic is also one of
         the source corpus's topics (:func:`shared_topics`; Core 2017 reuses Robust04's)."""
+        import pandas as pd
+
         res = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
         pq = _values(ctx, res, _own_measures(ctx))
         field = ctx.settings("rerank").query_field
@@ -154,6 +162,8 @@ class QueryAttack(Robustness):
         return _part_path(p, p["attack"])
 
     def compute(self, ctx: Context, tmp: Path) -> dict:
+        import pandas as pd
+
         run = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
         shared = ctx.inputs["queries"]
         att = pd.read_parquet(shared / "attacks.parquet")
@@ -193,6 +203,8 @@ class DocManipulation(Robustness):
         return _part_path(p, p["kind"])
 
     def compute(self, ctx: Context, tmp: Path) -> dict:
+        import pandas as pd
+
         kind = ctx.params["kind"]
         run = pd.read_parquet(ctx.inputs["run"] / "run.parquet")
         docs = ctx.inputs["collection"].docs
