@@ -346,7 +346,8 @@ def autocast_off(device_type: str):
     e.g. the ``meta`` device)."""
     import torch
 
-    if torch.amp.is_autocast_available(device_type):
+    # CUDA and CPU answered here: torch.compile cannot trace torch.amp.is_autocast_available before torch 2.13
+    if device_type in ("cuda", "cpu") or torch.amp.is_autocast_available(device_type):
         return torch.autocast(device_type, enabled=False)
     return contextlib.nullcontext()
 
