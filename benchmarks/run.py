@@ -882,12 +882,14 @@ def bench_fast_path(name: str, paper, device: str, peak: float | None, n_updates
     compile_ = os.environ.get("LEAKEXP_BENCH_EAGER") != "1"  # 1: the fast rows without torch.compile (a quick check)
     base_batch, fast_batch = settings.train.score_batch_size, settings.cuda.score_batch_size or settings.train.score_batch_size
     fast = Compute(bf16_weights=precision.rerank_bf16 and settings.cuda.rerank_weights == "bf16",
-                   compile=precision.rerank_compile and compile_)
+                   compile=precision.rerank_compile and settings.cuda.rerank_compile and compile_)
     rows = {"baseline": (Compute(legacy=True), base_batch), "fast": (fast, fast_batch)}
     if name == "monot5":
         rows["fast_beyond"] = (dataclasses.replace(fast, bias_once=True, single_query=True), fast_batch)
     else:
         rows["fast_bf16_weights"] = (dataclasses.replace(fast, bf16_weights=True), fast_batch)
+    if not fast.compile and compile_:  # a model experiment=paper scores eagerly: its compiled scoring measured too
+        rows["fast_compiled"] = (dataclasses.replace(fast, compile=True), fast_batch)
 
     def peak_mib() -> float | None:
         return round(torch.cuda.max_memory_allocated() / 2**20, 1) if on_gpu else None

@@ -63,6 +63,10 @@ def test_the_gpu_bench_compiles_both_models_and_plan_reads_its_file(tmp_path):
     assert t5["rerank_fast"]["compute"] == {"bf16_weights": True, "compile": True, "bias_once": False,
                                             "single_query": False, "legacy": False}
     assert t5["rerank_fast"]["compile_s"] > 0 and t5["train_fast"]["compile_s"] > 0
+    bert = data["models"]["monobert"]["rows"]  # experiment=paper scores monoBERT eagerly; its compiled row beside
+    assert not bert["rerank_fast"]["compute"]["compile"] and bert["rerank_fast_compiled"]["compute"]["compile"]
+    assert bert["train_fast"]["compute"]["compile"]
+    assert "rerank_fast_compiled" not in t5
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LEAKEXP_STORE": str(tmp_path / "store")}
     plan = subprocess.run([sys.executable, "-m", "leakexp.cli.main", "plan", "experiment=paper"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=600)

@@ -87,6 +87,9 @@ class CudaSettings(Section):
     # how precision.rerank_bf16 scores: autocast (fp32 weights, bf16 matmuls) or bf16 (weights cast once, score
     # head in fp32); fp32 throughout when precision.rerank_bf16 is false
     rerank_weights: Literal["autocast", "bf16"] = "autocast"
+    # whether this model's scoring core is compiled where precision.rerank_compile is on (false: it scores eagerly);
+    # experiment=paper: monoBERT false (compiled, it scored 0.57x as fast as eagerly on an H200: docs/models.md)
+    rerank_compile: bool = True
 
 
 class T5CudaSettings(CudaSettings):

@@ -67,11 +67,11 @@ def load_model(ctx: Context, name: str = "model", df: str = "df") -> Reranker:
 
 def scoring_compute(ctx: Context) -> Compute:
     """How the cell's model scores on CUDA (leakexp.models.compute): bf16 weights where ``models.<model>.cuda``
-    says so and ``precision.rerank_bf16`` is on, compiled where ``precision.rerank_compile`` is, monoT5's options."""
+    says so and ``precision.rerank_bf16`` is on, compiled where ``precision.rerank_compile`` and the model's ``cuda.rerank_compile`` are, monoT5's options."""
     cuda = ctx.settings(f"models.{ctx.params['model']}").cuda
     precision = ctx.settings("precision")
     return Compute(bf16_weights=precision.rerank_bf16 and cuda.rerank_weights == "bf16",
-                   compile=precision.rerank_compile, bias_once=getattr(cuda, "position_bias_once", False),
+                   compile=precision.rerank_compile and cuda.rerank_compile, bias_once=getattr(cuda, "position_bias_once", False),
                    single_query=getattr(cuda, "single_query_cross_attention", False))
 
 

@@ -28,7 +28,7 @@ def reads_idf(config, model: str) -> bool:
 
 
 # what a model's cuda: block says of scoring alone (leakexp.models.compute.CudaSettings): no part of a checkpoint's key
-SCORING_ONLY = ("score_batch_size", "rerank_weights", "single_query_cross_attention")
+SCORING_ONLY = ("score_batch_size", "rerank_weights", "rerank_compile", "single_query_cross_attention")
 
 
 def check_micro_batches(s: Settings) -> None:
