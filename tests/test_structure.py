@@ -387,3 +387,72 @@ def test_heavy_libraries_are_imported_where_used():
             if any(n in light for n in names) or (isinstance(node, ast.ImportFrom) and node.module in light):
                 bad.append(f"{rel}:{node.lineno}")
     assert bad == []
+
+
+def _type_checking_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for n in ast.walk(node):
+                if isinstance(n, (ast.Import, ast.ImportFrom)):
+                    names.update(a.asname or a.name.split(".")[0] for a in n.names)
+    return names
+
+
+class _RuntimeUses(ast.NodeVisitor):
+    """Where a name imported only for annotations is evaluated outside a function that imports it: class bodies,
+    default values, decorators, lambdas at the top (annotations are strings: ``from __future__ import annotations``)."""
+
+    def __init__(self, names: set[str]):
+        self.names, self.scopes, self.found = names, [], []
+
+    def visit_FunctionDef(self, node):
+        for expr in [*node.args.defaults, *node.args.kw_defaults, *node.decorator_list]:
+            if expr is not None:
+                self.visit(expr)  # evaluated where the function is defined
+        self.scopes.append({a.asname or a.name.split(".")[0] for n in ast.walk(node)
+                            if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names})
+        for statement in node.body:
+            self.visit(statement)
+        self.scopes.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_AnnAssign(self, node):
+        if node.value is not None:
+            self.visit(node.value)
+
+    def visit_arg(self, node):
+        pass
+
+    def visit_Name(self, node):
+        if node.id in self.names and isinstance(node.ctx, ast.Load) and not any(node.id in s for s in self.scopes):
+            self.found.append(node.lineno)
+
+
+def _runtime_uses_of_annotation_imports(source: str) -> list[int]:
+    tree = ast.parse(source)
+    names = _type_checking_names(tree)
+    if not names:
+        return []
+    visitor = _RuntimeUses(names)
+    for node in tree.body:
+        if not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+            visitor.visit(node)
+    return visitor.found
+
+
+def test_names_imported_for_annotations_only_are_never_evaluated():
+    """A library imported under ``TYPE_CHECKING`` (so light commands start without it) is a NameError wherever code
+    evaluates it without importing it: a dataclass field's default factory did, and only a slow test ran it."""
+    bad = [f"{path.relative_to(ROOT).as_posix()}:{line}" for path in sorted(ROOT.rglob("*.py"))
+           for line in _runtime_uses_of_annotation_imports(path.read_text(encoding="utf-8"))]
+    assert bad == []
+
+
+def test_the_annotation_import_check_sees_what_it_forbids():
+    source = ("from __future__ import annotations\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+              "    import pandas as pd\n\n\nclass Side:\n    qrels: pd.DataFrame = field(default_factory=lambda: "
+              "pd.DataFrame())\n\n\ndef fine(x: pd.DataFrame) -> pd.DataFrame:\n    import pandas as pd\n\n"
+              "    return pd.concat([x])\n\n\ndef late(x=pd.NA):\n    return x\n")
+    assert _runtime_uses_of_annotation_imports(source) == [8, 17]

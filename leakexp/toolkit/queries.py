@@ -37,6 +37,13 @@ QREL_COLUMNS = ["source", "qid", "docno", "label"]
 FILE_SUFFIXES = {".gz", ".tsv", ".txt", ".trec", ".xml", ".qrels", ".topics", ".jsonl", ".csv"}
 
 
+def no_qrels() -> pd.DataFrame:
+    """An empty qrels table (a side without judgments)."""
+    import pandas as pd
+
+    return pd.DataFrame(columns=QREL_COLUMNS)
+
+
 @dataclass
 class QuerySide:
     """One side of an audit: the texts to compare (one row per query field) and the qrels, by source.
@@ -46,7 +53,7 @@ class QuerySide:
     """
 
     texts: pd.DataFrame  # source, qid, field, variant_index, text
-    qrels: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=QREL_COLUMNS))
+    qrels: pd.DataFrame = field(default_factory=no_qrels)
     sources: list[str] = field(default_factory=list)
 
     @cached_property
